@@ -1,0 +1,1 @@
+"""Thin adapters from agent frameworks to the memmw middleware (imported lazily)."""

@@ -1,0 +1,5 @@
+"""Embedding providers: protocol, registry, cache and the bundled backends."""
+
+from memmw.embeddings.base import EmbeddingProvider
+
+__all__ = ["EmbeddingProvider"]

@@ -1,0 +1,42 @@
+"""The memmw exception tree: every error the library raises derives from MemmwError."""
+
+from __future__ import annotations
+
+
+class MemmwError(Exception):
+    """Base class of every error memmw raises."""
+
+
+class ConfigError(MemmwError, ValueError):
+    """A configuration value is missing, malformed or out of range."""
+
+
+class PathPolicyError(MemmwError, PermissionError):
+    """A path is outside what memmw may read or write (escape, symlink, not Markdown)."""
+
+
+class IndexStoreError(MemmwError):
+    """The derived SQLite index could not be opened, migrated or written."""
+
+
+class IndexBusyError(IndexStoreError):
+    """Another process holds the writer lock of this index."""
+
+
+class ProviderError(MemmwError):
+    """An embedding provider failed (network, quota, bad answer)."""
+
+
+class ProviderUnavailableError(ProviderError):
+    """An embedding provider cannot start: missing extra, key or model file."""
+
+
+__all__ = [
+    "ConfigError",
+    "IndexBusyError",
+    "IndexStoreError",
+    "MemmwError",
+    "PathPolicyError",
+    "ProviderError",
+    "ProviderUnavailableError",
+]

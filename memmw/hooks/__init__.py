@@ -1,0 +1,1 @@
+"""Lifecycle hooks of the agent middleware (bootstrap, session archive, flush)."""

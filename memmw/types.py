@@ -1,0 +1,203 @@
+"""Result and value objects returned by the public API."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+def citation_for(path: str, start_line: int, end_line: int) -> str:
+    """``path#L<s>`` for one line, ``path#L<s>-L<e>`` for a range."""
+    if start_line == end_line:
+        return f"{path}#L{start_line}"
+    return f"{path}#L{start_line}-L{end_line}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchHit:
+    """One search result: a snippet of a memory file with its position and score.
+
+    Attributes:
+        path: Workspace-relative posix path (``sessions/<file>`` for transcripts).
+        start_line: First line the snippet shows (1-based).
+        end_line: Last line the snippet shows.
+        score: Final score after merge, decay and importance (0..1 for keyword hits).
+        snippet: At most ``snippet_max_chars`` UTF-16 units centred on the best-matching lines.
+        source: ``memory`` or ``sessions``.
+        citation: ``path#Lx-Ly`` of the lines the snippet shows.
+        chunk_id: Stable id of the chunk the snippet came from.
+        chunk_start_line: First line of the whole chunk.
+        chunk_end_line: Last line of the whole chunk.
+        text_score: Keyword-leg score (None when the chunk was not a keyword hit).
+        vector_score: Vector-leg score (None when the chunk was not a vector hit).
+        importance: ``<!-- importance: N -->`` annotation of the entry, if any.
+    """
+
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    snippet: str
+    source: str = "memory"
+    citation: str = ""
+    chunk_id: str = ""
+    chunk_start_line: int = 0
+    chunk_end_line: int = 0
+    text_score: float | None = None
+    vector_score: float | None = None
+    importance: int | None = None
+
+    def to_payload(self, *, citations: bool = True) -> dict[str, Any]:
+        """The tool/CLI JSON shape (camelCase keys, as the original's tools)."""
+        snippet = self.snippet
+        if citations:
+            snippet = f"{snippet.strip()}\n\nSource: {self.citation}"
+        item: dict[str, Any] = {
+            "path": self.path,
+            "startLine": self.start_line,
+            "endLine": self.end_line,
+            "score": round(self.score, 6),
+            "snippet": snippet,
+            "source": self.source,
+        }
+        if citations:
+            item["citation"] = self.citation
+        if self.vector_score is not None:
+            item["vectorScore"] = round(self.vector_score, 6)
+        if self.text_score is not None:
+            item["textScore"] = round(self.text_score, 6)
+        if self.importance is not None:
+            item["importance"] = self.importance
+        return item
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadResult:
+    """A window of a memory file returned by ``Memory.get``.
+
+    Attributes:
+        path: Normalised workspace-relative path.
+        text: The lines of the window (joined with ``\\n``), plus a continuation notice
+            when truncated.
+        status: ``ok`` or ``not_found`` (a missing file is not an error).
+        from_line: First line returned (1-based).
+        lines: Number of lines returned.
+        total_lines: Lines in the whole file.
+        truncated: True when more of the file follows the window.
+        next_from: The ``from_line`` that continues after this window.
+    """
+
+    path: str
+    text: str
+    status: str = "ok"
+    from_line: int = 1
+    lines: int = 0
+    total_lines: int = 0
+    truncated: bool = False
+    next_from: int | None = None
+
+    def to_payload(self) -> dict[str, Any]:
+        """The ``memory_get`` tool payload."""
+        if self.status == "not_found":
+            return {"status": "not_found", "text": "", "path": self.path}
+        payload: dict[str, Any] = {
+            "status": "ok",
+            "text": self.text,
+            "path": self.path,
+            "from": self.from_line,
+            "lines": self.lines,
+        }
+        if self.truncated:
+            payload["truncated"] = True
+            payload["nextFrom"] = self.next_from
+        return payload
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileIssue:
+    """A file that could not be indexed, and why (it is skipped; the others index)."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyncReport:
+    """What one ``Memory.sync`` call did.
+
+    Attributes:
+        full_rebuild: True when the whole index was rebuilt (forced or identity change).
+        reason: Why a full rebuild happened (``forced``, ``no-index``, ``identity:<key>``).
+        files_added / files_changed / files_removed / files_unchanged: File counts.
+        chunks_indexed: Chunks written in this sync.
+        chunks_total: Chunks in the index afterwards.
+        embedded: Chunks embedded (vectors written) in this sync.
+        issues: Files skipped with their reason.
+        seconds: Wall time.
+    """
+
+    full_rebuild: bool = False
+    reason: str = ""
+    files_added: int = 0
+    files_changed: int = 0
+    files_removed: int = 0
+    files_unchanged: int = 0
+    chunks_indexed: int = 0
+    chunks_total: int = 0
+    embedded: int = 0
+    issues: tuple[FileIssue, ...] = ()
+    seconds: float = 0.0
+
+    @property
+    def changed(self) -> bool:
+        """True when the sync modified the index."""
+        return bool(
+            self.full_rebuild or self.files_added or self.files_changed or self.files_removed
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON output."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Status:
+    """A report on one agent's memory index (``memmw status``).
+
+    ``details`` carries nested sections (``fts``, ``vector``, ``provider``, ``cache``,
+    ``scan``) that grow with the backends in use.
+    """
+
+    agent_id: str
+    workspace: str
+    db_path: str
+    files: int = 0
+    chunks: int = 0
+    dirty: bool = False
+    sources: tuple[str, ...] = ("memory",)
+    source_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    mode: str = "fts-only"
+    provider: str = "none"
+    model: str = "fts-only"
+    last_sync: float | None = None
+    issues: tuple[FileIssue, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data in the camelCase shape of the original's ``status --json``."""
+        return {
+            "agentId": self.agent_id,
+            "workspace": self.workspace,
+            "dbPath": self.db_path,
+            "files": self.files,
+            "chunks": self.chunks,
+            "dirty": self.dirty,
+            "sources": list(self.sources),
+            "sourceCounts": self.source_counts,
+            "provider": self.provider,
+            "model": self.model,
+            "lastSync": self.last_sync,
+            "custom": {"searchMode": self.mode},
+            "scan": {"issues": [asdict(i) for i in self.issues]},
+            **self.details,
+        }
