@@ -1,0 +1,118 @@
+"""Schema of the index, versioned by append-only migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from memmw.errors import IndexStoreError
+
+#: Append-only: never edit a released step, add a new one.
+MIGRATIONS: tuple[str, ...] = (
+    # 1: files, chunks, embedding cache, vectors
+    """
+    CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE files (
+        id INTEGER PRIMARY KEY,
+        path TEXT NOT NULL,
+        source TEXT NOT NULL DEFAULT 'memory',
+        hash TEXT NOT NULL,
+        mtime REAL NOT NULL,
+        size INTEGER NOT NULL,
+        decay_ts REAL,
+        UNIQUE (path, source)
+    );
+    CREATE TABLE chunks (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+        path TEXT NOT NULL,
+        source TEXT NOT NULL,
+        start_line INTEGER NOT NULL,
+        end_line INTEGER NOT NULL,
+        hash TEXT NOT NULL,
+        model TEXT NOT NULL,
+        text TEXT NOT NULL,
+        line_map TEXT,
+        importance INTEGER,
+        terms BLOB NOT NULL,
+        n_terms INTEGER NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX chunks_file ON chunks(file_id);
+    CREATE INDEX chunks_path ON chunks(path);
+    CREATE INDEX chunks_source ON chunks(source);
+    CREATE TABLE embedding_cache (
+        provider TEXT NOT NULL,
+        model TEXT NOT NULL,
+        provider_key TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        dims INTEGER NOT NULL,
+        embedding BLOB NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (provider, model, provider_key, hash)
+    );
+    CREATE INDEX embedding_cache_updated ON embedding_cache(updated_at);
+    CREATE TABLE chunk_vectors (
+        chunk_rowid INTEGER PRIMARY KEY REFERENCES chunks(rowid) ON DELETE CASCADE,
+        embedding BLOB NOT NULL
+    );
+    """,
+)
+
+
+def fts_ddl(tokenizer: str) -> str:
+    """DDL of the FTS5 table; its rowid is ``chunks.rowid``.
+
+    With ``unicode61`` the indexed column holds memmw's search terms (so CJK bigrams are
+    searchable); with ``trigram`` it holds the raw text for substring matching.
+    """
+    tok = "trigram" if tokenizer == "trigram" else "unicode61 remove_diacritics 2"
+    return f"CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(body, tokenize='{tok}')"
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The applied schema version (0 for an empty database)."""
+    has_meta = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+    ).fetchone()
+    if not has_meta:
+        return 0
+    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(conn: sqlite3.Connection, fts_tokenizer: str) -> int:
+    """Apply the missing migrations in one transaction; returns the resulting version.
+
+    Raises:
+        IndexStoreError: the database is newer than this memmw (downgrade).
+    """
+    version = schema_version(conn)
+    if version > len(MIGRATIONS):
+        raise IndexStoreError(
+            f"index schema version {version} is newer than this memmw supports "
+            f"({len(MIGRATIONS)}); upgrade memmw or run 'memmw reset'"
+        )
+    if version == len(MIGRATIONS):
+        return version
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = schema_version(conn)
+        for step in MIGRATIONS[version:]:
+            for statement in step.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        if version == 0:
+            conn.execute(fts_ddl(fts_tokenizer))
+        conn.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
+            (str(len(MIGRATIONS)),),
+        )
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return len(MIGRATIONS)
+
+
+DERIVED_TABLES = ("chunk_vectors", "chunks_fts", "chunks", "files", "embedding_cache")

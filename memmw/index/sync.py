@@ -1,0 +1,325 @@
+"""Incremental sync of the workspace into the index, and atomic full rebuilds."""
+
+from __future__ import annotations
+
+import calendar
+import glob
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memmw.chunking import CHUNKING_VERSION, chunk_text
+from memmw.config import MemoryConfig
+from memmw.errors import IndexBusyError, IndexStoreError
+from memmw.index.db import connect, transaction
+from memmw.index.schema import migrate
+from memmw.index.store import IndexStore
+from memmw.index.terms import TERMS_VERSION
+from memmw.locks import exclusive_lock, lock_path_for
+from memmw.types import FileIssue, SyncReport
+from memmw.workspace import (
+    MEMORY_DIR,
+    WorkspaceFile,
+    discover,
+    file_date,
+    is_curated,
+    resolve_extra_path,
+)
+
+log = logging.getLogger(__name__)
+
+#: Files larger than this are reported and skipped (memory files are small by nature).
+MAX_FILE_BYTES = 16 * 1024 * 1024
+#: How long a sync waits for another process's sync before giving up.
+WRITER_LOCK_TIMEOUT_S = 120.0
+
+Progress = Callable[[int, int, str], None]
+
+
+class FileReadError(Exception):
+    """A file that cannot be indexed (binary, not UTF-8, unreadable, too large)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProviderIdentity:
+    """What of the embedding provider goes into the index identity."""
+
+    provider: str = "none"
+    model: str = "fts-only"
+    provider_key: str = ""
+    dims: int | None = None
+
+
+@dataclass
+class _Counts:
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    chunks: int = 0
+    issues: list[FileIssue] = field(default_factory=list)
+
+    @property
+    def modified(self) -> bool:
+        return bool(self.added or self.changed or self.removed)
+
+
+def read_markdown(path: Path) -> tuple[str, str, float, int]:
+    """Read a Markdown file: ``(text, sha256 of bytes, mtime, size)``.
+
+    Raises:
+        FileReadError: binary content, invalid UTF-8, too large or unreadable.
+    """
+    try:
+        st = os.stat(path)
+        if st.st_size > MAX_FILE_BYTES:
+            raise FileReadError(f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise FileReadError(f"unreadable: {exc.strerror or exc}") from exc
+    if b"\x00" in data:
+        raise FileReadError("binary content (NUL bytes)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileReadError(f"not valid UTF-8 (byte {exc.start})") from exc
+    return text.removeprefix("\ufeff"), hashlib.sha256(data).hexdigest(), st.st_mtime, st.st_size
+
+
+def decay_timestamp(file: WorkspaceFile, mtime: float) -> float | None:
+    """Epoch seconds a file's age is measured from; None for evergreen files.
+
+    Dated files under ``memory/`` use the date in their name (UTC midnight); root curated
+    files and undated files under ``memory/`` are evergreen; other files (extra paths)
+    use their modification time.
+    """
+    date = file_date(file.path)
+    if date is not None:
+        return float(calendar.timegm((*date, 0, 0, 0)))
+    if is_curated(file.path) or file.path.startswith(MEMORY_DIR + "/"):
+        return None
+    return mtime
+
+
+def build_identity(config: MemoryConfig, workspace: Path, provider: ProviderIdentity) -> dict[str, Any]:
+    """The index identity: when any of it changes, the index is rebuilt."""
+    scope = sorted(
+        [str(resolve_extra_path(e, workspace).absolute()), e.pattern or ""] for e in config.extra_paths
+    )
+    return {
+        "provider": provider.provider,
+        "model": provider.model,
+        "providerKey": provider.provider_key,
+        "vectorDims": provider.dims,
+        "sources": sorted(config.sources),
+        "scopeHash": hashlib.sha256(json.dumps(scope).encode()).hexdigest(),
+        "chunkTokens": config.chunking.tokens,
+        "chunkOverlap": config.chunking.overlap,
+        "ftsTokenizer": config.store.fts_tokenizer,
+        "chunkingVersion": CHUNKING_VERSION,
+        "termsVersion": TERMS_VERSION,
+    }
+
+
+def identity_change(stored: dict[str, Any] | None, wanted: dict[str, Any]) -> str | None:
+    """Why the stored identity does not match (``no-index``, ``identity:<key>``), or None."""
+    if stored is None:
+        return "no-index"
+    for key, value in wanted.items():
+        if key == "vectorDims" and value is None:
+            continue  # dims are learned on the first embedding
+        if stored.get(key) != value:
+            return f"identity:{key}"
+    return None
+
+
+class Indexer:
+    """Brings one index database up to date with its workspace.
+
+    One sync runs at a time per index, across processes (a lock file beside the
+    database). Incremental syncs run in one transaction; full rebuilds are built in a
+    temporary database and copied over the live one in one transaction, so readers
+    always see a complete index and a crash leaves the previous one in place.
+    """
+
+    def __init__(
+        self,
+        *,
+        db_path: Path,
+        workspace: Path,
+        config: MemoryConfig,
+        provider: ProviderIdentity | None = None,
+    ) -> None:
+        self.db_path = db_path
+        self.workspace = workspace
+        self.config = config
+        self.provider = provider or ProviderIdentity()
+
+    @property
+    def lock_path(self) -> Path:
+        """The writer lock file."""
+        return lock_path_for(self.db_path)
+
+    def sync(
+        self, *, force: bool = False, progress: Progress | None = None, wait: bool = True
+    ) -> SyncReport:
+        """Index new and changed files, drop removed ones; rebuild when forced or needed.
+
+        Args:
+            force: Rebuild everything (in a temporary database, swapped in atomically).
+            progress: Called with ``(done, total, path)`` per file.
+            wait: Wait for another process's sync; False raises ``IndexBusyError``.
+        """
+        started = time.perf_counter()
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with exclusive_lock(self.lock_path, timeout=WRITER_LOCK_TIMEOUT_S if wait else 0):
+                self._remove_orphans()
+                conn = connect(self.db_path)
+                try:
+                    migrate(conn, self.config.store.fts_tokenizer)
+                    store = IndexStore(conn, fts_tokenizer=self.config.store.fts_tokenizer)
+                    wanted = build_identity(self.config, self.workspace, self.provider)
+                    stored_raw = store.get_meta("identity")
+                    stored = json.loads(stored_raw) if stored_raw else None
+                    reason = "forced" if force else identity_change(stored, wanted)
+                    if reason is not None and reason != "no-index" and not force and not self.config.auto_reindex:
+                        raise IndexStoreError(
+                            f"the index was built with other settings ({reason}); "
+                            "run 'memmw index --force' to rebuild it"
+                        )
+                    if reason is not None:
+                        counts = self._rebuild(conn, store, wanted, progress)
+                    else:
+                        counts = self._incremental(store, progress)
+                    total = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+                finally:
+                    conn.close()
+        except TimeoutError as exc:
+            raise IndexBusyError(
+                f"another process is syncing {self.db_path.name}; try again shortly"
+            ) from exc
+        report = SyncReport(
+            full_rebuild=reason is not None,
+            reason=reason or "",
+            files_added=counts.added,
+            files_changed=counts.changed,
+            files_removed=counts.removed,
+            files_unchanged=counts.unchanged,
+            chunks_indexed=counts.chunks,
+            chunks_total=int(total),
+            issues=tuple(counts.issues),
+            seconds=time.perf_counter() - started,
+        )
+        log.debug("sync %s: %s", self.db_path, report)
+        return report
+
+    # -- internals -------------------------------------------------------------------
+    def _index(
+        self, store: IndexStore, existing: dict[str, str], progress: Progress | None
+    ) -> _Counts:
+        files, issues = discover(self.workspace, self.config.extra_paths)
+        counts = _Counts(issues=list(issues))
+        per_entry_ok = True
+        seen: set[str] = set()
+        for i, file in enumerate(files):
+            seen.add(file.path)
+            if progress is not None:
+                progress(i, len(files), file.path)
+            try:
+                text, digest, mtime, size = read_markdown(file.abs_path)
+            except FileReadError as exc:
+                counts.issues.append(FileIssue(path=file.path, reason=str(exc)))
+                log.warning("skipping %s: %s", file.path, exc)
+                continue
+            if existing.get(file.path) == digest:
+                counts.unchanged += 1
+                continue
+            chunks = chunk_text(
+                text,
+                tokens=self.config.chunking.tokens,
+                overlap=self.config.chunking.overlap,
+                per_entry=per_entry_ok and is_curated(file.path),
+            )
+            store.replace_file(
+                path=file.path, source=file.source, file_hash=digest, mtime=mtime, size=size,
+                decay_ts=decay_timestamp(file, mtime), chunks=chunks, model=self.provider.model,
+            )
+            counts.chunks += len(chunks)
+            if file.path in existing:
+                counts.changed += 1
+            else:
+                counts.added += 1
+        for path in existing.keys() - seen:
+            store.delete_file(path, "memory")
+            counts.removed += 1
+        if progress is not None:
+            progress(len(files), len(files), "")
+        return counts
+
+    def _incremental(self, store: IndexStore, progress: Progress | None) -> _Counts:
+        with transaction(store.conn):
+            counts = self._index(store, store.file_hashes("memory"), progress)
+            if counts.modified:
+                store.bump_generation()
+        return counts
+
+    def _rebuild(
+        self,
+        live: sqlite3.Connection,
+        live_store: IndexStore,
+        identity: dict[str, Any],
+        progress: Progress | None,
+    ) -> _Counts:
+        tmp_path = self.db_path.with_name(f"{self.db_path.name}.tmp-{uuid.uuid4().hex[:12]}")
+        tmp = sqlite3.connect(str(tmp_path), isolation_level=None)
+        try:
+            tmp.execute("PRAGMA synchronous=OFF")
+            migrate(tmp, self.config.store.fts_tokenizer)
+            store = IndexStore(tmp, fts_tokenizer=self.config.store.fts_tokenizer)
+            old_generation = live_store.generation()
+            old_chunks = live.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+            with transaction(tmp):
+                # Seed the new index with the old embedding cache: a rebuild re-embeds
+                # nothing that is already cached.
+                tmp.executemany(
+                    "INSERT OR IGNORE INTO embedding_cache VALUES (?,?,?,?,?,?,?)",
+                    live.execute("SELECT * FROM embedding_cache"),
+                )
+                counts = self._index(store, {}, progress)
+                store.set_meta("identity", json.dumps(identity, sort_keys=True))
+                store.set_meta("generation", str(old_generation))
+                store.bump_generation()
+            if old_chunks and counts.chunks == 0 and counts.issues and not (counts.added):
+                raise IndexStoreError(
+                    "rebuild produced an empty index while files could not be read; "
+                    "kept the previous index"
+                )
+            # One write transaction on the live database: readers see old or new, never
+            # a mix, and a crash in the middle leaves the old index.
+            tmp.backup(live)
+            return counts
+        finally:
+            tmp.close()
+            for suffix in ("", "-journal", "-wal", "-shm"):
+                try:
+                    os.unlink(f"{tmp_path}{suffix}")
+                except FileNotFoundError:
+                    pass
+
+    def _remove_orphans(self) -> None:
+        """Delete temporary databases left by a crashed rebuild (we hold the writer lock)."""
+        for leftover in glob.glob(glob.escape(str(self.db_path)) + ".tmp-*"):
+            try:
+                os.unlink(leftover)
+                log.info("removed orphaned temporary index %s", leftover)
+            except OSError:
+                pass

@@ -1,0 +1,202 @@
+"""Search orchestration: keyword and vector legs, merge, decay, importance, MMR, snippets."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from memmw.config import MemoryConfig, candidate_count
+from memmw.index.store import ChunkRow, IndexStore
+from memmw.keyword import KeywordHit, KeywordMatrix, bm25_to_score, fts_search
+from memmw.ranking import decay_multiplier, importance_multiplier, mmr_order
+from memmw.snippets import build_snippet
+from memmw.text import normalize, query_terms, terms
+from memmw.types import SearchHit, citation_for
+
+log = logging.getLogger(__name__)
+
+#: ``(limit) -> [(rowid, cosine similarity)]``, best first.
+VectorLeg = Callable[[int], list[tuple[int, float]]]
+
+
+@dataclass
+class _Candidate:
+    chunk: ChunkRow
+    text_score: float | None = None
+    text_rank: int | None = None
+    keyword_raw: float = 0.0
+    vector_score: float | None = None
+    vector_rank: int | None = None
+    score: float = 0.0
+    order: float = 0.0
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    """Hits plus how they were found (``hybrid`` or ``fts-only``)."""
+
+    hits: list[SearchHit]
+    mode: str
+
+
+def lexical_score(hit: KeywordHit, chunk: ChunkRow, n_query: int, path_hits: int) -> float:
+    """The reference's boosted keyword score, before its cap at 1.
+
+    ``bm25/(1+bm25) + 0.45*coverage + 0.2*overlap/len + 0.18*path matches +
+    min(len/160, 0.18)``. Ranking uses the uncapped value so that capped ties still
+    order by relevance; the reported score is capped.
+    """
+    overlap = hit.matched
+    return (
+        bm25_to_score(hit.bm25)
+        + 0.45 * overlap / max(n_query, 1)
+        + 0.2 * overlap / max(chunk.n_terms, 1)
+        + 0.18 * path_hits
+        + min(len(chunk.text) / 160.0, 0.18)
+    )
+
+
+class Searcher:
+    """Runs searches over one index, caching the keyword matrix per index generation."""
+
+    def __init__(self, config: MemoryConfig) -> None:
+        self.config = config
+        self._matrix: KeywordMatrix | None = None
+        self._matrix_key: tuple[int, tuple[str, ...]] | None = None
+        self._lock = threading.Lock()
+
+    def keyword_matrix(self, store: IndexStore, sources: Sequence[str]) -> KeywordMatrix:
+        """The BM25 matrix of the current generation (rebuilt when the index changed)."""
+        key = (store.generation(), tuple(sources))
+        with self._lock:
+            if self._matrix is None or self._matrix_key != key:
+                started = time.perf_counter()
+                self._matrix = KeywordMatrix(store.term_blobs(sources))
+                self._matrix_key = key
+                log.debug(
+                    "keyword matrix: %d chunks in %.3fs", self._matrix.n_docs,
+                    time.perf_counter() - started,
+                )
+            return self._matrix
+
+    def search(
+        self,
+        store: IndexStore,
+        query: str,
+        *,
+        max_results: int | None = None,
+        min_score: float | None = None,
+        sources: Sequence[str] | None = None,
+        vector_leg: VectorLeg | None = None,
+        now: float | None = None,
+    ) -> SearchOutcome:
+        """Search the index; see ``Memory.search`` for the semantics.
+
+        The caller holds a read snapshot of ``store`` so both legs see one generation.
+        """
+        cfg = self.config.query
+        limit = max_results if max_results is not None else cfg.max_results
+        threshold = cfg.min_score if min_score is None else min(1.0, max(0.0, min_score))
+        srcs = tuple(sources or self.config.sources)
+        mode = "hybrid" if vector_leg is not None else "fts-only"
+        q_terms = query_terms(query)
+        if not q_terms and vector_leg is None:
+            return SearchOutcome([], mode)
+        n_candidates = candidate_count(limit, cfg.hybrid)
+
+        matrix = self.keyword_matrix(store, srcs)
+        if self.config.store.keyword_backend == "fts5":
+            kw_hits = fts_search(store, q_terms, n_candidates, srcs)
+        else:
+            kw_hits = matrix.search(q_terms, n_candidates)
+        vec_hits = vector_leg(n_candidates) if vector_leg is not None else []
+
+        rows = store.chunks([h.rowid for h in kw_hits] + [r for r, _ in vec_hits])
+        cands: dict[int, _Candidate] = {}
+        for rank, kw in enumerate(kw_hits):
+            chunk = rows.get(kw.rowid)
+            if chunk is None:
+                continue
+            path_norm = normalize(chunk.path)
+            raw = lexical_score(kw, chunk, len(q_terms), sum(1 for t in q_terms if t in path_norm))
+            cands[kw.rowid] = _Candidate(
+                chunk=chunk, text_score=min(1.0, raw), text_rank=rank, keyword_raw=raw
+            )
+        for rank, (rowid, sim) in enumerate(vec_hits):
+            chunk = rows.get(rowid)
+            if chunk is None:
+                continue
+            cand = cands.setdefault(rowid, _Candidate(chunk=chunk))
+            cand.vector_score = max(0.0, min(1.0, sim))
+            cand.vector_rank = rank
+        if not cands:
+            return SearchOutcome([], mode)
+
+        self._score(list(cands.values()), hybrid=vector_leg is not None)
+        now_ts = time.time() if now is None else now
+        newest = store.newest_decay_ts()
+        for cand in cands.values():
+            mult = decay_multiplier(
+                cand.chunk.decay_ts, config=cfg.temporal_decay, now=now_ts, newest=newest
+            ) * importance_multiplier(cand.chunk.importance)
+            cand.score *= mult
+            cand.order *= mult
+
+        ordered = sorted(cands.values(), key=lambda c: (-c.order, -c.score, c.chunk.rowid))
+        if cfg.mmr.enabled:
+            ordered = mmr_order(
+                ordered,
+                [c.order for c in ordered],
+                [frozenset(terms(c.chunk.text)) for c in ordered],
+                cfg.mmr.lambda_,
+            )
+        strict = [c for c in ordered if c.score >= threshold]
+        # Keyword relaxation: a pure keyword hit can never pass a 0.35 threshold on a
+        # weighted score, so keyword-leg hits below it fill the remaining slots.
+        spare = [c for c in ordered if c.score < threshold and c.text_score is not None]
+        chosen = (strict + spare)[:limit]
+        idf = matrix.idf if matrix.n_docs else (lambda _t: 1.0)
+        return SearchOutcome([self._hit(c, q_terms, idf) for c in chosen], mode)
+
+    def _score(self, cands: list[_Candidate], *, hybrid: bool) -> None:
+        hy = self.config.query.hybrid
+        for c in cands:
+            text = c.text_score or 0.0
+            if not hybrid:
+                c.score, c.order = text, c.keyword_raw
+                continue
+            vec = c.vector_score or 0.0
+            c.score = hy.vector_weight * vec + hy.text_weight * text
+            if hy.fusion == "rrf":
+                c.order = sum(
+                    w / (hy.rrf_k + r + 1)
+                    for w, r in ((hy.vector_weight, c.vector_rank), (hy.text_weight, c.text_rank))
+                    if r is not None
+                )
+            else:
+                c.order = c.score
+
+    def _hit(self, cand: _Candidate, q_terms: list[str], idf: Callable[[str], float]) -> SearchHit:
+        chunk = cand.chunk
+        snip = build_snippet(
+            chunk.text, chunk.piece_lines(), q_terms, idf=idf,
+            max_chars=self.config.query.snippet_max_chars,
+        )
+        return SearchHit(
+            path=chunk.path,
+            start_line=snip.start_line,
+            end_line=snip.end_line,
+            score=cand.score,
+            snippet=snip.text,
+            source=chunk.source,
+            citation=citation_for(chunk.path, snip.start_line, snip.end_line),
+            chunk_id=chunk.id,
+            chunk_start_line=chunk.start_line,
+            chunk_end_line=chunk.end_line,
+            text_score=cand.text_score,
+            vector_score=cand.vector_score,
+            importance=chunk.importance,
+        )

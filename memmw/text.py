@@ -1,0 +1,132 @@
+"""Text primitives: UTF-16 lengths, CJK weights, search terms and stop words."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+# Ranges the reference weighs as "non-Latin" (about one token per character).
+_WIDE_RANGES = (
+    (0x2E80, 0x9FFF),
+    (0xA000, 0xA4FF),
+    (0xAC00, 0xD7AF),
+    (0xF900, 0xFAFF),
+    (0x20000, 0x2FA1F),
+)
+# Scripts written without spaces between words; indexed as character unigrams + bigrams.
+_CJK_CHAR = (
+    "\u3040-\u30ff"  # hiragana, katakana
+    "\u3100-\u312f\u31a0-\u31bf\u31f0-\u31ff"  # bopomofo, katakana ext.
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
+    "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af"  # hangul jamo, compatibility jamo, syllables
+    "\U00020000-\U0002fa1f"
+)
+_WORD = re.compile(r"\w+")
+_CJK_RUN = re.compile(f"[{_CJK_CHAR}]+")
+_HAS_CJK = re.compile(f"[{_CJK_CHAR}]")
+
+
+def utf16_len(text: str) -> int:
+    """Length in UTF-16 code units (how the original counts characters)."""
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+def cut_utf16(text: str, limit: int) -> str:
+    """The longest prefix of ``text`` within ``limit`` UTF-16 units (never splits a pair)."""
+    if limit <= 0:
+        return ""
+    if len(text) * 2 <= limit or utf16_len(text) <= limit:
+        return text
+    used = 0
+    for i, ch in enumerate(text):
+        used += 2 if ord(ch) > 0xFFFF else 1
+        if used > limit:
+            return text[:i]
+    return text
+
+
+def is_wide(ch: str) -> bool:
+    """True for characters the chunker weighs as non-Latin (CJK, Hangul, Yi, ...)."""
+    cp = ord(ch)
+    return any(lo <= cp <= hi for lo, hi in _WIDE_RANGES)
+
+
+def weight(text: str) -> int:
+    """Chunking weight: code points plus 3 for each non-Latin character (~1 token each)."""
+    if text.isascii():
+        return len(text)
+    return len(text) + 3 * sum(1 for ch in text if is_wide(ch))
+
+
+def has_cjk(text: str) -> bool:
+    """True if ``text`` contains a character of a script written without spaces."""
+    return _HAS_CJK.search(text) is not None
+
+
+@lru_cache(maxsize=200_000)
+def _word_terms(word: str) -> tuple[str, ...]:
+    """Terms of one ``\\w+`` run: itself, or CJK runs split into unigrams and bigrams."""
+    if not _HAS_CJK.search(word):
+        return (word,)
+    out: list[str] = []
+    pos = 0
+    for m in _CJK_RUN.finditer(word):
+        if m.start() > pos:
+            out.append(word[pos : m.start()])
+        run = m.group()
+        out.extend(run)
+        out.extend(run[i : i + 2] for i in range(len(run) - 1))
+        pos = m.end()
+    if pos < len(word):
+        out.append(word[pos:])
+    return tuple(out)
+
+
+def normalize(text: str) -> str:
+    """NFKC and case folding, so full-width and case variants match."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def terms(text: str) -> list[str]:
+    """Search terms of ``text``, in order, with repeats.
+
+    Words are runs of letters, digits and ``_`` (NFKC, case-folded). Runs of CJK,
+    kana or Hangul become character unigrams and bigrams, so Chinese, Japanese and
+    Korean text is searchable without a word segmenter.
+    """
+    out: list[str] = []
+    for word in _WORD.findall(normalize(text)):
+        out.extend(_word_terms(word))
+    return out
+
+
+STOP_WORDS = frozenset(
+    """
+    a about above after again against all am an and any are aren't as at be because been
+    before being below between both but by can could did do does doing don't down during
+    each few for from further had has have having he her here hers herself him himself his
+    how i if in into is it its itself just let's me more most my myself no nor not of off on
+    once only or other our ours ourselves out over own same she should so some such than
+    that the their theirs them themselves then there these they this those through to too
+    under until up very was we were what when where which while who whom why will with
+    would you your yours yourself yourselves s t d ll m re ve also get got did does done
+    ever much many may might must shall us one ones thing things like really yes yeah
+    el la los las un una unos unas y o de del en por para con que se es le les des et du au
+    o os as um uma e do da dos das em no na nos nas der die das und ist ein eine zu den
+    的 了 是 在 和 有 我 你 他 她 它 们 这 那 吗 呢 吧 啊 也 就 都 而 及 与
+    の に は を が で と た し て も な い ます です
+    이 그 저 은 는 을 를 에 의 와 과 도 로 으로
+    """.split()
+)
+
+
+def query_terms(text: str) -> list[str]:
+    """Unique search terms of a query with stop words dropped.
+
+    Falls back to all unique terms when the query has only stop words, so "what is it"
+    still searches for something.
+    """
+    all_terms = list(dict.fromkeys(terms(text)))
+    kept = [t for t in all_terms if t not in STOP_WORDS and not (t.isascii() and len(t) < 2)]
+    return kept or all_terms
