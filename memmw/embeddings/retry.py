@@ -1,0 +1,134 @@
+"""Retries for remote embedding calls: exponential backoff with jitter on retryable errors only."""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_RETRYABLE_TEXT = re.compile(
+    r"rate[ _]limit|too many requests|\b429\b|resource has been exhausted|resource_exhausted"
+    r"|(?:status|code|error|http)\D{0,12}\b5\d\d\b|^\s*5\d\d\b|internal server error|bad gateway"
+    r"|service unavailable|gateway time-?out|cloudflare|tokens per day|timed? ?out|timeout"
+    r"|connection (?:error|reset|refused|aborted)",
+    re.IGNORECASE,
+)
+_QUOTA_TEXT = re.compile(
+    r"insufficient_quota|exceeded your current quota|billing hard limit", re.IGNORECASE
+)
+_RETRYABLE_TYPE_WORDS = ("timeout", "connection", "connecterror", "readerror", "remoteprotocol")
+
+
+def _status_of(exc: BaseException) -> int | None:
+    for attr in ("status_code", "code", "status"):
+        value = getattr(exc, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+            return value
+    response = getattr(exc, "response", None)
+    value = getattr(response, "status_code", None)
+    if isinstance(value, int) and 100 <= value <= 599:
+        return value
+    return None
+
+
+def is_quota_error(exc: BaseException) -> bool:
+    """True for quota-exhausted errors, which must never be retried (they only storm).
+
+    Args:
+        exc: The error raised by a provider call.
+    """
+    if getattr(exc, "code", None) == "insufficient_quota":
+        return True
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict) and body.get("code") == "insufficient_quota":
+        return True
+    return bool(_QUOTA_TEXT.search(str(exc)))
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True when a failed call is worth another try.
+
+    Retryable: rate limits (429, "rate limit", "too many requests", "resource has been
+    exhausted", "tokens per day"), 5xx statuses, Cloudflare errors, timeouts and connection
+    errors. Quota exhaustion (``insufficient_quota``) is never retryable.
+
+    Args:
+        exc: The error raised by a provider call.
+    """
+    if is_quota_error(exc):
+        return False
+    if isinstance(exc, (TimeoutError, ConnectionError)):
+        return True
+    for cls in type(exc).__mro__:
+        name = cls.__name__.lower()
+        if any(word in name for word in _RETRYABLE_TYPE_WORDS):
+            return True
+    status = _status_of(exc)
+    if status is not None and (status == 429 or status >= 500):
+        return True
+    return bool(_RETRYABLE_TEXT.search(str(exc)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """How often and how patiently to retry a provider call.
+
+    Attributes:
+        attempts: Total tries, the first included.
+        base_delay_s: Delay before the second try; it doubles after each failure.
+        max_delay_s: Cap on the delay before jitter.
+        jitter: Extra random share of the delay (0.2 = up to +20%).
+        sleep: Sleep function (inject a fake one in tests).
+        rng: Source of uniform random numbers in [0, 1) for the jitter.
+    """
+
+    attempts: int = 3
+    base_delay_s: float = 0.5
+    max_delay_s: float = 8.0
+    jitter: float = 0.2
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+    rng: Callable[[], float] = field(default=random.random, repr=False)
+
+    def delay(self, failures: int) -> float:
+        """Seconds to wait after ``failures`` consecutive failures (1-based), jitter included."""
+        base = min(self.base_delay_s * (2.0 ** max(failures - 1, 0)), self.max_delay_s)
+        return base * (1.0 + self.jitter * self.rng())
+
+    def call(self, fn: Callable[[], T], *, what: str = "embedding request") -> T:
+        """Run ``fn``, retrying retryable errors; the last error is re-raised unchanged.
+
+        Args:
+            fn: The call to make.
+            what: Short description for log messages (never the texts themselves).
+        """
+        failures = 0
+        while True:
+            try:
+                return fn()
+            except Exception as exc:
+                failures += 1
+                if failures >= self.attempts or not is_retryable(exc):
+                    raise
+                wait = self.delay(failures)
+                logger.warning(
+                    "%s failed (%s), retry %d/%d in %.2fs",
+                    what,
+                    type(exc).__name__,
+                    failures,
+                    self.attempts - 1,
+                    wait,
+                )
+                self.sleep(wait)
+
+
+DEFAULT_RETRY = RetryPolicy()
+
+__all__ = ["DEFAULT_RETRY", "RetryPolicy", "is_quota_error", "is_retryable"]
