@@ -1,0 +1,394 @@
+"""Pre-compaction memory flush: the threshold decision, the per-cycle marker and the silent turn."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from memmw.chat import ChatModel, Message, call_model, tool_message
+from memmw.config import FlushConfig
+from memmw.locks import exclusive_lock, lock_path_for
+from memmw.prompts import is_silent_reply
+from memmw.tools import MemoryTool, payload_text, tools_by_name
+from memmw.transcripts import check_session_id
+from memmw.workspace import atomic_write_text
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "flush-state.json"
+#: Model/tool rounds the flush turn may take before it is stopped.
+MAX_FLUSH_STEPS = 6
+
+
+def flush_threshold(config: FlushConfig, context_window: int | None = None) -> int:
+    """``max(0, context_window - reserve_tokens_floor - soft_threshold_tokens)``.
+
+    Args:
+        config: Flush settings (their ``context_window`` is used when none is given).
+        context_window: The model's context window in tokens, when known.
+    """
+    window = context_window if context_window is not None else config.context_window
+    return max(0, window - config.reserve_tokens_floor - config.soft_threshold_tokens)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlushDecision:
+    """Whether the flush should run now, and why.
+
+    Attributes:
+        run: True when the flush should run.
+        reason: ``tokens``, ``transcript-bytes``, or why it was skipped (``disabled``,
+            ``read-only``, ``already-flushed``, ``below-threshold``, ``no-threshold``,
+            ``heartbeat``).
+        tokens: Tokens the next model call will send.
+        threshold: The token threshold in force.
+        cycle: The compaction cycle the decision is about.
+    """
+
+    run: bool
+    reason: str
+    tokens: int = 0
+    threshold: int = 0
+    cycle: int = 0
+
+
+def decide_flush(
+    config: FlushConfig,
+    *,
+    tokens: int,
+    cycle: int,
+    flushed_cycle: int | None,
+    transcript_bytes: int = 0,
+    read_only: bool = False,
+    context_window: int | None = None,
+    heartbeat: bool = False,
+) -> FlushDecision:
+    """Decide whether to run the pre-compaction flush (pure).
+
+    It runs when the tokens reach the threshold or the transcript reaches
+    ``force_flush_transcript_bytes`` (when > 0), and no flush has happened yet in this
+    compaction ``cycle`` (``flushed_cycle`` is the cycle of the last flush, None = never).
+
+    Args:
+        config: Flush settings.
+        tokens: Tokens the next model call will send.
+        cycle: Current compaction cycle id (0 before the first compaction).
+        flushed_cycle: Cycle id of the last flush, or None.
+        transcript_bytes: Size of the session transcript.
+        read_only: True when the workspace cannot be written (the flush is skipped).
+        context_window: Overrides ``config.context_window``.
+        heartbeat: True for heartbeat runs (never flushed).
+    """
+    threshold = flush_threshold(config, context_window)
+    base = {"tokens": tokens, "threshold": threshold, "cycle": cycle}
+    if not config.enabled:
+        return FlushDecision(run=False, reason="disabled", **base)
+    if heartbeat:
+        return FlushDecision(run=False, reason="heartbeat", **base)
+    if read_only:
+        return FlushDecision(run=False, reason="read-only", **base)
+    if flushed_cycle is not None and flushed_cycle == cycle:
+        return FlushDecision(run=False, reason="already-flushed", **base)
+    if threshold > 0 and tokens >= threshold:
+        return FlushDecision(run=True, reason="tokens", **base)
+    limit = config.force_flush_transcript_bytes
+    if limit > 0 and transcript_bytes >= limit:
+        return FlushDecision(run=True, reason="transcript-bytes", **base)
+    reason = "below-threshold" if threshold > 0 else "no-threshold"
+    return FlushDecision(run=False, reason=reason, **base)
+
+
+# ---------------------------------------------------------------------------------------
+# Per-session cycle state
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionFlushState:
+    """Flush bookkeeping of one session.
+
+    Attributes:
+        cycle: Compaction cycle id; starts at 0 and grows by one per real compaction.
+        flushed_cycle: The cycle the last flush ran in (None = never flushed).
+        flushed_at: ISO time of the last flush.
+        flush_status: ``ok``, ``silent`` or ``failed`` for the last flush.
+        compaction_marker: Identity of the last compaction seen (e.g. the summary
+            message id), so one compaction is never counted twice.
+    """
+
+    cycle: int = 0
+    flushed_cycle: int | None = None
+    flushed_at: str | None = None
+    flush_status: str | None = None
+    compaction_marker: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (camelCase)."""
+        return {
+            "cycle": self.cycle,
+            "flushedCycle": self.flushed_cycle,
+            "flushedAt": self.flushed_at,
+            "flushStatus": self.flush_status,
+            "compactionMarker": self.compaction_marker,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SessionFlushState:
+        """Parse the JSON form; bad values fall back to defaults."""
+        cycle = data.get("cycle")
+        flushed = data.get("flushedCycle")
+        return cls(
+            cycle=cycle if isinstance(cycle, int) and cycle >= 0 else 0,
+            flushed_cycle=flushed if isinstance(flushed, int) else None,
+            flushed_at=data.get("flushedAt") if isinstance(data.get("flushedAt"), str) else None,
+            flush_status=(
+                data.get("flushStatus") if isinstance(data.get("flushStatus"), str) else None
+            ),
+            compaction_marker=(
+                data.get("compactionMarker")
+                if isinstance(data.get("compactionMarker"), str)
+                else None
+            ),
+        )
+
+
+class FlushStateStore:
+    """Persists :class:`SessionFlushState` per session in a small JSON file.
+
+    The file is ``<state_dir>/agents/<agent_id>/flush-state.json``: ``{"sessions": {id:
+    {cycle, flushedCycle, ...}}}``. Writes are atomic and locked, so the marker survives
+    restarts and concurrent processes.
+
+    Args:
+        state_dir: The memmw state directory.
+        agent_id: The agent.
+    """
+
+    def __init__(self, state_dir: str | os.PathLike[str], agent_id: str) -> None:
+        self.path = Path(state_dir) / "agents" / check_session_id(agent_id) / STATE_FILE
+
+    def _read_all(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            log.warning("flush state %s unreadable (%s); starting fresh", self.path, exc)
+            return {}
+        sessions = data.get("sessions") if isinstance(data, dict) else None
+        return sessions if isinstance(sessions, dict) else {}
+
+    def load(self, session_id: str) -> SessionFlushState:
+        """The state of ``session_id`` (defaults when unknown)."""
+        entry = self._read_all().get(session_id)
+        return (
+            SessionFlushState.from_dict(entry) if isinstance(entry, dict) else SessionFlushState()
+        )
+
+    def _update(self, session_id: str, change: Any) -> SessionFlushState:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with exclusive_lock(lock_path_for(self.path)):
+            sessions = self._read_all()
+            entry = sessions.get(session_id)
+            current = (
+                SessionFlushState.from_dict(entry)
+                if isinstance(entry, dict)
+                else SessionFlushState()
+            )
+            new = change(current)
+            sessions[session_id] = new.to_dict()
+            atomic_write_text(
+                self.path,
+                json.dumps({"version": 1, "sessions": sessions}, indent=2, sort_keys=True),
+            )
+        return new  # type: ignore[no-any-return]
+
+    def mark_flushed(self, session_id: str, cycle: int, *, status: str = "ok") -> SessionFlushState:
+        """Record "flushed for cycle ``cycle``" (the cycle captured when the flush began)."""
+        now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        return self._update(
+            session_id,
+            lambda s: replace(s, flushed_cycle=cycle, flushed_at=now, flush_status=status),
+        )
+
+    def record_compaction(self, session_id: str, marker: str | None = None) -> SessionFlushState:
+        """Advance the cycle id because a compaction really happened.
+
+        With a ``marker`` (e.g. the summary message id) the same compaction reported twice
+        advances the cycle once.
+        """
+
+        def change(s: SessionFlushState) -> SessionFlushState:
+            if marker is not None and marker == s.compaction_marker:
+                return s
+            return replace(s, cycle=s.cycle + 1, compaction_marker=marker or s.compaction_marker)
+
+        return self._update(session_id, change)
+
+    def forget(self, session_id: str) -> None:
+        """Drop the state of an ended session."""
+        if not self.path.exists():
+            return
+        with exclusive_lock(lock_path_for(self.path)):
+            sessions = self._read_all()
+            if sessions.pop(session_id, None) is not None:
+                atomic_write_text(
+                    self.path,
+                    json.dumps({"version": 1, "sessions": sessions}, indent=2, sort_keys=True),
+                )
+
+
+# ---------------------------------------------------------------------------------------
+# The silent turn
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlushTurnResult:
+    """What the silent flush turn did.
+
+    Attributes:
+        reply: The model's final text (never shown to the user).
+        silent: True when the reply was only ``NO_REPLY``.
+        tool_calls: Names of the tools called, in order.
+        writes: Paths appended to successfully.
+        steps: Model calls made.
+    """
+
+    reply: str
+    silent: bool
+    tool_calls: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    steps: int = 0
+
+
+def run_flush_turn(
+    model: ChatModel,
+    conversation: Sequence[Message],
+    *,
+    system_prompt: str,
+    user_prompt: str,
+    tools: Sequence[MemoryTool],
+    max_steps: int = MAX_FLUSH_STEPS,
+) -> FlushTurnResult:
+    """Run the silent flush turn: the conversation, the flush prompts, only the flush tools.
+
+    The messages of this turn are local; nothing here is added to the agent's history.
+
+    Raises:
+        Exception: whatever the model raises (the caller retries once).
+    """
+    history: list[Message] = [{"role": "system", "content": system_prompt}]
+    history.extend(dict(m) for m in conversation if m.get("role") != "system")
+    history.append({"role": "user", "content": user_prompt})
+    by_name = tools_by_name(tools)
+    schemas = [t.openai_schema() for t in tools]
+    called: list[str] = []
+    writes: list[str] = []
+    reply_text = ""
+    steps = 0
+    for _ in range(max_steps):
+        steps += 1
+        reply = call_model(model, history, schemas)
+        reply_text = reply.text
+        history.append(reply.to_message())
+        if not reply.tool_calls:
+            break
+        for call in reply.tool_calls:
+            called.append(call.name)
+            tool = by_name.get(call.name)
+            if tool is None:
+                payload: dict[str, Any] = {
+                    "error": f"tool {call.name!r} is not available during the memory flush; "
+                    f"use {', '.join(by_name)}"
+                }
+            else:
+                payload = tool.invoke(call.args)
+                if tool.name == "memory_append" and payload.get("status") == "ok":
+                    writes.append(str(payload.get("path")))
+            history.append(tool_message(call, payload_text(payload)))
+    return FlushTurnResult(
+        reply=reply_text,
+        silent=is_silent_reply(reply_text) or not reply_text.strip(),
+        tool_calls=tuple(called),
+        writes=tuple(writes),
+        steps=steps,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlushOutcome:
+    """The result of one flush trigger.
+
+    Attributes:
+        decision: Why it ran or not.
+        ran: True when a flush turn was attempted.
+        ok: True when a turn completed (possibly silently).
+        attempts: Turns attempted (at most 2: one retry).
+        result: The completed turn, if any.
+        error: Last error text when every attempt failed.
+    """
+
+    decision: FlushDecision
+    ran: bool = False
+    ok: bool = False
+    attempts: int = 0
+    result: FlushTurnResult | None = None
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def run_flush_with_retry(
+    model: ChatModel,
+    conversation: Sequence[Message],
+    *,
+    decision: FlushDecision,
+    system_prompt: str,
+    user_prompt: str,
+    tools: Sequence[MemoryTool],
+    retries: int = 1,
+) -> FlushOutcome:
+    """Run the flush turn, retrying once on failure; never raises."""
+    error: str | None = None
+    for attempt in range(1, retries + 2):
+        try:
+            result = run_flush_turn(
+                model,
+                conversation,
+                system_prompt=system_prompt,
+                user_prompt=user_prompt,
+                tools=tools,
+            )
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning("memory flush attempt %d failed: %s", attempt, type(exc).__name__)
+            log.debug("memory flush failure", exc_info=True)
+            continue
+        log.info(
+            "memory flush done (cycle %d, %s): %d writes, silent=%s",
+            decision.cycle,
+            decision.reason,
+            len(result.writes),
+            result.silent,
+        )
+        return FlushOutcome(decision=decision, ran=True, ok=True, attempts=attempt, result=result)
+    return FlushOutcome(decision=decision, ran=True, ok=False, attempts=retries + 1, error=error)
+
+
+__all__ = [
+    "MAX_FLUSH_STEPS",
+    "STATE_FILE",
+    "FlushDecision",
+    "FlushOutcome",
+    "FlushStateStore",
+    "FlushTurnResult",
+    "SessionFlushState",
+    "decide_flush",
+    "flush_threshold",
+    "run_flush_turn",
+    "run_flush_with_retry",
+]
