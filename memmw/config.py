@@ -221,7 +221,7 @@ class TemporalDecayConfig(_Section):
     half_life_days: float = 30.0
     mode: DecayMode = "bounded"
     reference: DecayReference = "newest"
-    floor: float = 0.75
+    floor: float = 0.85
 
     def __post_init__(self) -> None:
         self._validate_literals()

@@ -64,11 +64,45 @@ def has_cjk(text: str) -> bool:
     return _HAS_CJK.search(text) is not None
 
 
+_VOWEL = re.compile("[aeiouy]")
+
+
+def stem(word: str) -> str:
+    """A light English suffix stripper (plurals, -ing, -ed, final -e).
+
+    Only lowercase ASCII letter words longer than three letters change, so identifiers,
+    numbers and non-English words keep their exact form. "painted", "painting", "paints"
+    and "paint" share one term.
+    """
+    if len(word) <= 3 or not word.isascii() or not word.isalpha():
+        return word
+    w = word
+    if w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith(("shes", "ches", "xes", "zes")):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    for suffix in ("ing", "ed"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3 and _VOWEL.search(w[: -len(suffix)]):
+            w = w[: -len(suffix)]
+            if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiouylsz":
+                w = w[:-1]  # running -> run, stopped -> stop
+            break
+    if w.endswith("ied"):
+        w = w[:-3] + "y"
+    if w.endswith("e") and len(w) > 4:
+        w = w[:-1]
+    return w
+
+
 @lru_cache(maxsize=200_000)
 def _word_terms(word: str) -> tuple[str, ...]:
-    """Terms of one ``\\w+`` run: itself, or CJK runs split into unigrams and bigrams."""
+    """Terms of one ``\\w+`` run: its stem, or CJK runs split into unigrams and bigrams."""
     if not _HAS_CJK.search(word):
-        return (word,)
+        return (stem(word),)
     out: list[str] = []
     pos = 0
     for m in _CJK_RUN.finditer(word):

@@ -1,0 +1,168 @@
+"""LoCoMo retrieval benchmark: snippet-hit@k, line-hit@k and evidence recall per category.
+
+Usage:
+    python benchmarks/locomo.py ../shared/benchmarks/locomo-dev [--provider none]
+        [--decay bounded|classic|off] [--keyword-backend memory|fts5] [--fusion rrf|weighted]
+        [--max-results 6] [--json OUT]
+
+The data set stays where it is (its licence is non-commercial); state goes to a
+temporary folder that is deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import memmw  # noqa: E402
+from memmw.config import HybridConfig, QueryConfig, StoreConfig, TemporalDecayConfig  # noqa: E402
+
+EVIDENCE = re.compile(r"\[(D\d+:\d+)\]")
+
+
+def evidence_lines(workspace: Path) -> dict[str, tuple[str, int]]:
+    """``{evidence id: (relative path, line number)}`` for every turn in a workspace."""
+    out: dict[str, tuple[str, int]] = {}
+    for f in sorted((workspace / "memory").glob("*.md")):
+        rel = f.relative_to(workspace).as_posix()
+        for number, line in enumerate(f.read_text(encoding="utf-8").split("\n"), start=1):
+            for eid in EVIDENCE.findall(line):
+                out.setdefault(eid, (rel, number))
+    return out
+
+
+def build_config(args: argparse.Namespace) -> memmw.MemoryConfig:
+    if args.decay == "classic":
+        decay = TemporalDecayConfig.classic()
+    elif args.decay == "off":
+        decay = TemporalDecayConfig(enabled=False)
+    else:
+        decay = TemporalDecayConfig()
+    query = QueryConfig(
+        max_results=args.max_results,
+        temporal_decay=decay,
+        hybrid=HybridConfig(fusion=args.fusion),
+    )
+    return memmw.MemoryConfig(
+        provider=args.provider,
+        query=query,
+        store=StoreConfig(keyword_backend=args.keyword_backend),
+    )
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    data = Path(args.data_dir)
+    queries = [json.loads(line) for line in (data / "queries.jsonl").read_text().splitlines() if line]
+    if args.limit:
+        queries = queries[: args.limit]
+    by_conv: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for q in queries:
+        by_conv[q["conv"]].append(q)
+
+    config = build_config(args)
+    per_cat: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    latencies: list[float] = []
+    index_seconds: dict[str, float] = {}
+    provider_name = "?"
+    with tempfile.TemporaryDirectory(prefix="memmw-locomo-") as state:
+        for conv, items in sorted(by_conv.items()):
+            workspace = data / "workspaces" / conv
+            where = evidence_lines(workspace)
+            with memmw.Memory(workspace=workspace, state_dir=state, agent_id=conv, config=config) as mem:
+                started = time.perf_counter()
+                mem.sync(force=True)
+                index_seconds[conv] = time.perf_counter() - started
+                mem.search("warm up")  # loads the keyword matrix (and the model, if any)
+                payload = mem.search_payload("warm up")
+                provider_name = f"{payload['provider']}/{payload['model']} ({payload['mode']})"
+                for q in items:
+                    started = time.perf_counter()
+                    hits = mem.search(q["query"], max_results=args.max_results)
+                    latencies.append(time.perf_counter() - started)
+                    snippet_ids = {e for h in hits for e in EVIDENCE.findall(h.snippet)}
+                    evidence = q["evidence"]
+                    snippet_hit = any(e in snippet_ids for e in evidence)
+                    line_hit = any(
+                        e in where
+                        and any(
+                            h.path == where[e][0] and h.start_line <= where[e][1] <= h.end_line
+                            for h in hits
+                        )
+                        for e in evidence
+                    )
+                    found = sum(1 for e in evidence if e in snippet_ids)
+                    for cat in (q["category_name"], "overall"):
+                        s = per_cat[cat]
+                        s["n"] += 1
+                        s["snippet_hit"] += snippet_hit
+                        s["line_hit"] += line_hit
+                        s["evidence"] += len(evidence)
+                        s["evidence_found"] += found
+    table = {
+        cat: {
+            "n": int(s["n"]),
+            "snippet_hit": s["snippet_hit"] / s["n"],
+            "line_hit": s["line_hit"] / s["n"],
+            "evidence_recall": s["evidence_found"] / max(s["evidence"], 1),
+        }
+        for cat, s in per_cat.items()
+    }
+    return {
+        "provider": provider_name,
+        "config": {
+            "decay": args.decay, "keyword_backend": args.keyword_backend,
+            "fusion": args.fusion, "max_results": args.max_results,
+        },
+        "metrics": table,
+        "index_seconds": index_seconds,
+        "search_ms_p50": statistics.median(latencies) * 1000 if latencies else None,
+        "search_ms_p95": (
+            statistics.quantiles(latencies, n=20)[18] * 1000 if len(latencies) > 20 else None
+        ),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("data_dir")
+    parser.add_argument("--provider", default="none")
+    parser.add_argument("--decay", choices=["bounded", "classic", "off"], default="bounded")
+    parser.add_argument("--keyword-backend", choices=["memory", "fts5"], default="memory")
+    parser.add_argument("--fusion", choices=["rrf", "weighted"], default="rrf")
+    parser.add_argument("--max-results", type=int, default=6)
+    parser.add_argument("--limit", type=int, default=0, help="only the first N questions")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+    result = run(args)
+    k = args.max_results
+    print(f"provider: {result['provider']}  config: {result['config']}")
+    print(f"{'category':<14}{'n':>5}{f'snippet@{k}':>12}{f'line@{k}':>10}{'ev.recall':>11}")
+    order = ["overall", "multi-hop", "temporal", "open-domain", "single-hop", "adversarial"]
+    for cat in order + sorted(set(result["metrics"]) - set(order)):
+        m = result["metrics"].get(cat)
+        if m:
+            print(
+                f"{cat:<14}{m['n']:>5}{m['snippet_hit']:>12.3f}{m['line_hit']:>10.3f}"
+                f"{m['evidence_recall']:>11.3f}"
+            )
+    idx = result["index_seconds"]
+    print(
+        f"index time: {sum(idx.values()):.2f}s total ({len(idx)} workspaces); "
+        f"search p50 {result['search_ms_p50']:.2f} ms, p95 {result['search_ms_p95'] or 0:.2f} ms"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
