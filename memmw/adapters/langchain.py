@@ -1,0 +1,532 @@
+"""LangChain v1 adapter: an AgentMiddleware for ``create_agent`` driving the memmw middleware."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+try:
+    from langchain.agents.middleware import (
+        AgentMiddleware,
+        AgentState,
+        ModelRequest,
+        ModelResponse,
+        hook_config,
+    )
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import (
+        AIMessage,
+        AnyMessage,
+        BaseMessage,
+        HumanMessage,
+        RemoveMessage,
+        SystemMessage,
+        ToolMessage,
+    )
+    from langchain_core.tools import BaseTool, StructuredTool
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+    from langgraph.config import get_config
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+    from langgraph.runtime import Runtime
+    from typing_extensions import NotRequired
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "memmw.adapters.langchain needs LangChain v1 (langchain>=1.1, langchain-core>=1.0): "
+        "pip install 'memmw[langchain]'"
+    ) from exc
+
+from memmw.chat import ChatModel, Message, Reply, normalize_reply
+from memmw.hooks.session_archive import SlugFunction
+from memmw.middleware import MemoryMiddleware, Session, is_context_overflow, parse_reset_command
+from memmw.prompts import is_silent_reply
+from memmw.timeutil import Clock
+from memmw.tools import MemoryBackend, build_memory_tools, payload_text, tools_by_name
+
+log = logging.getLogger(__name__)
+
+#: ``additional_kwargs["lc_source"]`` of SummarizationMiddleware's summary message.
+SUMMARY_SOURCE = "summarization"
+NEW_SESSION_REPLY = "Started a new session. Earlier messages were saved to memory."
+DEFAULT_THREAD = "default"
+
+
+class MemoryAgentState(AgentState[Any]):
+    """Agent state with memmw's compaction bookkeeping.
+
+    Attributes:
+        memmw_compactions: Compactions seen in this thread.
+        memmw_summary_id: Id of the last summary message counted as a compaction.
+        memmw_flush_cycle: Compaction cycle of the last flush in this thread.
+    """
+
+    memmw_compactions: NotRequired[int]
+    memmw_summary_id: NotRequired[str]
+    memmw_flush_cycle: NotRequired[int]
+
+
+# ---------------------------------------------------------------------------------------
+# Message conversion
+
+
+def message_to_dict(message: BaseMessage) -> Message:
+    """A LangChain message as a memmw chat dict (``role``/``content`` [+ tool fields])."""
+    if isinstance(message, HumanMessage):
+        return {"role": "user", "content": message.content}
+    if isinstance(message, AIMessage):
+        out: Message = {"role": "assistant", "content": message.content}
+        if message.tool_calls:
+            out["tool_calls"] = [
+                {"id": c.get("id"), "name": c["name"], "args": c.get("args", {})}
+                for c in message.tool_calls
+            ]
+        return out
+    if isinstance(message, ToolMessage):
+        return {
+            "role": "tool",
+            "content": message.content,
+            "tool_call_id": message.tool_call_id,
+            "name": message.name,
+        }
+    if isinstance(message, SystemMessage):
+        return {"role": "system", "content": message.content}
+    return {"role": str(getattr(message, "type", "user")), "content": message.content}
+
+
+def dict_to_message(message: Mapping[str, Any]) -> BaseMessage:
+    """A memmw chat dict as a LangChain message."""
+    role = message.get("role")
+    content = message.get("content") or ""
+    if role == "system":
+        return SystemMessage(content=content)
+    if role == "assistant":
+        calls = [
+            {"id": c.get("id"), "name": c["name"], "args": c.get("args", {}), "type": "tool_call"}
+            for c in message.get("tool_calls") or ()
+        ]
+        return AIMessage(content=content, tool_calls=calls)
+    if role == "tool":
+        return ToolMessage(
+            content=content,
+            tool_call_id=str(message.get("tool_call_id") or ""),
+            name=message.get("name"),
+        )
+    return HumanMessage(content=content)
+
+
+def is_summary_message(message: BaseMessage) -> bool:
+    """True for SummarizationMiddleware's summary HumanMessage (the compaction signal)."""
+    return (
+        isinstance(message, HumanMessage)
+        and message.additional_kwargs.get("lc_source") == SUMMARY_SOURCE
+    )
+
+
+def langchain_chat_model(model: BaseChatModel) -> ChatModel:
+    """Wrap a LangChain chat model as a memmw ``(messages, tools=...) -> Reply`` callable.
+
+    The call is tagged ``nostream`` so the silent flush never streams to the user.
+    """
+
+    def call(messages: list[Message], tools: Sequence[Mapping[str, Any]] = ()) -> Reply:
+        bound: Any = model.bind_tools([dict(t) for t in tools]) if tools else model
+        result = bound.invoke(
+            [dict_to_message(m) for m in messages],
+            config={"tags": ["nostream", "memmw-flush"], "run_name": "memmw_flush"},
+        )
+        return normalize_reply(result)
+
+    return call
+
+
+def _thread_id(runtime: Any = None) -> str:
+    info = getattr(runtime, "execution_info", None)
+    thread = getattr(info, "thread_id", None)
+    if thread is None:
+        try:
+            thread = get_config().get("configurable", {}).get("thread_id")
+        except RuntimeError:
+            thread = None
+    return str(thread) if thread is not None else DEFAULT_THREAD
+
+
+def _tool_names(tools: Sequence[Any]) -> list[str]:
+    names: list[str] = []
+    for tool in tools:
+        if isinstance(tool, BaseTool):
+            names.append(tool.name)
+        elif isinstance(tool, Mapping):
+            fn = tool.get("function")
+            name = fn.get("name") if isinstance(fn, Mapping) else tool.get("name")
+            if isinstance(name, str):
+                names.append(name)
+    return names
+
+
+# ---------------------------------------------------------------------------------------
+# The middleware
+
+
+class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
+    """memmw memory for a LangChain v1 agent built with ``create_agent``.
+
+    It adds ``memory_search``, ``memory_get`` and ``memory_append`` as tools, injects the
+    Memory Recall section and the session bootstrap into the system message, records a
+    JSONL transcript per thread, runs the silent pre-compaction flush in ``before_model``
+    (list it **before** ``SummarizationMiddleware``) and on a ``ContextOverflowError``,
+    counts a compaction whenever a new summary message appears, and archives the session
+    on a ``/new`` or ``/reset`` message or a :meth:`new_session` call.
+
+    Example:
+        >>> agent = create_agent(model, middleware=[  # doctest: +SKIP
+        ...     LangChainMemoryMiddleware(memory),
+        ...     SummarizationMiddleware(model, trigger=("tokens", 170_000)),
+        ... ], checkpointer=InMemorySaver())
+
+    Args:
+        memory: The engine (ignored when ``middleware`` is given).
+        middleware: A configured framework-neutral :class:`MemoryMiddleware`.
+        flush_model: Model for the flush turn; default the agent's own model.
+        slug_fn: Optional LLM slug callable for archives.
+        session_key: Maps a thread id to a session key; default
+            ``agent:<agent_id>:<thread_id>`` (``group``/``channel`` tokens mean group).
+        chat_type: Explicit chat type for every thread.
+        summarization_trigger_tokens: The SummarizationMiddleware token trigger; the flush
+            then fires ``soft_threshold_tokens`` below it.
+        read_only: Force read-only memory.
+        clock: Source of "now".
+        include_append_tool: Offer ``memory_append``.
+        name: Middleware name (must be unique in the agent).
+    """
+
+    state_schema = MemoryAgentState
+
+    def __init__(
+        self,
+        memory: MemoryBackend | None = None,
+        *,
+        middleware: MemoryMiddleware | None = None,
+        flush_model: BaseChatModel | None = None,
+        slug_fn: SlugFunction | None = None,
+        session_key: Callable[[str], str] | None = None,
+        chat_type: str | None = None,
+        summarization_trigger_tokens: int | None = None,
+        read_only: bool | None = None,
+        clock: Clock | None = None,
+        include_append_tool: bool = True,
+        name: str = "memmw",
+    ) -> None:
+        super().__init__()
+        if middleware is None:
+            if memory is None:
+                raise ValueError("pass a memory engine or a MemoryMiddleware")
+            middleware = MemoryMiddleware(
+                memory,
+                slug_fn=slug_fn,
+                read_only=read_only,
+                clock=clock,
+                include_append_tool=include_append_tool,
+            )
+        self.core = middleware
+        if summarization_trigger_tokens is not None:
+            flush_cfg = self.core.config.flush
+            self.core.context_window = summarization_trigger_tokens + flush_cfg.reserve_tokens_floor
+        self._name = name
+        self._flush_model = flush_model
+        self._key_fn = session_key
+        self._chat_type = chat_type
+        self._lock = threading.RLock()
+        self._models: dict[str, BaseChatModel] = {}
+        self._prompt_tokens: dict[str, int] = {}
+        self._recorded: dict[str, set[str]] = {}
+        self._pending_clear: set[str] = set()
+        self.tools = self._build_tools()
+
+    @property
+    def name(self) -> str:
+        """The middleware name (``memmw`` unless configured)."""
+        return self._name
+
+    # -- sessions --------------------------------------------------------------------
+    def session_key_for(self, thread_id: str) -> str:
+        """The session key of ``thread_id``."""
+        if self._key_fn is not None:
+            return self._key_fn(thread_id)
+        return f"agent:{self.core.memory.agent_id}:{thread_id}"
+
+    def session_for(self, thread_id: str) -> Session:
+        """The memmw session of a thread (started, with bootstrap, on first use)."""
+        with self._lock:
+            return self.core.session(self.session_key_for(thread_id), chat_type=self._chat_type)
+
+    def new_session(self, thread_id: str, *, source: str = "/new") -> Session:
+        """Archive the thread's session and start a new one (what ``/new`` does).
+
+        The thread's checkpointed messages are cleared on its next turn.
+
+        Returns:
+            The new session (``previous_archive`` is the file written, if any).
+        """
+        with self._lock:
+            old = self.session_for(thread_id)
+            fresh = self.core.reset_session(old, source=source)
+            self._recorded.pop(old.session_id, None)
+            self._pending_clear.add(thread_id)
+            return fresh
+
+    # -- tools -----------------------------------------------------------------------
+    def _build_tools(self) -> list[BaseTool]:
+        templates = build_memory_tools(
+            self.core.memory,
+            include_append=self.core.include_append_tool,
+            allow_curated_append=self.core.allow_curated_append,
+        )
+        tools: list[BaseTool] = []
+        for template in templates:
+            tools.append(
+                StructuredTool.from_function(
+                    func=self._tool_func(template.name),
+                    name=template.name,
+                    description=template.description,
+                    args_schema=template.parameters,
+                    response_format="content_and_artifact",
+                )
+            )
+        return tools
+
+    def _tool_func(self, tool_name: str) -> Callable[..., tuple[str, dict[str, Any]]]:
+        def run(**kwargs: Any) -> tuple[str, dict[str, Any]]:
+            try:
+                session = self.session_for(_thread_id())
+                tool = tools_by_name(session.tools).get(tool_name)
+                if tool is None:
+                    payload: dict[str, Any] = {"error": f"{tool_name} is disabled"}
+                else:
+                    payload = tool.invoke(kwargs)
+            except Exception as exc:  # never raise into the agent loop
+                log.warning("%s failed: %s", tool_name, type(exc).__name__)
+                payload = {"error": f"{type(exc).__name__}: {exc}"}
+            return payload_text(payload), payload
+
+        run.__name__ = tool_name
+        return run
+
+    # -- transcript ------------------------------------------------------------------
+    def _seen(self, session: Session) -> set[str]:
+        seen = self._recorded.get(session.session_id)
+        if seen is None:
+            seen = set()
+            for record in self.core.transcripts.read(session.session_id):
+                rid = record.extra.get("id")
+                if isinstance(rid, str):
+                    seen.add(rid)
+            self._recorded[session.session_id] = seen
+        return seen
+
+    def _record_new(self, session: Session, messages: Sequence[AnyMessage]) -> None:
+        with self._lock:
+            seen = self._seen(session)
+            for message in messages:
+                if message.id is None or message.id in seen or is_summary_message(message):
+                    continue
+                if not isinstance(message, (HumanMessage, AIMessage, ToolMessage)):
+                    continue
+                seen.add(message.id)
+                data = message_to_dict(message)
+                data["id"] = message.id
+                self.core.record(session, data)
+
+    # -- compaction ------------------------------------------------------------------
+    @staticmethod
+    def _last_summary(messages: Sequence[AnyMessage]) -> tuple[int, BaseMessage | None]:
+        for index in range(len(messages) - 1, -1, -1):
+            if is_summary_message(messages[index]):
+                return index, messages[index]
+        return -1, None
+
+    def _detect_compaction(
+        self, session: Session, messages: Sequence[AnyMessage]
+    ) -> tuple[str | None, int | None]:
+        _, summary = self._last_summary(messages)
+        if summary is None or summary.id is None:
+            return None, None
+        # The marker makes this idempotent: one summary id advances the cycle once.
+        cycle = self.core.compaction(session, marker=summary.id)
+        return summary.id, cycle
+
+    # -- token estimate --------------------------------------------------------------
+    def _tokens(self, thread: str, session: Session, messages: Sequence[AnyMessage]) -> int:
+        dicts = [message_to_dict(m) for m in messages if not isinstance(m, SystemMessage)]
+        prompt_tokens = self._prompt_tokens.get(thread)
+        if prompt_tokens is None:
+            schemas = [t.openai_schema() for t in session.tools]
+            prompt_tokens = self.core.count_tokens(
+                [], system_prompt=self.core.system_prompt(session), tool_schemas=schemas
+            )
+        counted = prompt_tokens + self.core.tokens.count_messages(dicts)
+        # The provider's own count is more reliable, but only if it postdates the last
+        # compaction (an older reply reports the size of the pre-compaction context).
+        start, _ = self._last_summary(messages)
+        for message in reversed(messages[start + 1 :]):
+            if isinstance(message, AIMessage) and message.usage_metadata:
+                reported = int(message.usage_metadata.get("total_tokens") or 0)
+                return max(counted, reported)
+        return counted
+
+    def _flush_callable(self, thread: str) -> ChatModel | None:
+        model = self._flush_model or self._models.get(thread)
+        if model is None:
+            return self.core.flush_model
+        return langchain_chat_model(model)
+
+    # -- node hooks ------------------------------------------------------------------
+    @hook_config(can_jump_to=["end"])
+    def before_agent(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Start the thread's session; handle ``/new``/``/reset`` and pending clears."""
+        thread = _thread_id(runtime)
+        messages = state["messages"]
+        last = messages[-1] if messages else None
+        session = self.session_for(thread)
+        command = parse_reset_command(last.text) if isinstance(last, HumanMessage) else None
+        if command is not None and last is not None:
+            self._record_new(session, messages[:-1])
+            with self._lock:
+                fresh = self.core.command(session, last.text, source=command)
+                self._recorded.pop(session.session_id, None)
+                self._pending_clear.discard(thread)
+            log.info("thread %s: new session %s", thread, fresh.session_id if fresh else "?")
+            return {
+                "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), AIMessage(NEW_SESSION_REPLY)],
+                "memmw_compactions": 0,
+                "jump_to": "end",
+            }
+        if thread in self._pending_clear:
+            with self._lock:
+                self._pending_clear.discard(thread)
+            keep = [last] if isinstance(last, HumanMessage) else []
+            return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *keep]}
+        return None
+
+    def before_model(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Record new messages, count compactions, and flush when the threshold is reached."""
+        thread = _thread_id(runtime)
+        session = self.session_for(thread)
+        messages = state["messages"]
+        update: dict[str, Any] = {}
+        summary_id, _cycle = self._detect_compaction(session, messages)
+        if summary_id is not None and summary_id != state.get("memmw_summary_id"):
+            update["memmw_summary_id"] = summary_id
+            update["memmw_compactions"] = int(state.get("memmw_compactions", 0)) + 1
+        self._record_new(session, messages)
+        conversation = [message_to_dict(m) for m in messages if not isinstance(m, SystemMessage)]
+        outcome = self.core.before_model(
+            session,
+            conversation,
+            tokens=self._tokens(thread, session, messages),
+            model=self._flush_callable(thread),
+        )
+        if outcome.ran:
+            update["memmw_flush_cycle"] = outcome.decision.cycle
+        return update or None
+
+    def after_model(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Record the reply; drop a reply that is only ``NO_REPLY`` so it never reaches the user."""
+        session = self.session_for(_thread_id(runtime))
+        messages = state["messages"]
+        last = messages[-1] if messages else None
+        if isinstance(last, AIMessage) and not last.tool_calls and is_silent_reply(last.text):
+            self.core.after_model(session, message_to_dict(last), record=False)
+            if last.id is not None:
+                with self._lock:
+                    self._seen(session).add(last.id)
+                return {"messages": [RemoveMessage(id=last.id)]}
+            return None
+        self._record_new(session, messages)
+        if isinstance(last, AIMessage):
+            self.core.after_model(session, message_to_dict(last), record=False)
+        return None
+
+    def after_agent(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Record anything not recorded yet (the transcript is the archive's input)."""
+        self._record_new(self.session_for(_thread_id(runtime)), state["messages"])
+        return None
+
+    # -- wrap hooks ------------------------------------------------------------------
+    def _prepare(self, request: ModelRequest[Any]) -> tuple[str, Session, ModelRequest[Any]]:
+        thread = _thread_id(request.runtime)
+        session = self.session_for(thread)
+        self._models[thread] = request.model
+        self._detect_compaction(session, request.messages)
+        names = _tool_names(request.tools)
+        extra = self.core.system_prompt(session, "", tool_names=names).strip()
+        if extra:
+            current = request.system_message
+            if current is None:
+                system = SystemMessage(content=extra)
+            elif isinstance(current.content, str):
+                system = SystemMessage(content=f"{current.content}\n\n{extra}")
+            else:
+                system = SystemMessage(content=[*current.content, {"type": "text", "text": extra}])
+            request = request.override(system_message=system)
+        schemas: list[dict[str, Any]] = []
+        for tool in request.tools:
+            try:
+                schemas.append(convert_to_openai_tool(tool))
+            except Exception:  # an exotic tool only costs accuracy of the estimate
+                log.debug("cannot convert tool for token counting", exc_info=True)
+        system_text = request.system_message.text if request.system_message else ""
+        self._prompt_tokens[thread] = self.core.count_tokens(
+            [], system_prompt=system_text, tool_schemas=schemas
+        )
+        return thread, session, request
+
+    def _overflow_flush(
+        self, thread: str, session: Session, request: ModelRequest[Any], exc: BaseException
+    ) -> None:
+        conversation = [
+            message_to_dict(m) for m in request.messages if not isinstance(m, SystemMessage)
+        ]
+        self._record_new(session, request.messages)
+        self.core.on_model_error(session, exc, conversation, model=self._flush_callable(thread))
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any] | AIMessage:
+        """Inject the recall section and bootstrap; flush first on a context overflow."""
+        thread, session, request = self._prepare(request)
+        try:
+            return handler(request)
+        except Exception as exc:
+            if is_context_overflow(exc):
+                self._overflow_flush(thread, session, request, exc)
+            raise
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any] | AIMessage:
+        """Async twin of :meth:`wrap_model_call`."""
+        thread, session, request = await asyncio.to_thread(self._prepare, request)
+        try:
+            return await handler(request)
+        except Exception as exc:
+            if is_context_overflow(exc):
+                await asyncio.to_thread(self._overflow_flush, thread, session, request, exc)
+            raise
+
+
+__all__ = [
+    "NEW_SESSION_REPLY",
+    "SUMMARY_SOURCE",
+    "LangChainMemoryMiddleware",
+    "MemoryAgentState",
+    "dict_to_message",
+    "is_summary_message",
+    "langchain_chat_model",
+    "message_to_dict",
+]

@@ -1,0 +1,575 @@
+"""Framework-neutral memory middleware: one object per agent, driven by lifecycle events."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from memmw.chat import ChatModel, Reply, normalize_reply
+from memmw.hooks.bootstrap import BootstrapContext, run_bootstrap
+from memmw.hooks.flush import (
+    FlushDecision,
+    FlushOutcome,
+    FlushStateStore,
+    decide_flush,
+    run_flush_with_retry,
+)
+from memmw.hooks.registry import Event, HookContext, HookRegistry
+from memmw.hooks.session_archive import ArchiveRequest, SlugFunction, archive_session
+from memmw.prompts import (
+    append_section,
+    daily_note_path,
+    flush_system_prompt,
+    flush_user_prompt,
+    is_silent_reply,
+    memory_recall_section,
+    strip_no_reply,
+)
+from memmw.sessions import ChatType, chat_type_for, citations_enabled
+from memmw.timeutil import Clock, system_clock, user_now
+from memmw.tokens import TokenCounter, default_counter
+from memmw.tools import MemoryBackend, MemoryTool, build_memory_tools, flush_tools
+from memmw.tools import workspace_is_writable as _writable
+from memmw.transcripts import TranscriptStore
+
+log = logging.getLogger(__name__)
+
+RESET_COMMANDS = ("/new", "/reset")
+_OVERFLOW_HINTS = (
+    "context length",
+    "context_length",
+    "context window",
+    "maximum context",
+    "too many tokens",
+    "prompt is too long",
+    "input is too long",
+    "contextoverflow",
+)
+
+
+# ---------------------------------------------------------------------------------------
+# Pure decisions
+
+
+def parse_reset_command(text: str | None) -> str | None:
+    """``/new`` or ``/reset`` when ``text`` is that command (any case, arguments allowed)."""
+    if not text or not isinstance(text, str):
+        return None
+    first = text.strip().split(maxsplit=1)[0].lower() if text.strip() else ""
+    return first if first in RESET_COMMANDS else None
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """True when a model error means the prompt exceeded the context window."""
+    for cls in type(exc).__mro__:
+        if cls.__name__ == "ContextOverflowError":
+            return True
+    text = f"{type(exc).__name__} {exc}".lower()
+    return any(hint in text for hint in _OVERFLOW_HINTS)
+
+
+def auto_reset_reason(
+    last_activity: dt.datetime | None,
+    now: dt.datetime,
+    *,
+    idle_minutes: float | None = None,
+    daily_reset_hour: int | None = None,
+) -> str | None:
+    """Whether a session should be reset automatically before the next message.
+
+    Args:
+        last_activity: Time of the last message (None = fresh session, never reset).
+        now: The current time (same timezone as the daily reset hour is meant in).
+        idle_minutes: Reset after this much inactivity.
+        daily_reset_hour: Reset when the hour ``daily_reset_hour`` passed since the last
+            activity (e.g. 4 = sessions roll over at 04:00).
+
+    Returns:
+        ``idle`` or ``daily``, or None to keep the session.
+    """
+    if last_activity is None:
+        return None
+    if idle_minutes is not None and now - last_activity >= dt.timedelta(minutes=idle_minutes):
+        return "idle"
+    if daily_reset_hour is not None:
+        boundary = now.replace(hour=daily_reset_hour, minute=0, second=0, microsecond=0)
+        if boundary > now:
+            boundary -= dt.timedelta(days=1)
+        if last_activity < boundary <= now:
+            return "daily"
+    return None
+
+
+def deliverable_text(reply: Any) -> str | None:
+    """The text to show the user, or None when the reply is silent (only ``NO_REPLY``)."""
+    text = normalize_reply(reply).text
+    if is_silent_reply(text):
+        return None
+    return strip_no_reply(text) if "no_reply" in text.lower() else text
+
+
+# ---------------------------------------------------------------------------------------
+# Session
+
+
+@dataclass
+class Session:
+    """One running session of the agent.
+
+    Attributes:
+        session_id: Transcript id (file ``<id>.jsonl``).
+        session_key: Routing key (``agent:main:telegram:group:42``); decides the chat type.
+        chat_type: ``direct`` or ``group``.
+        started_at: When the session started (UTC).
+        bootstrap: What the session bootstrap loaded.
+        tools: The memory tools of this session.
+        last_activity: Time of the last recorded message.
+        last_flush: The last flush outcome, if any.
+        previous_archive: Archive file written when the previous session ended, if any.
+    """
+
+    session_id: str
+    session_key: str
+    chat_type: ChatType
+    started_at: dt.datetime
+    bootstrap: BootstrapContext = field(default_factory=BootstrapContext)
+    tools: list[MemoryTool] = field(default_factory=list)
+    last_activity: dt.datetime | None = None
+    last_flush: FlushOutcome | None = None
+    previous_archive: Path | None = None
+
+    @property
+    def private(self) -> bool:
+        """True in the main/direct session (curated memory is loaded)."""
+        return self.chat_type == "direct"
+
+    @property
+    def tool_names(self) -> list[str]:
+        """Names of the session's tools."""
+        return [t.name for t in self.tools]
+
+
+def new_session_id(now: dt.datetime | None = None) -> str:
+    """A sortable, file-safe session id: ``YYYYmmddTHHMMSS-<8 hex>``."""
+    stamp = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
+    return f"{stamp.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+
+
+# ---------------------------------------------------------------------------------------
+# Middleware
+
+
+class MemoryMiddleware:
+    """Memory for one agent, framework-neutral; adapters call its event methods.
+
+    Events: :meth:`start_session`, :meth:`before_model` (may run the silent flush),
+    :meth:`after_model` (filters ``NO_REPLY``), :meth:`command` (``/new``, ``/reset``),
+    :meth:`auto_reset`, :meth:`compaction` and :meth:`on_model_error`. Register your own
+    callbacks with ``middleware.hooks.on(Event.COMPACTION, fn)``.
+
+    Args:
+        memory: The engine (:class:`memmw.Memory` or anything with the same methods).
+        flush_model: Model used for the silent flush turn when the adapter passes none.
+        slug_fn: Optional LLM call naming session archives (``text -> slug``); used only
+            when given (``session_memory.llm_slug`` also enables it).
+        hooks: Callback registry (a new one by default).
+        token_counter: Token counter (the shared tiktoken/estimate counter by default).
+        read_only: Force read-only (no flush, no writes); None checks the file system.
+        clock: Source of "now" (tests pin it).
+        include_append_tool: Offer ``memory_append`` to the agent.
+        allow_curated_append: Let ``memory_append`` write ``MEMORY.md``/``USER.md``.
+        context_window: Model context window; default ``config.flush.context_window``.
+    """
+
+    def __init__(
+        self,
+        memory: MemoryBackend,
+        *,
+        flush_model: ChatModel | None = None,
+        slug_fn: SlugFunction | None = None,
+        hooks: HookRegistry | None = None,
+        token_counter: TokenCounter | None = None,
+        read_only: bool | None = None,
+        clock: Clock | None = None,
+        include_append_tool: bool = True,
+        allow_curated_append: bool = False,
+        context_window: int | None = None,
+    ) -> None:
+        self.memory = memory
+        self.config = memory.config
+        self.flush_model = flush_model
+        self.slug_fn = slug_fn
+        self.hooks = hooks or HookRegistry()
+        self.tokens = token_counter or default_counter()
+        self.read_only = read_only
+        self.clock: Clock = clock or system_clock
+        self.include_append_tool = include_append_tool
+        self.allow_curated_append = allow_curated_append
+        self.context_window = context_window
+        self.transcripts = TranscriptStore(memory.state_dir, memory.agent_id)
+        self.flush_state = FlushStateStore(memory.state_dir, memory.agent_id)
+        self._sessions: dict[str, Session] = {}
+
+    # -- helpers ---------------------------------------------------------------------
+    def _emit(self, event: Event, session: Session, **data: Any) -> None:
+        self.hooks.emit(HookContext(event, session.session_id, session.session_key, data))
+
+    def now(self) -> dt.datetime:
+        """Now in the user's timezone."""
+        return user_now(self.config.user_timezone, self.clock)
+
+    def is_read_only(self) -> bool:
+        """True when memory files cannot be written (forced, or the folder is not writable)."""
+        if self.read_only is not None:
+            return self.read_only
+        return not _writable(Path(self.memory.workspace))
+
+    # -- session lifecycle -----------------------------------------------------------
+    def start_session(
+        self,
+        session_key: str = "main",
+        *,
+        session_id: str | None = None,
+        chat_type: str | None = None,
+        resume: bool = True,
+    ) -> Session:
+        """Start (or resume) the session of ``session_key``: warm sync, bootstrap, tools.
+
+        Args:
+            session_key: Routing key; ``group``/``channel`` tokens make it a group session.
+            session_id: Explicit id; default the key's current session (``resume``) or new.
+            chat_type: Explicit ``direct``/``group`` from framework metadata.
+            resume: Continue the key's last session after a restart.
+        """
+        kind = chat_type_for(session_key, chat_type)
+        if session_id is None and resume:
+            session_id = self.transcripts.current_session(session_key)
+        session_id = session_id or new_session_id(self.clock())
+        self.transcripts.bind_session(session_key, session_id)
+        bootstrap = run_bootstrap(
+            self.memory, session_key=session_key, chat_type=kind, clock=self.clock
+        )
+        tools = build_memory_tools(
+            self.memory,
+            session_key=session_key,
+            chat_type=kind,
+            include_append=self.include_append_tool,
+            allow_curated_append=self.allow_curated_append,
+            read_only=self.read_only,
+            clock=self.clock,
+        )
+        session = Session(
+            session_id=session_id,
+            session_key=session_key,
+            chat_type=kind,
+            started_at=self.clock(),
+            bootstrap=bootstrap,
+            tools=tools,
+        )
+        self._sessions[session_key] = session
+        log.info(
+            "session %s started (%s, %d bootstrap files)", session_id, kind, len(bootstrap.files)
+        )
+        self._emit(Event.SESSION_START, session, bootstrap=bootstrap)
+        return session
+
+    def session(self, session_key: str = "main", *, chat_type: str | None = None) -> Session:
+        """The running session of ``session_key``, started on first use."""
+        existing = self._sessions.get(session_key)
+        return existing or self.start_session(session_key, chat_type=chat_type)
+
+    # -- prompt ----------------------------------------------------------------------
+    def recall_section(self, session: Session, tool_names: Sequence[str] | None = None) -> str:
+        """The ``## Memory Recall`` section for the tools present (empty without them)."""
+        names = session.tool_names if tool_names is None else list(tool_names)
+        return memory_recall_section(
+            names,
+            citations=citations_enabled(
+                self.config.citations, session.session_key, session.chat_type
+            ),
+            sources=self.config.sources,
+            extra_paths=[e.path for e in self.config.extra_paths],
+        )
+
+    def system_prompt(
+        self, session: Session, base: str | None = None, *, tool_names: Sequence[str] | None = None
+    ) -> str:
+        """``base`` plus the recall section (only with memory tools) and the bootstrap."""
+        prompt = append_section(base, self.recall_section(session, tool_names))
+        return append_section(prompt, session.bootstrap.text)
+
+    # -- transcript ------------------------------------------------------------------
+    def record(self, session: Session, message: Mapping[str, Any]) -> None:
+        """Append a message to the session transcript (failures are logged, not raised)."""
+        role = str(message.get("role", ""))
+        extra = {k: v for k, v in message.items() if k not in ("role", "content")}
+        try:
+            self.transcripts.append(session.session_id, role, message.get("content", ""), **extra)
+        except Exception as exc:
+            log.warning("transcript write failed: %s", type(exc).__name__)
+        session.last_activity = self.clock()
+
+    # -- before/after the model call -------------------------------------------------
+    def count_tokens(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        system_prompt: str = "",
+        tool_schemas: Sequence[Mapping[str, Any]] = (),
+    ) -> int:
+        """Tokens the next model call sends: system prompt, messages and tool schemas."""
+        total = self.tokens.count(system_prompt) + self.tokens.count_messages(messages)
+        if tool_schemas:
+            total += self.tokens.count(json.dumps(list(tool_schemas), default=str))
+        return total
+
+    def flush_decision(
+        self, session: Session, tokens: int, *, heartbeat: bool = False
+    ) -> FlushDecision:
+        """Decide whether the flush should run now for ``session`` (reads the cycle state)."""
+        state = self.flush_state.load(session.session_id)
+        return decide_flush(
+            self.config.flush,
+            tokens=tokens,
+            cycle=state.cycle,
+            flushed_cycle=state.flushed_cycle,
+            transcript_bytes=self.transcripts.size_bytes(session.session_id),
+            read_only=self.is_read_only(),
+            context_window=self.context_window,
+            heartbeat=heartbeat,
+        )
+
+    def before_model(
+        self,
+        session: Session,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        system_prompt: str = "",
+        tool_schemas: Sequence[Mapping[str, Any]] = (),
+        model: ChatModel | None = None,
+        tokens: int | None = None,
+        heartbeat: bool = False,
+    ) -> FlushOutcome:
+        """Before each model call: run the silent flush when the threshold is reached.
+
+        Args:
+            session: The session.
+            messages: The conversation the next call will send (no system message).
+            system_prompt: The system prompt of that call.
+            tool_schemas: Tool schemas of that call (they cost tokens too).
+            model: Model for the flush turn (default ``flush_model``).
+            tokens: Precomputed token count (otherwise counted here).
+            heartbeat: True for heartbeat runs (never flushed).
+
+        Returns:
+            The flush outcome (``ran`` False when it was not due). Never raises.
+        """
+        try:
+            if tokens is None:
+                tokens = self.count_tokens(
+                    messages, system_prompt=system_prompt, tool_schemas=tool_schemas
+                )
+            decision = self.flush_decision(session, tokens, heartbeat=heartbeat)
+        except Exception as exc:
+            log.warning("flush decision failed: %s", type(exc).__name__)
+            log.debug("flush decision failure", exc_info=True)
+            decision = FlushDecision(run=False, reason="error")
+        self._emit(Event.BEFORE_MODEL, session, decision=decision, tokens=tokens)
+        if not decision.run:
+            return FlushOutcome(decision=decision)
+        return self.run_flush(session, messages, decision, model=model)
+
+    def run_flush(
+        self,
+        session: Session,
+        messages: Sequence[Mapping[str, Any]],
+        decision: FlushDecision,
+        *,
+        model: ChatModel | None = None,
+    ) -> FlushOutcome:
+        """Run the silent flush turn for ``decision.cycle`` and store the cycle marker.
+
+        The turn is retried once; whether it succeeds or not, the cycle is marked so the
+        flush neither blocks the user's turn nor repeats every turn. Never raises.
+        """
+        flush_model = model or self.flush_model
+        if flush_model is None:
+            log.warning("memory flush due but no model was given; skipped")
+            outcome = FlushOutcome(decision=replace(decision, run=False, reason="no-model"))
+            session.last_flush = outcome
+            return outcome
+        now = self.now()
+        target = daily_note_path(now.date())
+        tools = flush_tools(self.memory, target, read_only=self.read_only, clock=self.clock)
+        outcome = run_flush_with_retry(
+            flush_model,
+            [dict(m) for m in messages],
+            decision=decision,
+            system_prompt=flush_system_prompt(now.date()),
+            user_prompt=flush_user_prompt(now.date(), now),
+            tools=tools,
+        )
+        status = "failed"
+        if outcome.ok and outcome.result is not None:
+            status = "silent" if outcome.result.silent else "ok"
+        try:
+            self.flush_state.mark_flushed(session.session_id, decision.cycle, status=status)
+        except Exception as exc:
+            log.warning("could not store the flush marker: %s", type(exc).__name__)
+        session.last_flush = outcome
+        self._emit(Event.FLUSH, session, outcome=outcome)
+        return outcome
+
+    def after_model(self, session: Session, reply: Any, *, record: bool = True) -> str | None:
+        """After a model call: record the reply and return what the user may see.
+
+        Returns:
+            The text to deliver, or None for a silent (``NO_REPLY``) or tool-only reply.
+        """
+        normalized: Reply = normalize_reply(reply)
+        if record:
+            self.record(session, normalized.to_message())
+        deliver = None if normalized.tool_calls else deliverable_text(normalized)
+        self._emit(Event.AFTER_MODEL, session, reply=normalized, deliver=deliver)
+        return deliver
+
+    def on_model_error(
+        self,
+        session: Session,
+        error: BaseException,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: ChatModel | None = None,
+    ) -> FlushOutcome | None:
+        """A model call failed: on a context overflow, flush first (once per cycle).
+
+        Returns:
+            The flush outcome, or None when the error is not an overflow. Never raises.
+        """
+        if not is_context_overflow(error):
+            return None
+        try:
+            decision = self.flush_decision(session, tokens=0)
+        except Exception:
+            log.debug("flush decision failed", exc_info=True)
+            return None
+        if decision.reason in ("below-threshold", "no-threshold"):
+            decision = replace(decision, run=True, reason="context-overflow")
+        if not decision.run:
+            return FlushOutcome(decision=decision)
+        return self.run_flush(session, messages, decision, model=model)
+
+    # -- compaction ------------------------------------------------------------------
+    def compaction(self, session: Session, marker: str | None = None) -> int:
+        """A compaction happened: start the next flush cycle.
+
+        Args:
+            session: The session.
+            marker: Identity of this compaction (e.g. the summary message id); reporting
+                the same marker twice advances the cycle once.
+
+        Returns:
+            The new cycle id.
+        """
+        state = self.flush_state.record_compaction(session.session_id, marker)
+        self._emit(Event.COMPACTION, session, cycle=state.cycle, marker=marker)
+        return state.cycle
+
+    # -- /new, /reset, auto-reset ----------------------------------------------------
+    def command(self, session: Session, text: str, *, source: str | None = None) -> Session | None:
+        """Handle a slash command; ``/new`` and ``/reset`` archive and start a new session.
+
+        Returns:
+            The new session, or None when ``text`` is not a reset command.
+        """
+        cmd = parse_reset_command(text)
+        if cmd is None:
+            return None
+        self._emit(Event.COMMAND, session, command=cmd)
+        return self.reset_session(session, source=source or cmd)
+
+    def auto_reset(self, session: Session, reason: str = "idle") -> Session:
+        """An automatic (idle/daily) reset: archive like ``/new`` and start a new session."""
+        self._emit(Event.AUTO_RESET, session, reason=reason)
+        return self.reset_session(session, reason=reason)
+
+    def check_auto_reset(
+        self,
+        session: Session,
+        *,
+        idle_minutes: float | None = None,
+        daily_reset_hour: int | None = None,
+    ) -> Session:
+        """Reset the session when it went idle or crossed the daily boundary; else keep it."""
+        reason = auto_reset_reason(
+            session.last_activity and session.last_activity.astimezone(self.now().tzinfo),
+            self.now(),
+            idle_minutes=idle_minutes,
+            daily_reset_hour=daily_reset_hour,
+        )
+        return self.auto_reset(session, reason) if reason else session
+
+    def reset_session(
+        self, session: Session, *, source: str | None = None, reason: str | None = None
+    ) -> Session:
+        """Archive the ending session (read before rotating), rotate it, start a new one."""
+        path: Path | None = None
+        if self.config.session_memory.enabled and not self.is_read_only():
+            try:
+                messages = self.transcripts.read(session.session_id)
+            except Exception as exc:
+                log.warning("cannot read transcript for archive: %s", type(exc).__name__)
+                messages = []
+            use_slug = self.slug_fn is not None
+            path = archive_session(
+                ArchiveRequest(
+                    workspace=Path(self.memory.workspace),
+                    messages=messages,
+                    session_key=session.session_key,
+                    session_id=session.session_id,
+                    now=self.now(),
+                    source=source,
+                    reason=reason,
+                    max_messages=self.config.session_memory.messages,
+                    slug_fn=self.slug_fn if use_slug else None,
+                    slug_timeout_s=self.config.session_memory.slug_timeout_s,
+                )
+            )
+        try:
+            self.transcripts.rotate(session.session_id, now=self.clock())
+            self.flush_state.forget(session.session_id)
+        except Exception as exc:
+            log.warning("session rotation failed: %s", type(exc).__name__)
+        self._emit(Event.ARCHIVE, session, path=path, source=source, reason=reason)
+        self._emit(Event.SESSION_END, session, reason=reason or source)
+        if path is not None:
+            try:
+                self.memory.sync()
+            except Exception as exc:
+                log.warning("sync after archive failed: %s", type(exc).__name__)
+        fresh = self.start_session(
+            session.session_key,
+            session_id=new_session_id(self.clock()),
+            chat_type=session.chat_type,
+            resume=False,
+        )
+        fresh.previous_archive = path
+        return fresh
+
+
+__all__ = [
+    "RESET_COMMANDS",
+    "MemoryMiddleware",
+    "Session",
+    "auto_reset_reason",
+    "deliverable_text",
+    "is_context_overflow",
+    "new_session_id",
+    "parse_reset_command",
+]
