@@ -24,8 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import memmw  # noqa: E402
-from memmw.config import HybridConfig, QueryConfig, StoreConfig, TemporalDecayConfig  # noqa: E402
+import memmw
+from memmw.config import HybridConfig, QueryConfig, StoreConfig, TemporalDecayConfig
 
 EVIDENCE = re.compile(r"\[(D\d+:\d+)\]")
 
@@ -62,7 +62,9 @@ def build_config(args: argparse.Namespace) -> memmw.MemoryConfig:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     data = Path(args.data_dir)
-    queries = [json.loads(line) for line in (data / "queries.jsonl").read_text().splitlines() if line]
+    queries = [
+        json.loads(line) for line in (data / "queries.jsonl").read_text().splitlines() if line
+    ]
     if args.limit:
         queries = queries[: args.limit]
     by_conv: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -78,7 +80,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for conv, items in sorted(by_conv.items()):
             workspace = data / "workspaces" / conv
             where = evidence_lines(workspace)
-            with memmw.Memory(workspace=workspace, state_dir=state, agent_id=conv, config=config) as mem:
+            with memmw.Memory(
+                workspace=workspace, state_dir=state, agent_id=conv, config=config
+            ) as mem:
                 started = time.perf_counter()
                 mem.sync(force=True)
                 index_seconds[conv] = time.perf_counter() - started
@@ -120,8 +124,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "provider": provider_name,
         "config": {
-            "decay": args.decay, "keyword_backend": args.keyword_backend,
-            "fusion": args.fusion, "max_results": args.max_results,
+            "decay": args.decay,
+            "keyword_backend": args.keyword_backend,
+            "fusion": args.fusion,
+            "max_results": args.max_results,
         },
         "metrics": table,
         "index_seconds": index_seconds,
@@ -133,7 +139,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("data_dir")
     parser.add_argument("--provider", default="none")
     parser.add_argument("--decay", choices=["bounded", "classic", "off"], default="bounded")

@@ -486,7 +486,9 @@ class MemoryConfig(_Section):
         for entry in self.extra_paths:
             item = ExtraPath(path=entry) if isinstance(entry, str) else entry
             if not isinstance(item, ExtraPath):
-                raise ConfigError(f"extra_paths entries must be strings or ExtraPath; got {entry!r}")
+                raise ConfigError(
+                    f"extra_paths entries must be strings or ExtraPath; got {entry!r}"
+                )
             if (item.path, item.pattern) not in seen:
                 seen.add((item.path, item.pattern))
                 extras.append(item)
@@ -549,7 +551,9 @@ def _check_timezone(name: str) -> None:
     try:
         ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ConfigError(f"user_timezone must be an IANA zone such as 'Europe/Paris'; got {name!r}") from exc
+        raise ConfigError(
+            f"user_timezone must be an IANA zone such as 'Europe/Paris'; got {name!r}"
+        ) from exc
 
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
@@ -601,7 +605,8 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
         (item_type, _ellipsis) = get_args(tp)
         if item_type is ExtraPath:
             return tuple(
-                ExtraPath(path=v) if isinstance(v, str) else _build(ExtraPath, v, key) for v in value
+                ExtraPath(path=v) if isinstance(v, str) else _build(ExtraPath, v, key)
+                for v in value
             )
         return tuple(value)
     if tp is bool and isinstance(value, str):

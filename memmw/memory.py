@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -214,8 +215,12 @@ class Memory:
         except FileReadError as exc:
             raise PathPolicyError(f"{rel}: {exc}") from exc
         return read_window(
-            rel, text, from_line, lines,
-            max_lines=self.config.read.max_lines, max_chars=self.config.read.max_chars,
+            rel,
+            text,
+            from_line,
+            lines,
+            max_lines=self.config.read.max_lines,
+            max_chars=self.config.read.max_chars,
         )
 
     def status(self, deep: bool = False) -> Status:
@@ -245,7 +250,8 @@ class Memory:
                         }
                         matrix = self._searcher.keyword_matrix(store, self.config.sources)
                         details["keywordMatrix"] = {
-                            "chunks": matrix.n_docs, "terms": int(len(matrix.terms)),
+                            "chunks": matrix.n_docs,
+                            "terms": len(matrix.terms),
                         }
         details["vector"] = {"enabled": False, "reason": "keyword-only (provider 'none')"}
         return Status(
@@ -269,15 +275,19 @@ class Memory:
                 self._conn.close()
                 self._conn = None
             for suffix in ("", "-wal", "-shm"):
-                try:
+                with contextlib.suppress(FileNotFoundError):
                     os.unlink(f"{self.db_path}{suffix}")
-                except FileNotFoundError:
-                    pass
             self._synced_once = False
 
 
 def read_window(
-    path: str, text: str, from_line: int | None, lines: int | None, *, max_lines: int, max_chars: int
+    path: str,
+    text: str,
+    from_line: int | None,
+    lines: int | None,
+    *,
+    max_lines: int,
+    max_chars: int,
 ) -> ReadResult:
     """Cut ``text`` to the requested window within the line and character budgets."""
     all_lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
@@ -309,6 +319,12 @@ def read_window(
             f"continue with from={next_from}]"
         )
     return ReadResult(
-        path=path, text=body, status="ok", from_line=start, lines=len(shown),
-        total_lines=total, truncated=more, next_from=next_from,
+        path=path,
+        text=body,
+        status="ok",
+        from_line=start,
+        lines=len(shown),
+        total_lines=total,
+        truncated=more,
+        next_from=next_from,
     )

@@ -77,7 +77,8 @@ class Searcher:
                 self._matrix = KeywordMatrix(store.term_blobs(sources))
                 self._matrix_key = key
                 log.debug(
-                    "keyword matrix: %d chunks in %.3fs", self._matrix.n_docs,
+                    "keyword matrix: %d chunks in %.3fs",
+                    self._matrix.n_docs,
                     time.perf_counter() - started,
                 )
             return self._matrix
@@ -182,7 +183,10 @@ class Searcher:
     def _hit(self, cand: _Candidate, q_terms: list[str], idf: Callable[[str], float]) -> SearchHit:
         chunk = cand.chunk
         snip = build_snippet(
-            chunk.text, chunk.piece_lines(), q_terms, idf=idf,
+            chunk.text,
+            chunk.piece_lines(),
+            q_terms,
+            idf=idf,
             max_chars=self.config.query.snippet_max_chars,
         )
         return SearchHit(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import logging
 import os
@@ -23,8 +24,20 @@ ROOT_FILES = ("MEMORY.md", "memory.md", "USER.md")
 MEMORY_DIR = "memory"
 #: Folders never walked: version control, package managers, virtualenvs, caches.
 IGNORED_DIRS = frozenset(
-    {".git", "node_modules", ".pnpm-store", ".venv", "venv", ".tox", "__pycache__",
-     ".mypy_cache", ".pytest_cache", ".ruff_cache", ".cache", "site-packages"}
+    {
+        ".git",
+        "node_modules",
+        ".pnpm-store",
+        ".venv",
+        "venv",
+        ".tox",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".cache",
+        "site-packages",
+    }
 )
 _DATED = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:-.+)?\.md$")
 
@@ -198,7 +211,9 @@ def resolve_read_path(
         PathPolicyError: with a message that says which rule the path broke.
     """
     if raw is None or not str(raw).strip():
-        raise PathPolicyError("path is required (for example 'MEMORY.md' or 'memory/2026-01-02.md')")
+        raise PathPolicyError(
+            "path is required (for example 'MEMORY.md' or 'memory/2026-01-02.md')"
+        )
     text = str(raw).strip().replace("\\", "/")
     while text.startswith("./"):
         text = text[2:]
@@ -232,7 +247,9 @@ def resolve_read_path(
         _check_no_symlinks(root, sub.parts)
         return rel, candidate
     if not inside:
-        raise PathPolicyError(f"{text}: outside the workspace and not under a configured extra path")
+        raise PathPolicyError(
+            f"{text}: outside the workspace and not under a configured extra path"
+        )
     raise PathPolicyError(
         f"{rel}: not a memory file (allowed: MEMORY.md, USER.md, memory/**/*.md and extra paths)"
     )
@@ -259,10 +276,8 @@ def atomic_write_text(path: Path, text: str) -> None:
             os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
 
 

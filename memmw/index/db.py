@@ -19,7 +19,9 @@ def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
     """
     if readonly:
         conn = sqlite3.connect(
-            f"file:{Path(path).as_posix()}?mode=ro", uri=True, check_same_thread=False,
+            f"file:{Path(path).as_posix()}?mode=ro",
+            uri=True,
+            check_same_thread=False,
             isolation_level=None,
         )
     else:
@@ -33,7 +35,9 @@ def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
 
 
 @contextlib.contextmanager
-def transaction(conn: sqlite3.Connection, *, immediate: bool = True) -> Iterator[sqlite3.Connection]:
+def transaction(
+    conn: sqlite3.Connection, *, immediate: bool = True
+) -> Iterator[sqlite3.Connection]:
     """Run the block in one transaction (``BEGIN IMMEDIATE`` takes the write lock up front)."""
     conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
     try:

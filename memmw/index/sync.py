@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import calendar
+import contextlib
 import glob
 import hashlib
 import json
@@ -109,10 +110,13 @@ def decay_timestamp(file: WorkspaceFile, mtime: float) -> float | None:
     return mtime
 
 
-def build_identity(config: MemoryConfig, workspace: Path, provider: ProviderIdentity) -> dict[str, Any]:
+def build_identity(
+    config: MemoryConfig, workspace: Path, provider: ProviderIdentity
+) -> dict[str, Any]:
     """The index identity: when any of it changes, the index is rebuilt."""
     scope = sorted(
-        [str(resolve_extra_path(e, workspace).absolute()), e.pattern or ""] for e in config.extra_paths
+        [str(resolve_extra_path(e, workspace).absolute()), e.pattern or ""]
+        for e in config.extra_paths
     )
     return {
         "provider": provider.provider,
@@ -191,7 +195,12 @@ class Indexer:
                     stored_raw = store.get_meta("identity")
                     stored = json.loads(stored_raw) if stored_raw else None
                     reason = "forced" if force else identity_change(stored, wanted)
-                    if reason is not None and reason != "no-index" and not force and not self.config.auto_reindex:
+                    if (
+                        reason is not None
+                        and reason != "no-index"
+                        and not force
+                        and not self.config.auto_reindex
+                    ):
                         raise IndexStoreError(
                             f"the index was built with other settings ({reason}); "
                             "run 'memmw index --force' to rebuild it"
@@ -249,11 +258,17 @@ class Indexer:
                 overlap=self.config.chunking.overlap,
                 per_entry=per_entry_ok and is_curated(file.path),
             )
-            store.replace_file(
-                path=file.path, source=file.source, file_hash=digest, mtime=mtime, size=size,
-                decay_ts=decay_timestamp(file, mtime), chunks=chunks, model=self.provider.model,
+            written = store.replace_file(
+                path=file.path,
+                source=file.source,
+                file_hash=digest,
+                mtime=mtime,
+                size=size,
+                decay_ts=decay_timestamp(file, mtime),
+                chunks=chunks,
+                model=self.provider.model,
             )
-            counts.chunks += len(chunks)
+            counts.chunks += len(written)
             if file.path in existing:
                 counts.changed += 1
             else:
@@ -310,10 +325,8 @@ class Indexer:
         finally:
             tmp.close()
             for suffix in ("", "-journal", "-wal", "-shm"):
-                try:
+                with contextlib.suppress(FileNotFoundError):
                     os.unlink(f"{tmp_path}{suffix}")
-                except FileNotFoundError:
-                    pass
 
     def _remove_orphans(self) -> None:
         """Delete temporary databases left by a crashed rebuild (we hold the writer lock)."""

@@ -20,7 +20,9 @@ ENTRY = np.dtype([("h", "<i8"), ("tf", "<u2")])
 @lru_cache(maxsize=500_000)
 def term_hash(term: str) -> int:
     """Stable signed 64-bit hash of a term (the same in every process)."""
-    return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+    return int.from_bytes(
+        hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest(), "little", signed=True
+    )
 
 
 def pack_terms(text: str) -> tuple[bytes, int]:
@@ -29,7 +31,9 @@ def pack_terms(text: str) -> tuple[bytes, int]:
     arr = np.empty(len(counts), dtype=ENTRY)
     if counts:
         arr["h"] = [term_hash(t) for t in counts]
-        arr["tf"] = np.minimum(np.fromiter(counts.values(), dtype=np.int64, count=len(counts)), 65535)
+        arr["tf"] = np.minimum(
+            np.fromiter(counts.values(), dtype=np.int64, count=len(counts)), 65535
+        )
     return arr.tobytes(), sum(counts.values())
 
 

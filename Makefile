@@ -1,0 +1,37 @@
+# Two entry points for a fresh machine: `make demo` and `make test` (what CI runs).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
+# Everything the test suite exercises.
+TEST_EXTRAS ?= offline,test,openai,gemini,vec,tokens,watch,langchain
+
+.PHONY: demo test lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+
+$(VENV)/.demo-deps: pyproject.toml | $(BIN)/python
+	$(PIP) install -e '.[offline]'
+	touch $@
+
+$(VENV)/.test-deps: pyproject.toml | $(BIN)/python
+	$(PIP) install -e '.[$(TEST_EXTRAS)]'
+	touch $@
+
+## demo: set up .venv, index the sample workspace and search it on the embedded default
+demo: $(VENV)/.demo-deps
+	$(BIN)/memmw --workspace examples/workspace --state-dir .memmw-demo index
+	$(BIN)/memmw --workspace examples/workspace --state-dir .memmw-demo search "which machine runs the gateway?"
+
+## test: set up .venv with every extra, then lint, type-check and run the tests
+test: $(VENV)/.test-deps lint
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.test-deps
+	$(BIN)/ruff check memmw tests benchmarks examples
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) .memmw-demo .mypy_cache .ruff_cache .pytest_cache
