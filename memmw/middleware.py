@@ -477,8 +477,11 @@ class MemoryMiddleware:
         Returns:
             The new cycle id.
         """
+        before = self.flush_state.load(session.session_id).cycle
         state = self.flush_state.record_compaction(session.session_id, marker)
-        self._emit(Event.COMPACTION, session, cycle=state.cycle, marker=marker)
+        if state.cycle != before:
+            log.info("session %s: compaction, flush cycle %d", session.session_id, state.cycle)
+            self._emit(Event.COMPACTION, session, cycle=state.cycle, marker=marker)
         return state.cycle
 
     # -- /new, /reset, auto-reset ----------------------------------------------------

@@ -395,7 +395,8 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
             with self._lock:
                 fresh = self.core.command(session, last.text, source=command)
                 self._recorded.pop(session.session_id, None)
-                self._pending_clear.discard(thread)
+                # The confirmation below is not part of the new session's history.
+                self._pending_clear.add(thread)
             log.info("thread %s: new session %s", thread, fresh.session_id if fresh else "?")
             return {
                 "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), AIMessage(NEW_SESSION_REPLY)],

@@ -223,6 +223,11 @@ class FlushStateStore:
         advances the cycle once.
         """
 
+        if marker is not None:
+            current = self.load(session_id)
+            if current.compaction_marker == marker:
+                return current  # already counted; no write
+
         def change(s: SessionFlushState) -> SessionFlushState:
             if marker is not None and marker == s.compaction_marker:
                 return s

@@ -1,0 +1,164 @@
+"""Acceptance scenarios through the custom-loop adapter with a scripted tool-calling model."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from memmw.adapters.custom_loop import NEW_SESSION_REPLY, MemoryAgent
+
+from .conftest import FILLER, TODAY, Scenario, scripted_reply
+
+
+def make_agent(sc: Scenario, **kwargs: Any) -> MemoryAgent:
+    def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> Any:
+        return scripted_reply(sc, messages)
+
+    kwargs.setdefault("keep_messages", 2)
+    return MemoryAgent(model, sc.memory, middleware=sc.middleware, system_prompt="You help.", **kwargs)
+
+
+def test_recall_search_returns_snippets_and_prompt_has_section(scenario_factory) -> None:
+    sc = scenario_factory()
+    agent = make_agent(sc)
+    answer = agent.chat("Which port does the gateway use?")
+    assert answer is not None and "8443" in answer
+    tool_msgs = [m for m in agent.messages if m["role"] == "tool"]
+    payload = json.loads(tool_msgs[0]["content"])
+    assert payload["results"][0]["path"] == "MEMORY.md"
+    assert "Source: MEMORY.md#L" in payload["results"][0]["snippet"]
+    system = sc.main_calls[0][0]
+    assert system["role"] == "system" and "## Memory Recall" in system["content"]
+    assert "SECRET-CURATED-FACT" in system["content"]  # direct session: MEMORY.md bootstrapped
+
+
+def test_flush_runs_once_per_compaction_cycle(scenario_factory) -> None:
+    sc = scenario_factory()
+    agent = make_agent(sc)
+    turns = 0
+    while agent.compactions < 3 and turns < 60:
+        agent.chat(f"turn {turns}: {FILLER}")
+        turns += 1
+    agent.chat("one more short message")
+    assert agent.compactions == 3
+    flushed_cycles = [e.data["outcome"].decision.cycle for e in sc.flush_events()]
+    # Cycles 0, 1 and 2 each ended with exactly one flush before their compaction.
+    assert flushed_cycles[:3] == [0, 1, 2]
+    assert len(flushed_cycles) == len(set(flushed_cycles))
+    order = [e.event.value for e in sc.events if e.event.value in ("flush", "compaction")]
+    assert order[:6] == ["flush", "compaction"] * 3
+    daily = (sc.workspace / "memory" / f"{TODAY}.md").read_text(encoding="utf-8")
+    assert daily.startswith("# Daily\n\n- Deployed the billing service.\n")
+    assert "flush note 1" in daily and "flush note 3" in daily
+    state = json.loads((sc.state_dir / "agents" / "main" / "flush-state.json").read_text())
+    entry = state["sessions"][agent.session.session_id]
+    assert entry["cycle"] == 3
+
+
+def test_no_reply_never_reaches_user(scenario_factory) -> None:
+    sc = scenario_factory()
+    agent = make_agent(sc)
+    replies = [agent.chat(f"turn {i}: {FILLER}") for i in range(4)]
+    assert sc.flush_events(), "the flush should have run"
+    assert all(r is None or "NO_REPLY" not in r for r in replies)
+    assert all("NO_REPLY" not in str(m.get("content")) for m in agent.messages)
+    assert agent.chat("please stay quiet") is None
+
+
+def test_new_writes_archive(scenario_factory) -> None:
+    sc = scenario_factory()
+    agent = make_agent(sc)
+    agent.chat("Which port does the gateway use?")
+    agent.chat("please stay quiet")
+    agent.chat("Thanks, remember that I like tea")
+    old_id = agent.session.session_id
+    assert agent.chat("/new") == NEW_SESSION_REPLY
+    archive = sc.workspace / "memory" / f"{TODAY}-1505.md"
+    text = archive.read_text(encoding="utf-8")
+    assert text.startswith("# Session: 2026-03-10 15:05:30 CET\n")
+    assert "- **Session Key**: main" in text and f"- **Session ID**: {old_id}" in text
+    assert "- **Source**: /new" in text
+    assert "user: Which port does the gateway use?" in text
+    assert "assistant: From memory:" in text
+    assert "user: Thanks, remember that I like tea" in text
+    assert "NO_REPLY" not in text and "/new" not in text.split("## Conversation Summary")[1]
+    assert agent.session.session_id != old_id and agent.messages == []
+    # The old transcript was rotated only after the archive read it.
+    sessions = sc.state_dir / "agents" / "main" / "sessions"
+    assert any(".reset." in p.name for p in sessions.iterdir())
+    # A second /new on the same minute with content collides and gets -2.
+    agent.chat("something else")
+    agent.chat("/reset")
+    assert (sc.workspace / "memory" / f"{TODAY}-1505-2.md").exists()
+
+
+def test_empty_session_new_writes_no_file(scenario_factory) -> None:
+    sc = scenario_factory()
+    agent = make_agent(sc)
+    agent.chat("/new")
+    assert sorted(p.name for p in (sc.workspace / "memory").iterdir()) == [f"{TODAY}.md"]
+
+
+def test_group_session_never_sees_memory_md(scenario_factory) -> None:
+    sc = scenario_factory()
+    agent = make_agent(sc, session_key="agent:main:telegram:group:42")
+    agent.chat("Which port does the gateway use?")
+    system = sc.main_calls[0][0]["content"]
+    assert "SECRET-CURATED-FACT" not in system and "Name: Ada" not in system
+    assert "### MEMORY.md" not in system
+    assert "Do not mention file paths" in system  # citations auto => off in groups
+    payload = json.loads([m for m in agent.messages if m["role"] == "tool"][0]["content"])
+    assert "citation" not in payload["results"][0]
+
+
+def test_read_only_workspace_skips_flush(scenario_factory) -> None:
+    sc = scenario_factory(read_only=True)
+    agent = make_agent(sc)
+    for i in range(6):
+        agent.chat(f"turn {i}: {FILLER}")
+    assert sc.flush_events() == []
+    decisions = [e.data["decision"] for e in sc.events if e.event.value == "before_model"]
+    assert any(d.reason == "read-only" for d in decisions)
+    daily = (sc.workspace / "memory" / f"{TODAY}.md").read_text(encoding="utf-8")
+    assert "flush note" not in daily
+
+
+def test_failing_slug_falls_back_to_hhmm(scenario_factory) -> None:
+    def broken_slug(text: str) -> str:
+        raise RuntimeError("model down")
+
+    sc = scenario_factory(slug_fn=broken_slug)
+    agent = make_agent(sc)
+    agent.chat("hello there")
+    agent.chat("/new")
+    assert (sc.workspace / "memory" / f"{TODAY}-1505.md").exists()
+
+
+def test_llm_slug_is_cleaned(scenario_factory) -> None:
+    sc = scenario_factory(slug_fn=lambda text: "  Gateway Port!! ")
+    agent = make_agent(sc)
+    agent.chat("hello there")
+    agent.chat("/new")
+    assert (sc.workspace / "memory" / f"{TODAY}-gateway-port.md").exists()
+
+
+def test_overflow_error_flushes_then_retries(scenario_factory) -> None:
+    sc = scenario_factory()
+    calls = {"n": 0}
+
+    class ContextOverflowError(Exception):
+        pass
+
+    def model(messages: list[dict[str, Any]], tools: Any = None) -> Any:
+        system = messages[0]["content"]
+        if "Memory flush before compaction" not in system:
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise ContextOverflowError("prompt is too long")
+        return scripted_reply(sc, messages)
+
+    agent = MemoryAgent(model, sc.memory, middleware=sc.middleware, keep_messages=1)
+    assert agent.chat("first") == "ack 1"
+    assert agent.chat("second") is not None  # overflow -> flush -> compact -> retry
+    assert [e.data["outcome"].decision.reason for e in sc.flush_events()] == ["context-overflow"]
+    assert agent.compactions == 1
