@@ -206,6 +206,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (MemmwError, OSError) as exc:
         _out(f"memmw: error: {exc}", sys.stderr)
         return 1
+    except Exception as exc:  # a bug: one line unless debugging
+        if logging.getLogger().isEnabledFor(logging.DEBUG):
+            raise
+        _out(f"memmw: internal error: {type(exc).__name__}: {exc} (rerun with --log-level DEBUG)", sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

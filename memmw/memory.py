@@ -3,23 +3,32 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import logging
 import os
 import re
 import sqlite3
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
+
+import numpy as np
 
 from memmw.config import MemoryConfig, resolve_state_dir, resolve_workspace
-from memmw.errors import ConfigError, PathPolicyError
-from memmw.index.db import connect, fts5_available, snapshot
+from memmw.embeddings.base import EmbeddingProvider
+from memmw.embeddings.registry import ProviderSelection, create_provider
+from memmw.errors import ConfigError, MemmwError, PathPolicyError
+from memmw.index.db import connect, fts5_available, snapshot, transaction
 from memmw.index.schema import migrate
 from memmw.index.store import IndexStore
-from memmw.index.sync import FileReadError, Indexer, Progress, read_markdown
+from memmw.index.sync import FileReadError, Indexer, Progress, ProviderIdentity, read_markdown
+from memmw.index.vectors import Backfill, BackfillReport, pending_count, provider_key
 from memmw.locks import exclusive_lock
-from memmw.search import Searcher
+from memmw.search import Searcher, VectorLeg
 from memmw.text import cut_utf16, utf16_len
 from memmw.types import ReadResult, SearchHit, Status, SyncReport
 from memmw.workspace import resolve_read_path
@@ -27,6 +36,29 @@ from memmw.workspace import resolve_read_path
 log = logging.getLogger(__name__)
 
 _AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+@dataclasses.dataclass(frozen=True)
+class _SearchResult:
+    hits: list[SearchHit]
+    mode: str
+    warning: str | None
+
+
+def vector_backend_status() -> dict[str, Any]:
+    """Which vector search path is active, and why."""
+    import importlib.util
+    import sqlite3 as _sqlite3
+
+    can_load = hasattr(_sqlite3.connect(":memory:"), "enable_load_extension")
+    has_vec = importlib.util.find_spec("sqlite_vec") is not None
+    if not can_load:
+        why = "this Python's sqlite3 cannot load extensions, so sqlite-vec is unavailable"
+    elif not has_vec:
+        why = "sqlite-vec is not installed"
+    else:
+        why = "numpy brute force measured faster than a sqlite-vec scan here"
+    return {"backend": "numpy", "reason": why, "sqliteVecLoadable": can_load and has_vec}
 
 
 def default_db_path(state_dir: Path, agent_id: str, template: str | None) -> Path:
@@ -80,6 +112,10 @@ class Memory:
         self._lock = threading.RLock()
         self._synced_once = False
         self._closed = False
+        self._selection: ProviderSelection | None = None
+        self._backfill_thread: threading.Thread | None = None
+        self._backfill_report: BackfillReport | None = None
+        self._stop = threading.Event()
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> Memory:
@@ -94,7 +130,11 @@ class Memory:
         self.close()
 
     def close(self) -> None:
-        """Close the index connection. The object cannot be used afterwards."""
+        """Close the index connection (stops a background embedding run first)."""
+        self._stop.set()
+        thread = self._backfill_thread
+        if thread is not None:
+            thread.join(timeout=30)
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
@@ -126,18 +166,114 @@ class Memory:
         return IndexStore(self._reader(), fts_tokenizer=self.config.store.fts_tokenizer)
 
     # -- public API ------------------------------------------------------------------
-    def sync(self, force: bool = False, *, progress: Progress | None = None) -> SyncReport:
+    # -- embeddings --------------------------------------------------------------------
+    @property
+    def selection(self) -> ProviderSelection:
+        """The embedding provider chosen for this config (resolved on first use).
+
+        Raises:
+            ProviderUnavailableError: an explicitly chosen provider cannot start.
+        """
+        if self._selection is None:
+            self._selection = create_provider(self.config)
+        return self._selection
+
+    @property
+    def provider(self) -> EmbeddingProvider | None:
+        """The active embedding provider, or None in keyword-only mode."""
+        return self.selection.provider
+
+    def _provider_identity(self) -> ProviderIdentity:
+        provider = self.provider
+        if provider is None or not self.config.store.vector_enabled:
+            return ProviderIdentity()
+        return ProviderIdentity(
+            provider=provider.id, model=provider.model, provider_key=provider_key(provider)
+        )
+
+    def embed_pending(
+        self, *, progress: Callable[[int, int], None] | None = None
+    ) -> BackfillReport | None:
+        """Embed chunks that have no vector yet (cache first); None in keyword-only mode.
+
+        A provider failure stops the run without touching the rest of the index: those
+        chunks stay keyword-searchable and are embedded by a later call.
+        """
+        provider = self.provider
+        if provider is None or not self.config.store.vector_enabled:
+            return None
+        identity = self._provider_identity()
+        backfill = Backfill(
+            db_path=self.db_path,
+            lock_path=self._indexer.lock_path,
+            provider=provider,
+            provider_key=identity.provider_key,
+            cache_enabled=self.config.cache.enabled,
+            cache_max_entries=self.config.cache.max_entries,
+        )
+        report = backfill.run(progress=progress, should_stop=self._stop.is_set)
+        self._backfill_report = report
+        if report.dims:
+            self._record_dims(report.dims)
+        return report
+
+    def _record_dims(self, dims: int) -> None:
+        with exclusive_lock(self._indexer.lock_path):
+            conn = connect(self.db_path)
+            try:
+                store = IndexStore(conn)
+                raw = store.get_meta("identity")
+                identity = json.loads(raw) if raw else {}
+                if identity.get("vectorDims") != dims:
+                    identity["vectorDims"] = dims
+                    with transaction(conn):
+                        store.set_meta("identity", json.dumps(identity, sort_keys=True))
+            finally:
+                conn.close()
+
+    def _start_background_embedding(self) -> None:
+        thread = self._backfill_thread
+        if thread is not None and thread.is_alive():
+            return
+
+        def work() -> None:
+            try:
+                self.embed_pending()
+            except Exception:  # logged; never raised into a search
+                log.exception("background embedding failed")
+
+        self._backfill_thread = threading.Thread(target=work, name="memmw-embed", daemon=True)
+        self._backfill_thread.start()
+
+    def sync(
+        self,
+        force: bool = False,
+        *,
+        progress: Progress | None = None,
+        embeddings: Literal["wait", "background", "skip"] = "wait",
+    ) -> SyncReport:
         """Bring the index up to date with the workspace.
 
         Unchanged files (same sha256) are skipped, removed files dropped, and unreadable,
         binary or non-UTF-8 files reported in ``SyncReport.issues`` while the others index.
+        New chunks are keyword-searchable as soon as this returns; their vectors are
+        computed afterwards (``embeddings``).
 
         Args:
             force: Rebuild the whole index (atomically; searches keep working meanwhile).
             progress: Optional ``(done, total, path)`` callback.
+            embeddings: ``wait`` embeds new chunks before returning, ``background`` in a
+                thread (search uses what is ready), ``skip`` leaves them pending.
         """
+        self._indexer.provider = self._provider_identity()
         report = self._indexer.sync(force=force, progress=progress)
         self._synced_once = True
+        if embeddings == "wait":
+            backfill = self.embed_pending()
+            if backfill is not None:
+                report = dataclasses.replace(report, embedded=backfill.embedded)
+        elif embeddings == "background" and self.provider is not None:
+            self._start_background_embedding()
         return report
 
     def search(
@@ -153,27 +289,59 @@ class Memory:
             min_score: Default ``query.min_score`` (0.35); keyword hits below it still fill
                 empty slots (the reference's keyword relaxation).
         """
-        return self._search(query, max_results, min_score)[0]
+        return self._search(query, max_results, min_score).hits
 
     def _search(
         self, query: str, max_results: int | None, min_score: float | None
-    ) -> tuple[list[SearchHit], str]:
+    ) -> _SearchResult:
         if not self.config.enabled or not isinstance(query, str) or not query.strip():
-            return [], "fts-only"
+            return _SearchResult([], "fts-only", None)
         if max_results is not None and max_results < 1:
             raise ConfigError(f"max_results must be >= 1; got {max_results}")
         with self._lock:
             if not self._synced_once and (self.config.sync.on_search or not self.db_path.exists()):
-                self.sync()
+                # Keyword search is ready when this returns; vectors follow in the background.
+                self.sync(embeddings="background")
             conn = self._reader()
             with snapshot(conn):
+                store = IndexStore(conn, fts_tokenizer=self.config.store.fts_tokenizer)
+                vector_leg, warning = self._vector_leg(store, query)
                 outcome = self._searcher.search(
-                    IndexStore(conn, fts_tokenizer=self.config.store.fts_tokenizer),
+                    store,
                     query,
                     max_results=max_results,
                     min_score=min_score,
+                    vector_leg=vector_leg,
                 )
-        return outcome.hits, outcome.mode
+        return _SearchResult(outcome.hits, outcome.mode, warning)
+
+    def _vector_leg(self, store: IndexStore, query: str) -> tuple[VectorLeg | None, str | None]:
+        """The vector leg for ``query``, or None (keyword only) with a warning if it failed."""
+        provider = self.provider
+        if provider is None or not self.config.store.vector_enabled:
+            return None, None
+        raw = store.get_meta("identity")
+        identity = json.loads(raw) if raw else {}
+        if identity.get("model") != provider.model or identity.get("provider") != provider.id:
+            # The provider switched (fallback) since the index was built: never mix two
+            # models' vectors; the next sync rebuilds.
+            return None, "the embedding provider changed; vectors are rebuilt on the next sync"
+        matrix = self._searcher.vector_matrix(
+            store, self.config.sources, identity.get("vectorDims")
+        )
+        if not len(matrix):
+            return None, None
+        try:
+            qvec = np.asarray(provider.embed_query(query), dtype=np.float32)
+        except Exception as exc:  # a dead provider degrades to keyword search
+            log.warning("query embedding failed; keyword-only results: %s", exc)
+            return None, f"embedding provider failed ({type(exc).__name__}); keyword-only results"
+        qvec = np.where(np.isfinite(qvec), qvec, 0.0)
+        norm = float(np.linalg.norm(qvec))
+        if norm == 0.0:
+            return None, None
+        unit = qvec / norm
+        return (lambda limit: matrix.search(unit, limit)), None
 
     def search_payload(
         self,
@@ -184,15 +352,26 @@ class Memory:
         citations: bool = True,
     ) -> dict[str, Any]:
         """The ``memory_search`` tool payload (also what ``memmw search --json`` prints)."""
-        hits, mode = self._search(query, max_results, min_score)
-        return {
-            "results": [h.to_payload(citations=citations) for h in hits],
-            "provider": "none",
-            "model": "fts-only",
-            "fallback": None,
+        result = self._search(query, max_results, min_score)
+        provider = self.provider
+        selection = self.selection
+        fallback = selection.fallback_from or getattr(provider, "fallback_from", None)
+        payload: dict[str, Any] = {
+            "results": [h.to_payload(citations=citations) for h in result.hits],
+            "provider": provider.id if provider is not None else "none",
+            "model": provider.model if provider is not None else "fts-only",
+            "fallback": {
+                "from": fallback,
+                "reason": selection.fallback_reason or getattr(provider, "fallback_reason", None),
+            }
+            if fallback
+            else None,
             "citations": "on" if citations else "off",
-            "mode": mode,
+            "mode": result.mode,
         }
+        if result.warning:
+            payload["warning"] = result.warning
+        return payload
 
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:
         """Read a window of a memory file.
@@ -253,7 +432,7 @@ class Memory:
                             "chunks": matrix.n_docs,
                             "terms": len(matrix.terms),
                         }
-        details["vector"] = {"enabled": False, "reason": "keyword-only (provider 'none')"}
+        details.update(self._provider_status(deep))
         return Status(
             agent_id=self.agent_id,
             workspace=str(self.workspace),
@@ -263,10 +442,76 @@ class Memory:
             dirty=not exists,
             sources=self.config.sources,
             source_counts=counts,
-            mode="fts-only",
+            mode="fts-only" if details["vector"].get("vectors", 0) == 0 else "hybrid",
+            provider=details["embedding"].get("provider") or "none",
+            model=details["embedding"].get("model") or "fts-only",
             last_sync=last_sync,
             details=details,
         )
+
+    def _provider_status(self, deep: bool) -> dict[str, Any]:
+        """The ``embedding``, ``vector`` and ``cache`` sections of the status."""
+        try:
+            selection = self.selection
+        except MemmwError as exc:
+            return {
+                "embedding": {"provider": None, "error": str(exc)},
+                "vector": {"enabled": False, "reason": f"provider cannot start: {exc}"},
+            }
+        provider = selection.provider
+        embedding: dict[str, Any] = selection.to_dict()
+        embedding["dims"] = getattr(provider, "dims", None)
+        if provider is not None and getattr(provider, "fallback_from", None):
+            embedding["fallback_from"] = provider.fallback_from  # type: ignore[attr-defined]
+            embedding["fallback_reason"] = provider.fallback_reason  # type: ignore[attr-defined]
+        vector: dict[str, Any] = {
+            "enabled": provider is not None and self.config.store.vector_enabled
+        }
+        cache: dict[str, Any] = {
+            "enabled": self.config.cache.enabled,
+            "maxEntries": self.config.cache.max_entries,
+        }
+        if provider is None:
+            vector["reason"] = selection.unavailable_reason or "keyword-only"
+        else:
+            vector.update(vector_backend_status())
+        if self.db_path.exists():
+            with self._lock:
+                store = self._store()
+                with snapshot(store.conn):
+                    conn = store.conn
+                    vector["vectors"] = int(
+                        conn.execute("SELECT COUNT(*) FROM chunk_vectors").fetchone()[0]
+                    )
+                    vector["pending"] = pending_count(conn) if provider is not None else 0
+                    cache["entries"] = int(
+                        conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]
+                    )
+                    bytes_by_source = conn.execute(
+                        "SELECT c.source, SUM(LENGTH(c.text)), SUM(LENGTH(v.embedding))"
+                        " FROM chunks c LEFT JOIN chunk_vectors v ON v.chunk_rowid = c.rowid"
+                        " GROUP BY c.source"
+                    ).fetchall()
+                    vector["bytesBySource"] = {
+                        src: {"chunkBytes": int(tb or 0), "embeddingBytes": int(eb or 0)}
+                        for src, tb, eb in bytes_by_source
+                    }
+                    raw = store.get_meta("identity")
+                    vector["dims"] = json.loads(raw).get("vectorDims") if raw else None
+        if self._backfill_report is not None and self._backfill_report.error:
+            vector["lastError"] = self._backfill_report.error
+        if deep and provider is not None:
+            started = time.perf_counter()
+            try:
+                probe = provider.embed_query("memmw status probe")
+                embedding["probe"] = {
+                    "ok": True,
+                    "dims": len(probe),
+                    "ms": round((time.perf_counter() - started) * 1000, 1),
+                }
+            except Exception as exc:
+                embedding["probe"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        return {"embedding": embedding, "vector": vector, "cache": cache}
 
     def reset(self) -> None:
         """Delete the derived index (never a Markdown file); the next sync rebuilds it."""

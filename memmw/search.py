@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from memmw.config import MemoryConfig, candidate_count
 from memmw.index.store import ChunkRow, IndexStore
+from memmw.index.vectors import VectorMatrix, load_vectors
 from memmw.keyword import KeywordHit, KeywordMatrix, bm25_to_score, fts_search
 from memmw.ranking import decay_multiplier, importance_multiplier, mmr_order
 from memmw.snippets import build_snippet
@@ -66,7 +67,20 @@ class Searcher:
         self.config = config
         self._matrix: KeywordMatrix | None = None
         self._matrix_key: tuple[int, tuple[str, ...]] | None = None
+        self._vectors: VectorMatrix | None = None
+        self._vectors_key: tuple[int, str | None, tuple[str, ...]] | None = None
         self._lock = threading.Lock()
+
+    def vector_matrix(
+        self, store: IndexStore, sources: Sequence[str], dims: int | None
+    ) -> VectorMatrix:
+        """Stored vectors of the current generation (reloaded when a sync or backfill wrote)."""
+        key = (store.generation(), store.get_meta("vector_generation"), tuple(sources))
+        with self._lock:
+            if self._vectors is None or self._vectors_key != key:
+                self._vectors = load_vectors(store.conn, sources, dims)
+                self._vectors_key = key
+            return self._vectors
 
     def keyword_matrix(self, store: IndexStore, sources: Sequence[str]) -> KeywordMatrix:
         """The BM25 matrix of the current generation (rebuilt when the index changed)."""
