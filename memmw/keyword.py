@@ -118,6 +118,16 @@ def fts_search(
     if not unique:
         return []
     found: dict[int, KeywordHit] = {}
+    if store.fts_tokenizer == "trigram":
+        # The trigram tokenizer cannot MATCH strings under three characters (CJK
+        # unigrams and bigrams, short words): find those as substrings, scored by the
+        # share of the query's terms they contain.
+        short = [t for t in unique if len(t) < 3]
+        for rowid, n in store.substring_counts(short, limit, sources):
+            found[rowid] = KeywordHit(rowid, n / len(unique), n)
+        unique = [t for t in unique if len(t) >= 3]
+        if not unique:
+            return sorted(found.values(), key=lambda h: -h.bm25)[:limit]
 
     def run(match: str) -> None:
         for rowid, rank in store.fts_search(match, limit, sources):

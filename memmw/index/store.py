@@ -137,14 +137,21 @@ class IndexStore:
         file_id = cur.lastrowid
         now = time.time()
         rowids: list[int] = []
+        written: set[str] = set()
         for chunk in chunks:
+            cid = chunk_id(source, path, chunk, model)
+            if cid in written:
+                # Pieces of one long line with the same text share lines and hash, hence
+                # the id; one copy serves search equally well (the reference upserts).
+                continue
+            written.add(cid)
             blob, n_terms = pack_terms(chunk.text)
             cur = self.conn.execute(
                 "INSERT INTO chunks(id, file_id, path, source, start_line, end_line, hash, model,"
                 " text, line_map, importance, terms, n_terms, updated_at)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    chunk_id(source, path, chunk, model), file_id, path, source,
+                    cid, file_id, path, source,
                     chunk.start_line, chunk.end_line, chunk.hash, model, chunk.text,
                     json.dumps(chunk.line_map) if chunk.line_map else None,
                     chunk.importance, blob, n_terms, now,
@@ -190,6 +197,27 @@ class IndexStore:
             " JOIN chunks c ON c.rowid=f.rowid"
             f" WHERE chunks_fts MATCH ? AND c.source IN ({marks}) ORDER BY rank LIMIT ?",
             (match, *sources, limit),
+        ).fetchall()
+
+    def substring_counts(
+        self, needles: Sequence[str], limit: int, sources: Sequence[str]
+    ) -> list[tuple[int, int]]:
+        """``(rowid, how many of needles occur in the text)``, most first (a full scan).
+
+        For what the trigram tokenizer cannot MATCH: strings under three characters.
+        """
+        if not needles:
+            return []
+        patterns = [
+            "%" + n.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            for n in needles
+        ]
+        found = " + ".join("(c.text LIKE ? ESCAPE '\\')" for _ in patterns)
+        marks = ",".join("?" * len(sources))
+        return self.conn.execute(
+            f"SELECT rowid, n FROM (SELECT c.rowid AS rowid, {found} AS n FROM chunks c"
+            f" WHERE c.source IN ({marks})) WHERE n > 0 ORDER BY n DESC, rowid LIMIT ?",
+            (*patterns, *sources, limit),
         ).fetchall()
 
     def newest_decay_ts(self) -> float | None:

@@ -1,0 +1,289 @@
+"""Workspace: discovery, the read path policy and crash-safe writes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from memmw.config import ExtraPath
+from memmw.errors import PathPolicyError
+from memmw.workspace import (
+    append_text,
+    atomic_write_text,
+    discover,
+    file_date,
+    is_curated,
+    resolve_read_path,
+)
+
+
+def write(path: Path, text: str = "x\n") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    write(root / "MEMORY.md", "# Memory\n")
+    write(root / "USER.md", "# User\n")
+    write(root / "memory" / "2026-01-02.md")
+    write(root / "memory" / "topics" / "deep" / "rust.md")
+    write(root / "memory" / "notes.txt")  # not Markdown
+    write(root / "memory" / "UPPER.MD")
+    write(root / "memory" / ".git" / "x.md")  # hidden folder
+    write(root / "memory" / "node_modules" / "y.md")  # tool folder
+    write(root / "README.md")  # root file that is not memory
+    write(root / "docs" / "design.md")  # not memory unless configured
+    return root
+
+
+# -- discovery --------------------------------------------------------------------------
+
+
+def paths(files) -> list[str]:
+    return [f.path for f in files]
+
+
+def test_discover_finds_root_files_and_memory_tree(ws: Path) -> None:
+    files, issues = discover(ws)
+    assert paths(files) == [
+        "MEMORY.md",
+        "USER.md",
+        "memory/2026-01-02.md",
+        "memory/UPPER.MD",
+        "memory/topics/deep/rust.md",
+    ]
+    assert issues == []
+    assert all(f.source == "memory" for f in files)
+    assert files[0].abs_path == ws / "MEMORY.md"
+
+
+def test_discover_skips_symlinks(ws: Path, tmp_path: Path) -> None:
+    outside = write(tmp_path / "outside" / "secret.md", "secret\n")
+    os.symlink(outside, ws / "memory" / "link.md")
+    os.symlink(outside.parent, ws / "memory" / "linked-dir")
+    (ws / "MEMORY.md").unlink()
+    os.symlink(outside, ws / "MEMORY.md")
+    files, _ = discover(ws)
+    assert "memory/link.md" not in paths(files)
+    assert not any(p.startswith("memory/linked-dir") for p in paths(files))
+    assert "MEMORY.md" not in paths(files)
+
+
+def test_discover_skips_a_symlinked_memory_folder(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    write(real / "2026-01-01.md")
+    root = tmp_path / "ws"
+    root.mkdir()
+    os.symlink(real, root / "memory")
+    files, _ = discover(root)
+    assert files == []
+
+
+def test_discover_extra_paths(ws: Path, tmp_path: Path) -> None:
+    abs_dir = tmp_path / "elsewhere"
+    write(abs_dir / "a.md")
+    write(abs_dir / "sub" / "b.md")
+    write(abs_dir / "c.txt")
+    extras = (
+        ExtraPath(path="docs"),
+        ExtraPath(path=str(abs_dir), pattern="sub/*.md"),
+        ExtraPath(path="missing-dir"),
+        ExtraPath(path="memory/notes.txt"),
+    )
+    files, issues = discover(ws, extras)
+    got = paths(files)
+    assert "docs/design.md" in got
+    assert "../elsewhere/sub/b.md" in got
+    assert "../elsewhere/a.md" not in got  # filtered by the pattern
+    assert {i.path: i.reason for i in issues} == {
+        "missing-dir": "extra path does not exist",
+        "memory/notes.txt": "extra path is not a .md file",
+    }
+
+
+def test_discover_refuses_symlinked_extra_path(ws: Path, tmp_path: Path) -> None:
+    write(tmp_path / "real-docs" / "x.md")
+    os.symlink(tmp_path / "real-docs", ws / "linked-docs")
+    files, issues = discover(ws, (ExtraPath(path="linked-docs"),))
+    assert not any("x.md" in p for p in paths(files))
+    assert [i.reason for i in issues] == ["extra path is a symlink; skipped"]
+
+
+def test_discover_deduplicates_by_realpath(ws: Path) -> None:
+    files, _ = discover(ws, (ExtraPath(path="memory"), ExtraPath(path="MEMORY.md")))
+    got = paths(files)
+    assert got.count("MEMORY.md") == 1
+    assert got.count("memory/2026-01-02.md") == 1
+    assert len(got) == len(set(got))
+
+
+def test_file_date_and_curated() -> None:
+    assert file_date("memory/2026-01-02.md") == (2026, 1, 2)
+    assert file_date("memory/2026-01-02-standup.md") == (2026, 1, 2)
+    assert file_date("memory/projects/2025-12-31.md") == (2025, 12, 31)
+    assert file_date("memory/2026-02-30.md") is None  # invalid date
+    assert file_date("memory/notes.md") is None
+    assert file_date("2026-01-02.md") is None  # not under memory/
+    assert file_date("docs/2026-01-02.md") is None
+    assert is_curated("MEMORY.md") and is_curated("USER.md") and is_curated("memory.md")
+    assert not is_curated("memory/MEMORY.md")
+
+
+# -- read path policy -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("MEMORY.md", "MEMORY.md"),
+        ("USER.md", "USER.md"),
+        ("./MEMORY.md", "MEMORY.md"),
+        ("memory/2026-01-02.md", "memory/2026-01-02.md"),
+        ("memory\\2026-01-02.md", "memory/2026-01-02.md"),
+        ("memory/topics/deep/rust.md", "memory/topics/deep/rust.md"),
+        ("memory/../MEMORY.md", "MEMORY.md"),
+        ("memory/not-yet-written.md", "memory/not-yet-written.md"),
+        ("DREAMS.md", "DREAMS.md"),
+    ],
+)
+def test_allowed_paths(ws: Path, raw: str, expected: str) -> None:
+    rel, absolute = resolve_read_path(ws, raw)
+    assert rel == expected
+    assert absolute == ws / expected
+
+
+def test_absolute_path_inside_the_workspace_is_allowed(ws: Path) -> None:
+    rel, _ = resolve_read_path(ws, str(ws / "memory" / "2026-01-02.md"))
+    assert rel == "memory/2026-01-02.md"
+
+
+@pytest.mark.parametrize(
+    ("raw", "needle"),
+    [
+        ("", "path is required"),
+        ("   ", "path is required"),
+        ("README.md", "not a memory file"),
+        ("docs/design.md", "not a memory file"),
+        ("../outside.md", "outside the workspace"),
+        ("memory/../../outside.md", "outside the workspace"),
+        ("/etc/passwd", "outside the workspace"),
+        ("memory/notes.txt", "only Markdown"),
+        ("memory/", "not a memory file"),
+        ("MEMORY.md.bak", "not a memory file"),
+        ("memory/../README.md", "not a memory file"),
+    ],
+)
+def test_refused_paths(ws: Path, raw: str, needle: str) -> None:
+    with pytest.raises(PathPolicyError) as info:
+        resolve_read_path(ws, raw)
+    assert needle in str(info.value)
+    assert isinstance(info.value, PermissionError)
+
+
+def test_symlinked_file_is_refused(ws: Path, tmp_path: Path) -> None:
+    target = write(tmp_path / "secret.md", "secret\n")
+    os.symlink(target, ws / "memory" / "secret.md")
+    with pytest.raises(PathPolicyError, match=r"'secret\.md' is a symlink"):
+        resolve_read_path(ws, "memory/secret.md")
+
+
+def test_symlinked_parent_is_refused(ws: Path, tmp_path: Path) -> None:
+    write(tmp_path / "other" / "note.md")
+    os.symlink(tmp_path / "other", ws / "memory" / "linked")
+    with pytest.raises(PathPolicyError, match="parent folder 'linked' is a symlink"):
+        resolve_read_path(ws, "memory/linked/note.md")
+
+
+def test_symlinked_memory_folder_is_refused(tmp_path: Path) -> None:
+    write(tmp_path / "real" / "2026-01-01.md")
+    root = tmp_path / "ws"
+    root.mkdir()
+    os.symlink(tmp_path / "real", root / "memory")
+    with pytest.raises(PathPolicyError, match="symlink"):
+        resolve_read_path(root, "memory/2026-01-01.md")
+
+
+def test_extra_paths_are_readable_with_their_glob(ws: Path, tmp_path: Path) -> None:
+    write(tmp_path / "ext" / "keep" / "a.md")
+    write(tmp_path / "ext" / "skip" / "b.md")
+    write(tmp_path / "ext" / "keep" / "c.txt")
+    single = write(tmp_path / "single.md")
+    extras = (
+        ExtraPath(path="docs"),
+        ExtraPath(path=str(tmp_path / "ext"), pattern="keep/*"),
+        ExtraPath(path=str(single)),
+    )
+    assert resolve_read_path(ws, "docs/design.md", extras)[0] == "docs/design.md"
+    rel, absolute = resolve_read_path(ws, str(tmp_path / "ext" / "keep" / "a.md"), extras)
+    assert rel == "../ext/keep/a.md"
+    assert absolute == tmp_path / "ext" / "keep" / "a.md"
+    assert resolve_read_path(ws, str(single), extras)[0] == "../single.md"
+    with pytest.raises(PathPolicyError, match="outside the workspace"):
+        resolve_read_path(ws, str(tmp_path / "ext" / "skip" / "b.md"), extras)
+    with pytest.raises(PathPolicyError, match="only Markdown"):
+        resolve_read_path(ws, str(tmp_path / "ext" / "keep" / "c.txt"), extras)
+    with pytest.raises(PathPolicyError, match="outside the workspace"):
+        resolve_read_path(ws, str(tmp_path / "ext" / "keep" / ".." / ".." / "single2.md"), extras)
+
+
+def test_symlinks_under_extra_paths_are_refused(ws: Path, tmp_path: Path) -> None:
+    write(tmp_path / "secret" / "s.md")
+    write(ws / "docs" / "real.md")
+    os.symlink(tmp_path / "secret", ws / "docs" / "via")
+    os.symlink(tmp_path / "secret" / "s.md", ws / "docs" / "s.md")
+    extras = (ExtraPath(path="docs"),)
+    with pytest.raises(PathPolicyError, match="parent folder 'via' is a symlink"):
+        resolve_read_path(ws, "docs/via/s.md", extras)
+    with pytest.raises(PathPolicyError, match=r"'s\.md' is a symlink"):
+        resolve_read_path(ws, "docs/s.md", extras)
+    # A symlinked extra-path root grants nothing.
+    os.symlink(tmp_path / "secret", ws / "linkroot")
+    with pytest.raises(PathPolicyError, match="not a memory file"):
+        resolve_read_path(ws, "linkroot/s.md", (ExtraPath(path="linkroot"),))
+
+
+# -- writes -----------------------------------------------------------------------------
+
+
+def test_atomic_write_replaces_and_keeps_mode(tmp_path: Path) -> None:
+    target = write(tmp_path / "memory" / "a.md", "old\n")
+    os.chmod(target, 0o600)
+    atomic_write_text(target, "new\r\n")
+    assert target.read_bytes() == b"new\r\n"
+    assert (os.stat(target).st_mode & 0o777) == 0o600
+    assert sorted(p.name for p in target.parent.iterdir()) == ["a.md"]
+
+
+def test_atomic_write_failure_leaves_the_old_content(tmp_path: Path, monkeypatch) -> None:
+    target = write(tmp_path / "a.md", "old\n")
+
+    def boom(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write_text(target, "new\n")
+    assert target.read_text(encoding="utf-8") == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.md"]
+
+
+def test_append_adds_separator_and_newline(tmp_path: Path) -> None:
+    target = tmp_path / "memory" / "2026-01-02.md"
+    assert append_text(target, "first") == len("first\n")
+    write(target, "first\nsecond")  # no trailing newline
+    assert append_text(target, "third\n") == len("\nthird\n")
+    assert target.read_text(encoding="utf-8") == "first\nsecond\nthird\n"
+
+
+def test_append_refuses_symlinks(tmp_path: Path) -> None:
+    real = write(tmp_path / "real.md", "x\n")
+    link = tmp_path / "link.md"
+    os.symlink(real, link)
+    with pytest.raises(PathPolicyError, match="symlink"):
+        append_text(link, "y")
+    assert real.read_text(encoding="utf-8") == "x\n"
