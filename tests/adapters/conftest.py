@@ -112,9 +112,7 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(
-            b.get("text", "") if isinstance(b, dict) else str(b) for b in content
-        )
+        return "\n".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
     return str(content)
 
 
@@ -136,8 +134,13 @@ def scripted_reply(sc: Scenario, messages: list[dict[str, Any]]) -> dict[str, An
         note = f"- flush note {len(sc.flush_calls)}: user works on the billing service"
         return {
             "content": "",
-            "tool_calls": [{"id": f"f{len(sc.flush_calls)}", "name": "memory_append",
-                            "args": {"content": note}}],
+            "tool_calls": [
+                {
+                    "id": f"f{len(sc.flush_calls)}",
+                    "name": "memory_append",
+                    "args": {"content": note},
+                }
+            ],
         }
     sc.main_calls.append(messages)
     if last["role"] == "tool":
@@ -146,8 +149,13 @@ def scripted_reply(sc: Scenario, messages: list[dict[str, Any]]) -> dict[str, An
     if "port" in text.lower():
         return {
             "content": "",
-            "tool_calls": [{"id": f"s{len(sc.main_calls)}", "name": "memory_search",
-                            "args": {"query": "gateway port", "maxResults": 3}}],
+            "tool_calls": [
+                {
+                    "id": f"s{len(sc.main_calls)}",
+                    "name": "memory_search",
+                    "args": {"query": "gateway port", "maxResults": 3},
+                }
+            ],
         }
     if "stay quiet" in text.lower():
         return {"content": "NO_REPLY"}

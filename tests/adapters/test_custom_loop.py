@@ -15,7 +15,9 @@ def make_agent(sc: Scenario, **kwargs: Any) -> MemoryAgent:
         return scripted_reply(sc, messages)
 
     kwargs.setdefault("keep_messages", 2)
-    return MemoryAgent(model, sc.memory, middleware=sc.middleware, system_prompt="You help.", **kwargs)
+    return MemoryAgent(
+        model, sc.memory, middleware=sc.middleware, system_prompt="You help.", **kwargs
+    )
 
 
 def test_recall_search_returns_snippets_and_prompt_has_section(scenario_factory) -> None:
@@ -107,7 +109,7 @@ def test_group_session_never_sees_memory_md(scenario_factory) -> None:
     assert "SECRET-CURATED-FACT" not in system and "Name: Ada" not in system
     assert "### MEMORY.md" not in system
     assert "Do not mention file paths" in system  # citations auto => off in groups
-    payload = json.loads([m for m in agent.messages if m["role"] == "tool"][0]["content"])
+    payload = json.loads(next(m for m in agent.messages if m["role"] == "tool")["content"])
     assert "citation" not in payload["results"][0]
 
 

@@ -48,7 +48,6 @@ if LANGCHAIN_ERROR is None:
         """GenericFakeChatModel driven by a Python policy, with bind_tools."""
 
         policy: Any = None
-        bound_tools: list[Any] = []
 
         def _generate(
             self,
@@ -65,7 +64,6 @@ if LANGCHAIN_ERROR is None:
             return ChatResult(generations=[ChatGeneration(message=message)])
 
         def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:
-            self.bound_tools = list(tools)
             return self
 
 
@@ -97,7 +95,7 @@ def test_recall_tool_and_prompt_section(scenario_factory) -> None:
     result = ask(agent, "Which port does the gateway use?")
     final = result["messages"][-1]
     assert isinstance(final, AIMessage) and "8443" in final.text
-    tool_msg = [m for m in result["messages"] if m.type == "tool"][0]
+    tool_msg = next(m for m in result["messages"] if m.type == "tool")
     assert tool_msg.artifact["results"][0]["path"] == "MEMORY.md"
     assert json.loads(tool_msg.content)["results"][0]["citation"].startswith("MEMORY.md#L")
     system = sc.main_calls[0][0]
@@ -187,7 +185,7 @@ def test_group_session_never_sees_memory_md(scenario_factory) -> None:
     system = str(sc.main_calls[0][0]["content"])
     assert "SECRET-CURATED-FACT" not in system and "Name: Ada" not in system
     assert "## Memory Recall" in system and "Do not mention file paths" in system
-    tool_msg = [m for m in result["messages"] if m.type == "tool"][0]
+    tool_msg = next(m for m in result["messages"] if m.type == "tool")
     assert "citation" not in tool_msg.artifact["results"][0]
 
 

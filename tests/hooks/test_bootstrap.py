@@ -1,0 +1,132 @@
+"""Session bootstrap: which files, private vs group, budgets and visible truncation."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from memmw.config import BootstrapConfig, MemoryConfig
+from memmw.hooks.bootstrap import (
+    TRUNCATION_WARNING,
+    bootstrap_candidates,
+    build_bootstrap,
+    run_bootstrap,
+    truncate_middle,
+    utf16_len,
+)
+
+TODAY = dt.date(2026, 3, 10)
+
+
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "memory").mkdir(parents=True)
+    (root / "MEMORY.md").write_text("# Memory\n- curated fact\n")
+    (root / "USER.md").write_text("# User\n- Ada\n")
+    (root / "memory" / "2026-03-10.md").write_text("- today note\n")
+    (root / "memory" / "2026-03-09.md").write_text("- yesterday note\n")
+    (root / "memory" / "2026-03-08.md").write_text("- older note\n")
+    (root / "memory" / "2026-03-10-gateway.md").write_text("# Session archive\n")
+    return root
+
+
+def test_private_session_order(tmp_path: Path) -> None:
+    paths = bootstrap_candidates(ws(tmp_path), private=True, today=TODAY)
+    assert paths == [
+        "MEMORY.md",
+        "USER.md",
+        "memory/2026-03-10.md",
+        "memory/2026-03-10-gateway.md",
+        "memory/2026-03-09.md",
+    ]
+
+
+def test_group_session_never_gets_curated_files(tmp_path: Path) -> None:
+    root = ws(tmp_path)
+    assert "MEMORY.md" not in bootstrap_candidates(root, private=False, today=TODAY)
+    ctx = build_bootstrap(root, BootstrapConfig(), private=False, today=TODAY)
+    assert "curated fact" not in ctx.text and "Ada" not in ctx.text
+    assert "today note" in ctx.text and not ctx.private
+
+
+def test_render_within_budget(tmp_path: Path) -> None:
+    ctx = build_bootstrap(ws(tmp_path), BootstrapConfig(), private=True, today=TODAY)
+    assert ctx.text.startswith("## Memory Context\n")
+    assert "### MEMORY.md\n# Memory\n- curated fact" in ctx.text
+    assert not ctx.truncated and TRUNCATION_WARNING not in ctx.text
+    assert ctx.paths[0] == "MEMORY.md"
+
+
+def test_per_file_and_user_caps_say_so(tmp_path: Path) -> None:
+    root = ws(tmp_path)
+    (root / "MEMORY.md").write_text("HEAD\n" + "x" * 5000 + "\nTAIL\n")
+    (root / "USER.md").write_text("u" * 3000)
+    cfg = BootstrapConfig(max_chars_per_file=1000, user_max_chars=500)
+    ctx = build_bootstrap(root, cfg, private=True, today=TODAY)
+    memory_file = next(f for f in ctx.files if f.path == "MEMORY.md")
+    assert memory_file.truncated and memory_file.chars <= 1000
+    assert next(f for f in ctx.files if f.path == "USER.md").chars <= 500
+    assert "HEAD" in ctx.text and "TAIL" in ctx.text and "characters omitted" in ctx.text
+    assert ctx.truncated and TRUNCATION_WARNING in ctx.text
+
+
+def test_total_budget_omits_later_files_visibly(tmp_path: Path) -> None:
+    root = ws(tmp_path)
+    (root / "MEMORY.md").write_text("m" * 900)
+    cfg = BootstrapConfig(total_max_chars=1000)
+    ctx = build_bootstrap(root, cfg, private=True, today=TODAY)
+    assert utf16_len(ctx.text) <= 1000
+    assert ctx.omitted and "Not loaded (budget)" in ctx.text and TRUNCATION_WARNING in ctx.text
+
+
+def test_truncate_middle_keeps_head_and_tail_and_pairs() -> None:
+    text = "A" * 100 + "😀" * 100 + "Z" * 100
+    out, cut = truncate_middle(text, 150)
+    assert cut and out.startswith("A") and out.endswith("Z") and utf16_len(out) <= 150
+    out.encode("utf-8")  # no lone surrogate halves
+    assert truncate_middle("short", 100) == ("short", False)
+
+
+def test_disabled_and_empty(tmp_path: Path) -> None:
+    root = tmp_path / "empty"
+    root.mkdir()
+    assert build_bootstrap(root, BootstrapConfig(), private=True, today=TODAY).text == ""
+    assert (
+        build_bootstrap(
+            ws(tmp_path), BootstrapConfig(enabled=False), private=True, today=TODAY
+        ).text
+        == ""
+    )
+
+
+class FakeMemory:
+    def __init__(self, workspace: Path, fail_sync: bool = False) -> None:
+        self.workspace = workspace
+        self.state_dir = workspace.parent / "state"
+        self.agent_id = "main"
+        self.config = MemoryConfig(provider="none", user_timezone="Europe/Paris")
+        self.fail_sync = fail_sync
+        self.synced = 0
+
+    def sync(self, force: bool = False) -> Any:
+        self.synced += 1
+        if self.fail_sync:
+            raise OSError("index locked")
+
+
+def test_run_bootstrap_warm_syncs_and_survives_sync_errors(tmp_path: Path) -> None:
+    root = ws(tmp_path)
+    mem = FakeMemory(root, fail_sync=True)
+    clock = lambda: dt.datetime(2026, 3, 10, 12, 0, tzinfo=dt.timezone.utc)  # noqa: E731
+    ctx = run_bootstrap(mem, session_key="main", clock=clock)  # type: ignore[arg-type]
+    assert mem.synced == 1 and "curated fact" in ctx.text
+    group = run_bootstrap(mem, session_key="agent:main:slack:channel:x", clock=clock)  # type: ignore[arg-type]
+    assert "curated fact" not in group.text and "today note" in group.text
+    none = run_bootstrap(
+        mem,
+        session_key="agent:main:slack:channel:x",
+        clock=clock,
+        include_daily_in_groups=False,  # type: ignore[arg-type]
+    )
+    assert none.text == ""

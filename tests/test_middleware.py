@@ -1,0 +1,196 @@
+"""The framework-neutral middleware: pure decisions and lifecycle events."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memmw.config import FlushConfig, MemoryConfig
+from memmw.hooks import Event, HookContext
+from memmw.memory import Memory
+from memmw.middleware import (
+    MemoryMiddleware,
+    auto_reset_reason,
+    deliverable_text,
+    is_context_overflow,
+    parse_reset_command,
+)
+from memmw.tokens import TokenCounter
+
+NOW = dt.datetime(2026, 3, 10, 14, 5, tzinfo=dt.timezone.utc)
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[Memory]:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Memory\n- curated fact\n")
+    config = MemoryConfig(
+        provider="none",
+        user_timezone="Europe/Paris",
+        flush=FlushConfig(
+            context_window=3000, reserve_tokens_floor=1000, soft_threshold_tokens=500
+        ),
+    )
+    mem = Memory(workspace=ws, state_dir=tmp_path / "state", config=config)
+    yield mem
+    mem.close()
+
+
+def make(memory: Memory, **kw: Any) -> MemoryMiddleware:
+    kw.setdefault("clock", lambda: NOW)
+    kw.setdefault("token_counter", TokenCounter(use_tiktoken=False))
+    return MemoryMiddleware(memory, **kw)
+
+
+@pytest.mark.parametrize(
+    ("text", "cmd"),
+    [("/new", "/new"), (" /RESET now", "/reset"), ("/news", None), ("new", None), ("", None)],
+)
+def test_parse_reset_command(text: str, cmd: str | None) -> None:
+    assert parse_reset_command(text) == cmd
+
+
+def test_is_context_overflow() -> None:
+    class ContextOverflowError(Exception):
+        pass
+
+    assert is_context_overflow(ContextOverflowError("x"))
+    assert is_context_overflow(ValueError("This model's maximum context length is 8192 tokens"))
+    assert not is_context_overflow(TimeoutError("slow"))
+
+
+def test_auto_reset_reason() -> None:
+    last = dt.datetime(2026, 3, 10, 3, 0)
+    assert auto_reset_reason(None, last, idle_minutes=1) is None
+    assert auto_reset_reason(last, last + dt.timedelta(minutes=61), idle_minutes=60) == "idle"
+    assert auto_reset_reason(last, last + dt.timedelta(minutes=59), idle_minutes=60) is None
+    assert auto_reset_reason(last, dt.datetime(2026, 3, 10, 4, 30), daily_reset_hour=4) == "daily"
+    assert auto_reset_reason(last, dt.datetime(2026, 3, 10, 3, 30), daily_reset_hour=4) is None
+
+
+def test_deliverable_text() -> None:
+    assert deliverable_text("NO_REPLY") is None
+    assert deliverable_text({"content": " no_reply "}) is None
+    assert deliverable_text("Done. NO_REPLY") == "Done."
+    assert deliverable_text("hello") == "hello"
+
+
+def test_session_resumes_after_restart(memory: Memory) -> None:
+    first = make(memory).start_session("main")
+    again = make(memory).start_session("main")
+    assert again.session_id == first.session_id
+    assert make(memory).start_session("main", resume=False).session_id != first.session_id
+
+
+def test_system_prompt_only_with_tools(memory: Memory) -> None:
+    mw = make(memory)
+    session = mw.start_session("main")
+    prompt = mw.system_prompt(session, "Base.")
+    assert prompt.startswith("Base.\n\n## Memory Recall") and "curated fact" in prompt
+    bare = mw.system_prompt(session, "Base.", tool_names=[])
+    assert "## Memory Recall" not in bare and "curated fact" in bare
+
+
+def test_flush_marker_persists_across_restart(memory: Memory) -> None:
+    calls: list[int] = []
+
+    def model(messages: list[dict[str, Any]]) -> str:
+        calls.append(len(messages))
+        return "NO_REPLY"
+
+    mw = make(memory, flush_model=model)
+    session = mw.start_session("main")
+    big = [{"role": "user", "content": "x" * 8000}]
+    assert mw.before_model(session, big).ran
+    assert not mw.before_model(session, big).ran
+    restarted = make(memory, flush_model=model)
+    session2 = restarted.start_session("main")
+    assert restarted.before_model(session2, big).decision.reason == "already-flushed"
+    assert restarted.compaction(session2) == 1
+    assert restarted.before_model(session2, big).ran
+    assert len(calls) == 2
+
+
+def test_failed_flush_never_blocks_and_is_retried_once(memory: Memory) -> None:
+    attempts: list[int] = []
+
+    def down(messages: Any) -> str:
+        attempts.append(1)
+        raise ConnectionError("model down")
+
+    mw = make(memory, flush_model=down)
+    session = mw.start_session("main")
+    outcome = mw.before_model(session, [{"role": "user", "content": "x" * 8000}])
+    assert outcome.ran and not outcome.ok and len(attempts) == 2
+    state = json.loads(mw.flush_state.path.read_text())["sessions"][session.session_id]
+    assert state["flushStatus"] == "failed" and state["flushedCycle"] == 0
+
+
+def test_flush_without_model_is_skipped(memory: Memory) -> None:
+    mw = make(memory)
+    session = mw.start_session("main")
+    out = mw.before_model(session, [{"role": "user", "content": "x" * 8000}])
+    assert not out.ran and out.decision.reason == "no-model"
+
+
+def test_transcript_bytes_force_flush(memory: Memory) -> None:
+    cfg = memory.config.replace(flush=FlushConfig(force_flush_transcript_bytes=100))
+    memory.config = cfg
+    mw = make(memory, flush_model=lambda m: "NO_REPLY")
+    session = mw.start_session("main")
+    mw.record(session, {"role": "user", "content": "y" * 200})
+    out = mw.before_model(session, [{"role": "user", "content": "short"}])
+    assert out.ran and out.decision.reason == "transcript-bytes"
+
+
+def test_auto_reset_archives_with_reason(memory: Memory) -> None:
+    events: list[HookContext] = []
+    mw = make(memory)
+    for ev in Event:
+        mw.hooks.on(ev, events.append)
+    session = mw.start_session("main")
+    mw.record(session, {"role": "user", "content": "remember the blue door"})
+    mw.record(session, {"role": "assistant", "content": "noted"})
+    fresh = mw.check_auto_reset(session, idle_minutes=0)
+    assert fresh.session_id != session.session_id
+    assert fresh.previous_archive is not None
+    text = fresh.previous_archive.read_text()
+    assert fresh.previous_archive.name == "2026-03-10-1505.md"
+    assert "- **Reason**: idle" in text and "user: remember the blue door" in text
+    kinds = [e.event for e in events]
+    assert Event.AUTO_RESET in kinds and Event.ARCHIVE in kinds and Event.SESSION_END in kinds
+    # The new session bootstraps the archive written a moment ago.
+    assert "2026-03-10-1505.md" in mw.system_prompt(fresh)
+
+
+def test_command_ignores_other_text(memory: Memory) -> None:
+    mw = make(memory)
+    session = mw.start_session("main")
+    assert mw.command(session, "hello") is None
+
+
+def test_after_model_records_and_filters(memory: Memory) -> None:
+    mw = make(memory)
+    session = mw.start_session("main")
+    assert mw.after_model(session, "NO_REPLY") is None
+    assert mw.after_model(session, {"content": "", "tool_calls": [{"name": "memory_get"}]}) is None
+    assert mw.after_model(session, "visible") == "visible"
+    roles = [m.role for m in mw.transcripts.read(session.session_id)]
+    assert roles == ["assistant", "assistant", "assistant"]
+
+
+def test_read_only_workspace_detection(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    mw = make(memory)
+    assert not mw.is_read_only()
+    monkeypatch.setattr("memmw.tools.os.access", lambda *a, **k: False)
+    assert mw.is_read_only()
+    session = mw.start_session("main")
+    out = mw.before_model(session, [{"role": "user", "content": "x" * 8000}])
+    assert out.decision.reason == "read-only"
+    assert make(memory, read_only=False).is_read_only() is False
