@@ -72,7 +72,12 @@ def build_snippet(
         if hi + 1 < len(pieces):
             options.append((scores[hi + 1], 1, hi + 1))
         grown = False
-        for _score, _after, idx in sorted(options, key=lambda o: (-o[0], -o[1])):
+        # Higher-scoring neighbour first; on a tie, the side with fewer lines so far (the
+        # line after first), so an unmatched context grows evenly around the best line.
+        below, above = hi - best, best - lo
+        for _score, _after, idx in sorted(
+            options, key=lambda o: (-o[0], (below if o[1] else above + 1))
+        ):
             cost = utf16_len(pieces[idx]) + 1
             if used + cost <= max_chars:
                 used += cost
