@@ -164,3 +164,21 @@ def test_overflow_error_flushes_then_retries(scenario_factory) -> None:
     assert agent.chat("second") is not None  # overflow -> flush -> compact -> retry
     assert [e.data["outcome"].decision.reason for e in sc.flush_events()] == ["context-overflow"]
     assert agent.compactions == 1
+
+
+def test_example_runs_offline() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "examples" / "custom_loop.py"
+    out = subprocess.run(
+        [sys.executable, "-W", "error", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "studio.local" in out.stdout and "[flush] cycle 0" in out.stdout
+    assert "archive: memory/" in out.stdout

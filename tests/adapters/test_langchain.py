@@ -243,3 +243,21 @@ def test_system_message_blocks_are_extended(scenario_factory) -> None:
     content = sc.main_calls[0][0]["content"]
     assert isinstance(content, list) and content[0]["text"] == "Block prompt."
     assert "## Memory Recall" in content[-1]["text"]
+
+
+def test_example_runs_offline() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "examples" / "langchain_agent.py"
+    out = subprocess.run(
+        [sys.executable, "-W", "error", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "studio.local" in out.stdout and "[flush] cycle 0" in out.stdout
+    assert "[compaction] now in cycle 1" in out.stdout and "archive: memory/" in out.stdout
