@@ -176,8 +176,8 @@ class MemoryMiddleware:
     Args:
         memory: The engine (:class:`memmw.Memory` or anything with the same methods).
         flush_model: Model used for the silent flush turn when the adapter passes none.
-        slug_fn: Optional LLM call naming session archives (``text -> slug``); used only
-            when given (``session_memory.llm_slug`` also enables it).
+        slug_fn: Optional LLM call naming session archives (``text -> slug``), used
+            whenever given, with ``session_memory.slug_timeout_s``; else ``HHMM``.
         hooks: Callback registry (a new one by default).
         token_counter: Token counter (the shared tiktoken/estimate counter by default).
         read_only: Force read-only (no flush, no writes); None checks the file system.
