@@ -22,14 +22,17 @@ from memmw.config import MemoryConfig, resolve_state_dir, resolve_workspace
 from memmw.embeddings.base import EmbeddingProvider
 from memmw.embeddings.registry import ProviderSelection, create_provider
 from memmw.errors import ConfigError, MemmwError, PathPolicyError
+from memmw.freshness import Freshness
 from memmw.index.db import connect, fts5_available, snapshot, transaction
 from memmw.index.schema import migrate
+from memmw.index.sqlitevec import SqliteVecIndex, sqlite_vec_status
 from memmw.index.store import IndexStore
 from memmw.index.sync import FileReadError, Indexer, Progress, ProviderIdentity, read_markdown
 from memmw.index.vectors import Backfill, BackfillReport, pending_count, provider_key
 from memmw.locks import exclusive_lock
 from memmw.search import Searcher, VectorLeg
 from memmw.text import cut_utf16, utf16_len
+from memmw.transcripts import sessions_dir
 from memmw.types import ReadResult, SearchHit, Status, SyncReport
 from memmw.workspace import resolve_read_path
 
@@ -45,20 +48,20 @@ class _SearchResult:
     warning: str | None
 
 
-def vector_backend_status() -> dict[str, Any]:
+def vector_backend_status(configured: str) -> dict[str, Any]:
     """Which vector search path is active, and why."""
-    import importlib.util
-    import sqlite3 as _sqlite3
-
-    can_load = hasattr(_sqlite3.connect(":memory:"), "enable_load_extension")
-    has_vec = importlib.util.find_spec("sqlite_vec") is not None
-    if not can_load:
-        why = "this Python's sqlite3 cannot load extensions, so sqlite-vec is unavailable"
-    elif not has_vec:
-        why = "sqlite-vec is not installed"
+    loadable, why = sqlite_vec_status()
+    if configured == "sqlite-vec":
+        backend = "sqlite-vec" if loadable else "unavailable"
+        reason = why
     else:
-        why = "numpy brute force measured faster than a sqlite-vec scan here"
-    return {"backend": "numpy", "reason": why, "sqliteVecLoadable": can_load and has_vec}
+        backend = "numpy"
+        reason = (
+            "numpy brute force (measured faster than a vec0 scan); sqlite-vec: " + why
+            if configured == "auto"
+            else "configured"
+        )
+    return {"backend": backend, "reason": reason, "sqliteVecLoadable": loadable}
 
 
 def default_db_path(state_dir: Path, agent_id: str, template: str | None) -> Path:
@@ -83,6 +86,8 @@ class Memory:
         agent_id: Names the index file; letters, digits, ``.``, ``_`` and ``-``.
         config: Settings; default loaded from ``<workspace>/memmw.toml`` and ``MEMMW__*``.
         config_file: Explicit TOML file to load when ``config`` is not given.
+        watch: Start the file watcher now (see :meth:`start_watching`); the index then
+            follows edits to the memory files within about ``sync.watch_debounce_ms``.
     """
 
     def __init__(
@@ -93,6 +98,7 @@ class Memory:
         config: MemoryConfig | None = None,
         *,
         config_file: str | os.PathLike[str] | None = None,
+        watch: bool = False,
     ) -> None:
         self.workspace = resolve_workspace(workspace).absolute()
         if not self.workspace.is_dir():
@@ -105,7 +111,15 @@ class Memory:
         self.config = config or MemoryConfig.load(workspace=self.workspace, config_file=config_file)
         self.state_dir = resolve_state_dir(state_dir).absolute()
         self.db_path = default_db_path(self.state_dir, agent_id, self.config.store.path)
-        self._indexer = Indexer(db_path=self.db_path, workspace=self.workspace, config=self.config)
+        transcripts = (
+            sessions_dir(self.state_dir, agent_id) if "sessions" in self.config.sources else None
+        )
+        self._indexer = Indexer(
+            db_path=self.db_path,
+            workspace=self.workspace,
+            config=self.config,
+            sessions_dir=transcripts,
+        )
         self._searcher = Searcher(self.config)
         self._conn: sqlite3.Connection | None = None
         self._conn_inode: int | None = None
@@ -116,6 +130,17 @@ class Memory:
         self._backfill_thread: threading.Thread | None = None
         self._backfill_report: BackfillReport | None = None
         self._stop = threading.Event()
+        self._vec0: SqliteVecIndex | None = None
+        self._freshness = Freshness(
+            run_sync=lambda: self.sync(embeddings="background"),
+            workspace=self.workspace,
+            extra_paths=self.config.extra_paths,
+            sessions_dir=transcripts,
+            config=self.config.sync,
+            name=agent_id,
+        )
+        if watch:
+            self.start_watching()
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> Memory:
@@ -130,7 +155,8 @@ class Memory:
         self.close()
 
     def close(self) -> None:
-        """Close the index connection (stops a background embedding run first)."""
+        """Close the index connection (stops the watcher, background syncs and embedding)."""
+        self._freshness.close()
         self._stop.set()
         thread = self._backfill_thread
         if thread is not None:
@@ -139,6 +165,9 @@ class Memory:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            if self._vec0 is not None:
+                self._vec0.close()
+                self._vec0 = None
             self._closed = True
 
     def _reader(self) -> sqlite3.Connection:
@@ -266,7 +295,9 @@ class Memory:
                 thread (search uses what is ready), ``skip`` leaves them pending.
         """
         self._indexer.provider = self._provider_identity()
+        mark = self._freshness.sync_started()
         report = self._indexer.sync(force=force, progress=progress)
+        self._freshness.sync_finished(mark)
         self._synced_once = True
         if embeddings == "wait":
             backfill = self.embed_pending()
@@ -281,7 +312,9 @@ class Memory:
     ) -> list[SearchHit]:
         """Search memory; returns at most ``max_results`` hits, best first.
 
-        The first search of a process syncs the index if ``sync.on_search`` is on.
+        A search never waits for a sync: when the index may be stale (``sync.on_search``)
+        a background sync starts and this search reads the last published index. Only
+        when there is no index at all is it built first.
 
         Args:
             query: Free text; any characters are safe.
@@ -299,9 +332,12 @@ class Memory:
         if max_results is not None and max_results < 1:
             raise ConfigError(f"max_results must be >= 1; got {max_results}")
         with self._lock:
-            if not self._synced_once and (self.config.sync.on_search or not self.db_path.exists()):
-                # Keyword search is ready when this returns; vectors follow in the background.
+            if not self.db_path.exists():
+                # Nothing published yet: build it (keyword search is ready when this
+                # returns; vectors follow in the background).
                 self.sync(embeddings="background")
+            elif self.config.sync.on_search:
+                self._freshness.on_search()  # a background sync if dirty; never waits
             conn = self._reader()
             with snapshot(conn):
                 store = IndexStore(conn, fts_tokenizer=self.config.store.fts_tokenizer)
@@ -326,11 +362,27 @@ class Memory:
             # The provider switched (fallback) since the index was built: never mix two
             # models' vectors; the next sync rebuilds.
             return None, "the embedding provider changed; vectors are rebuilt on the next sync"
-        matrix = self._searcher.vector_matrix(
-            store, self.config.sources, identity.get("vectorDims")
-        )
-        if not len(matrix):
-            return None, None
+        dims = identity.get("vectorDims")
+        use_vec0 = self.config.store.vector_backend == "sqlite-vec"
+        if use_vec0:
+            if not dims:
+                return None, None
+            vec0 = self._sqlite_vec()
+            vec0.refresh(int(dims))
+            present = {r[0] for r in store.conn.execute("SELECT DISTINCT source FROM files")}
+            allowed = None
+            if not present <= set(self.config.sources):
+                marks = ",".join("?" * len(self.config.sources))
+                allowed = [
+                    r[0]
+                    for r in store.conn.execute(
+                        f"SELECT rowid FROM chunks WHERE source IN ({marks})", self.config.sources
+                    )
+                ]
+        else:
+            matrix = self._searcher.vector_matrix(store, self.config.sources, dims)
+            if not len(matrix):
+                return None, None
         try:
             qvec = np.asarray(provider.embed_query(query), dtype=np.float32)
         except Exception as exc:  # a dead provider degrades to keyword search
@@ -341,7 +393,17 @@ class Memory:
         if norm == 0.0:
             return None, None
         unit = qvec / norm
+        if use_vec0:
+            return (lambda limit: vec0.search(unit, limit, allowed)), None
         return (lambda limit: matrix.search(unit, limit)), None
+
+    def _sqlite_vec(self) -> SqliteVecIndex:
+        if self._vec0 is None:
+            try:
+                self._vec0 = SqliteVecIndex(self.db_path, self._indexer.lock_path)
+            except RuntimeError as exc:
+                raise ConfigError(f"store.vector_backend is 'sqlite-vec' but {exc}") from exc
+        return self._vec0
 
     def search_payload(
         self,
@@ -433,13 +495,14 @@ class Memory:
                             "terms": len(matrix.terms),
                         }
         details.update(self._provider_status(deep))
+        details.update(self._freshness.to_dict())
         return Status(
             agent_id=self.agent_id,
             workspace=str(self.workspace),
             db_path=str(self.db_path),
             files=sum(c["files"] for c in counts.values()),
             chunks=sum(c["chunks"] for c in counts.values()),
-            dirty=not exists,
+            dirty=not exists or self._freshness.dirty,
             sources=self.config.sources,
             source_counts=counts,
             mode="fts-only" if details["vector"].get("vectors", 0) == 0 else "hybrid",
@@ -474,7 +537,7 @@ class Memory:
         if provider is None:
             vector["reason"] = selection.unavailable_reason or "keyword-only"
         else:
-            vector.update(vector_backend_status())
+            vector.update(vector_backend_status(self.config.store.vector_backend))
         if self.db_path.exists():
             with self._lock:
                 store = self._store()
@@ -523,6 +586,60 @@ class Memory:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(f"{self.db_path}{suffix}")
             self._synced_once = False
+            self._freshness.mark_dirty()
+
+    # -- freshness -------------------------------------------------------------------
+    def start_watching(self) -> str:
+        """Watch the memory files (and transcripts, with the ``sessions`` source).
+
+        Edits mark the index dirty and start a debounced incremental sync in the
+        background (``sync.watch_debounce_ms``). Idempotent; :meth:`close` stops it.
+
+        Returns:
+            The watcher state: ``watching``, or ``fallback`` when the OS has no file
+            watches left (one warning is logged and searches sync instead).
+
+        Raises:
+            ConfigError: watchdog is not installed (``pip install 'memmw[watch]'``).
+        """
+        return self._freshness.start_watching()
+
+    def stop_watching(self) -> None:
+        """Stop the file watcher (idempotent)."""
+        self._freshness.stop_watching()
+
+    @property
+    def watcher_state(self) -> str:
+        """``stopped``, ``watching``, ``fallback`` (no OS watches left) or ``failed``."""
+        return self._freshness.watcher_state
+
+    @property
+    def dirty(self) -> bool:
+        """True when files may have changed since this process last synced."""
+        return self._freshness.dirty
+
+    def sync_in_background(self) -> None:
+        """Mark the index dirty and start an incremental sync in the background."""
+        self._freshness.mark_dirty()
+        self._freshness.request()
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        """Wait until no background sync is running or queued; False on timeout."""
+        return self._freshness.wait_idle(timeout)
+
+    def notify_transcript(self, path: str | os.PathLike[str]) -> bool:
+        """A session transcript grew; re-index it past ``sync.sessions`` thresholds.
+
+        Only needed when not watching (the watcher reports transcripts itself).
+
+        Returns:
+            True when a background sync was requested.
+        """
+        return self._freshness.notify_transcript(path)
+
+    def notify_compaction(self) -> bool:
+        """A session was compacted; re-index transcripts now (``post_compaction_force``)."""
+        return self._freshness.notify_compaction()
 
 
 def read_window(

@@ -8,7 +8,8 @@ from memmw.errors import IndexStoreError
 
 #: Append-only: never edit a released step, add a new one.
 MIGRATIONS: tuple[str, ...] = (
-    # 1: files, chunks, embedding cache, vectors
+    # 1: files, chunks, embedding cache, vectors. Chunk rowids are never reused
+    # (AUTOINCREMENT), so derived KNN tables can be refreshed by set difference.
     """
     CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     CREATE TABLE files (
@@ -22,7 +23,7 @@ MIGRATIONS: tuple[str, ...] = (
         UNIQUE (path, source)
     );
     CREATE TABLE chunks (
-        rowid INTEGER PRIMARY KEY,
+        rowid INTEGER PRIMARY KEY AUTOINCREMENT,
         id TEXT NOT NULL UNIQUE,
         file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
         path TEXT NOT NULL,
