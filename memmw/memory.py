@@ -672,14 +672,18 @@ def read_window(
         shown.append(line)
         used += cost
     end = start + len(shown) - 1
-    more = end < total or cut_line
+    more = end < total
     body = "\n".join(shown)
-    next_from = (end if cut_line else end + 1) if more else None
+    # A single line longer than the budget is shown cut; continuing moves to the next
+    # line (line-based reads cannot resume inside a line), and the notice says so.
+    next_from = end + 1 if more else None
+    notes = []
+    if cut_line:
+        notes.append(f"line {end} was cut at {max_chars} characters")
     if more:
-        body += (
-            f"\n\n[truncated: showed lines {start}-{end} of {total}; "
-            f"continue with from={next_from}]"
-        )
+        notes.append(f"showed lines {start}-{end} of {total}; continue with from={next_from}")
+    if notes:
+        body += "\n\n[truncated: " + "; ".join(notes) + "]"
     return ReadResult(
         path=path,
         text=body,
@@ -687,6 +691,6 @@ def read_window(
         from_line=start,
         lines=len(shown),
         total_lines=total,
-        truncated=more,
+        truncated=more or cut_line,
         next_from=next_from,
     )

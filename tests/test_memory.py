@@ -136,11 +136,6 @@ def test_get_hard_cuts_a_huge_line(mem: Memory) -> None:
     assert got.text.split("\n\n")[0] == "h" * 12_000
 
 
-@pytest.mark.xfail(
-    reason="engine bug (memory.read_window): after hard-cutting a huge line next_from points "
-    "at the same line, so following it never makes progress",
-    strict=True,
-)
 def test_continuing_after_a_huge_line_makes_progress(mem: Memory) -> None:
     got = mem.get("memory/huge-line.md")
     assert got.next_from is not None and got.next_from > got.from_line

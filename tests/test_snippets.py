@@ -34,11 +34,6 @@ def test_window_is_centred_on_the_best_line_and_describes_its_lines() -> None:
     assert snip.text == "\n".join(shown)
 
 
-@pytest.mark.xfail(
-    reason="engine gap: on equal neighbour scores the window grows only downwards, so the "
-    "best line sits at the top edge instead of the centre",
-    strict=False,
-)
 def test_window_grows_on_both_sides_of_the_best_line() -> None:
     text, piece_lines = lines_of(60, {40: "The zeppelin hangar code is 4471."})
     snip = build_snippet(text, piece_lines, query_terms("zeppelin hangar"), idf=flat_idf)
