@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memmw.config import BatchConfig, MemoryConfig
+from memmw.embeddings import retry as retry_mod
 from memmw.embeddings.batchapi import BatchGuard, poll_until_done
 from memmw.embeddings.batching import (
     DEFAULT_REQUEST_MAX_BYTES,
@@ -18,7 +19,7 @@ from memmw.embeddings.batching import (
 )
 from memmw.embeddings.exceptions import BatchUnavailableError, MissingApiKeyError
 from memmw.embeddings.remote import env_key, fingerprint, provider_error
-from memmw.embeddings.retry import DEFAULT_RETRY, RetryPolicy
+from memmw.embeddings.retry import RetryPolicy
 from memmw.errors import ProviderError, ProviderUnavailableError
 
 logger = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ class GeminiEmbeddingProvider:
         timeout_s: float = 60.0,
         concurrency: int = 4,
         batch: BatchConfig | None = None,
-        retry: RetryPolicy = DEFAULT_RETRY,
+        retry: RetryPolicy | None = None,
         client: Any = None,
     ) -> None:
         """Create the provider.
@@ -96,7 +97,7 @@ class GeminiEmbeddingProvider:
             timeout_s: Request timeout.
             concurrency: Plain requests in flight at once.
             batch: Batch API settings (off by default).
-            retry: Retry policy for every HTTP call.
+            retry: Retry policy for every HTTP call (default ``retry.DEFAULT_RETRY``).
             client: A ready ``google.genai.Client`` (tests, custom transports).
 
         Raises:
@@ -112,7 +113,7 @@ class GeminiEmbeddingProvider:
         self._headers = dict(headers or {})
         self._concurrency = max(1, concurrency)
         self._batch = batch or BatchConfig()
-        self._retry = retry
+        self._retry = retry if retry is not None else retry_mod.DEFAULT_RETRY
         self.batch_guard = BatchGuard(self._batch.enabled, provider="gemini")
         _genai, self._types = _import_genai()
         if client is not None:

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from memmw.config import BatchConfig, MemoryConfig
+from memmw.embeddings import retry as retry_mod
 from memmw.embeddings.batchapi import BatchGuard, poll_until_done
 from memmw.embeddings.batching import (
     DEFAULT_REQUEST_MAX_BYTES,
@@ -20,7 +21,7 @@ from memmw.embeddings.batching import (
 )
 from memmw.embeddings.exceptions import BatchUnavailableError, MissingApiKeyError
 from memmw.embeddings.remote import env_key, fingerprint, provider_error
-from memmw.embeddings.retry import DEFAULT_RETRY, RetryPolicy
+from memmw.embeddings.retry import RetryPolicy
 from memmw.errors import ProviderError, ProviderUnavailableError
 
 logger = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ class OpenAIEmbeddingProvider:
         timeout_s: float = 60.0,
         concurrency: int = 4,
         batch: BatchConfig | None = None,
-        retry: RetryPolicy = DEFAULT_RETRY,
+        retry: RetryPolicy | None = None,
         client: Any = None,
     ) -> None:
         """Create the provider.
@@ -88,7 +89,7 @@ class OpenAIEmbeddingProvider:
             timeout_s: Timeout of query requests (document requests allow 2 minutes).
             concurrency: Plain requests in flight at once.
             batch: Batch API settings (off by default).
-            retry: Retry policy for every HTTP call.
+            retry: Retry policy for every HTTP call (default ``retry.DEFAULT_RETRY``).
             client: A ready ``openai.OpenAI`` client (tests, custom transports).
 
         Raises:
@@ -105,7 +106,7 @@ class OpenAIEmbeddingProvider:
         self._timeout_s = timeout_s
         self._concurrency = max(1, concurrency)
         self._batch = batch or BatchConfig()
-        self._retry = retry
+        self._retry = retry if retry is not None else retry_mod.DEFAULT_RETRY
         self.batch_guard = BatchGuard(self._batch.enabled, provider="openai")
         if client is not None:
             self._client = client

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import base64
-import importlib
 import json
-import os
 import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -75,7 +72,9 @@ class StubServer:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self._thread.start()
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
 
@@ -309,23 +308,3 @@ def _no_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests start without any provider keys from the host environment."""
     for name in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.delenv(name, raising=False)
-
-
-def _require_optional(module: str, extra: str) -> ModuleType:
-    """Import an optional module or fail loudly (skip only if MEMMW_ALLOW_MISSING_OPTIONAL=1)."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        message = (
-            f"optional dependency {module!r} is missing: pip install 'memmw[{extra}]' "
-            f"(set MEMMW_ALLOW_MISSING_OPTIONAL=1 to skip instead) [{exc}]"
-        )
-        if os.environ.get("MEMMW_ALLOW_MISSING_OPTIONAL") == "1":
-            pytest.skip(message)
-        pytest.fail(message)
-
-
-@pytest.fixture
-def require_optional() -> Callable[[str, str], ModuleType]:
-    """``require_optional(module, extra)``: import it or fail loudly (see ``_require_optional``)."""
-    return _require_optional
