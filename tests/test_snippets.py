@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from memmw.snippets import build_snippet
 from memmw.text import query_terms, utf16_len
 
