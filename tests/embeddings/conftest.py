@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -308,3 +309,12 @@ def _no_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests start without any provider keys from the host environment."""
     for name in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.delenv(name, raising=False)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Close llama-cpp-python's module-level /dev/null handles (a ResourceWarning at exit)."""
+    utils = sys.modules.get("llama_cpp._utils")
+    for name in ("outnull_file", "errnull_file"):
+        handle = getattr(utils, name, None)
+        if handle is not None and not handle.closed:
+            handle.close()
