@@ -89,6 +89,27 @@ def resolve_model_path(ref: str, cache_dir: str | None = None) -> Path:
         ) from exc
 
 
+#: Instruction prefixes (query, document) that known embedding model families expect.
+_PROMPTS: tuple[tuple[str, tuple[str, str]], ...] = (
+    ("embeddinggemma", ("task: search result | query: ", "title: none | text: ")),
+    ("nomic-embed", ("search_query: ", "search_document: ")),
+    ("e5", ("query: ", "passage: ")),
+)
+
+
+def prompt_prefixes(model: str) -> tuple[str, str]:
+    """The (query, document) prefixes a model family expects; empty strings when unknown.
+
+    Args:
+        model: Model file name or ``hf:`` reference.
+    """
+    name = model.rsplit("/", 1)[-1].lower()
+    for marker, prefixes in _PROMPTS:
+        if marker in name:
+            return prefixes
+    return "", ""
+
+
 def _import_llama() -> Any:
     try:
         import llama_cpp
@@ -121,6 +142,7 @@ class LocalEmbeddingProvider:
         model_cache_dir: str | None = None,
         n_ctx: int = 2048,
         n_threads: int | None = None,
+        prefixes: tuple[str, str] | None = None,
         llama: Any = None,
     ) -> None:
         """Load the model.
@@ -130,6 +152,8 @@ class LocalEmbeddingProvider:
             model_cache_dir: Hugging Face cache directory for ``hf:`` references.
             n_ctx: Context size in tokens.
             n_threads: CPU threads (None: llama.cpp's default).
+            prefixes: (query, document) prefixes; default from the model name (E5,
+                EmbeddingGemma and nomic-embed families get their documented prompts).
             llama: A ready ``llama_cpp.Llama`` created with ``embedding=True`` (tests).
 
         Raises:
@@ -140,6 +164,9 @@ class LocalEmbeddingProvider:
         self.model = ref if ref.lower().startswith("hf:") else Path(ref).name
         self.max_input_bytes = LOCAL_INPUT_MAX_BYTES
         self._lock = threading.Lock()
+        self._query_prefix, self._doc_prefix = (
+            prefixes if prefixes is not None else prompt_prefixes(ref)
+        )
         if llama is not None:
             self.path = Path(getattr(llama, "model_path", ref))
             self._llama = llama
@@ -183,19 +210,22 @@ class LocalEmbeddingProvider:
             self.dims = len(vectors[0])
         return vectors
 
-    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        """Embed document chunks, in order."""
-        if not texts:
-            return []
+    def _embed_all(self, texts: Sequence[str], prefix: str) -> list[list[float]]:
         pieces, owner, sizes = split_for_model(texts, self.max_input_bytes)
         vectors: list[list[float]] = []
         for start in range(0, len(pieces), BATCH_SIZE):
-            vectors.extend(self._embed(pieces[start : start + BATCH_SIZE]))
+            vectors.extend(self._embed([prefix + p for p in pieces[start : start + BATCH_SIZE]]))
         return combine_pieces(vectors, owner, sizes, len(texts))
 
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed document chunks, in order (with the model's document prefix, if any)."""
+        if not texts:
+            return []
+        return self._embed_all(texts, self._doc_prefix)
+
     def embed_query(self, text: str) -> list[float]:
-        """Embed a search query."""
-        return self.embed_documents([text])[0]
+        """Embed a search query (with the model's query prefix, if any)."""
+        return self._embed_all([text], self._query_prefix)[0]
 
     def cache_key_data(self) -> dict[str, object]:
         """Identity for the cache: model reference, file size and modification time."""
@@ -204,7 +234,12 @@ class LocalEmbeddingProvider:
             file_id: object = [stat.st_size, int(stat.st_mtime)]
         except OSError:
             file_id = None
-        return {"provider": self.id, "model": self.model, "file": file_id}
+        return {
+            "provider": self.id,
+            "model": self.model,
+            "file": file_id,
+            "prefixes": [self._query_prefix, self._doc_prefix],
+        }
 
 
 def _pool(item: Any) -> list[float]:
@@ -216,4 +251,10 @@ def _pool(item: Any) -> list[float]:
     return [float(x) for x in item]
 
 
-__all__ = ["DEFAULT_MODEL_REF", "LocalEmbeddingProvider", "parse_hf_ref", "resolve_model_path"]
+__all__ = [
+    "DEFAULT_MODEL_REF",
+    "LocalEmbeddingProvider",
+    "parse_hf_ref",
+    "prompt_prefixes",
+    "resolve_model_path",
+]

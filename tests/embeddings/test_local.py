@@ -12,7 +12,12 @@ import numpy as np
 import pytest
 
 from memmw.config import LocalConfig, MemoryConfig
-from memmw.embeddings.local import LocalEmbeddingProvider, parse_hf_ref, resolve_model_path
+from memmw.embeddings.local import (
+    LocalEmbeddingProvider,
+    parse_hf_ref,
+    prompt_prefixes,
+    resolve_model_path,
+)
 from memmw.embeddings.registry import create_provider
 from memmw.errors import ConfigError, ProviderError, ProviderUnavailableError
 from memmw.testing import require_optional
@@ -208,3 +213,27 @@ def test_plain_paths_and_urls(tmp_path: Path) -> None:
     existing = tmp_path / "ok.gguf"
     existing.write_bytes(b"x")
     assert resolve_model_path(str(existing)) == existing
+
+
+def test_prompt_prefixes_by_model_family() -> None:
+    assert prompt_prefixes("multilingual-e5-small-Q8_0.gguf") == ("query: ", "passage: ")
+    gemma = prompt_prefixes(
+        "hf:ggml-org/embeddinggemma-300m-qat-q8_0-GGUF/embeddinggemma-300m-qat-Q8_0.gguf"
+    )
+    assert gemma[0].startswith("task: search result")
+    assert prompt_prefixes("nomic-embed-text-v1.5.Q8_0.gguf")[1] == "search_document: "
+    assert prompt_prefixes("tiny-bert.gguf") == ("", "")
+
+
+def test_prefixes_reach_the_model() -> None:
+    seen: list[str] = []
+
+    class Recording(_FakeLlama):
+        def embed(self, texts: list[str], truncate: bool = True) -> list[Any]:
+            seen.extend(texts)
+            return [[1.0, 0.0, 0.0, 0.0] for _ in texts]
+
+    p = LocalEmbeddingProvider("my-e5-base.gguf", llama=Recording([]))
+    p.embed_query("cat")
+    p.embed_documents(["dog"])
+    assert seen == ["query: cat", "passage: dog"]

