@@ -33,8 +33,11 @@ BATCH_MAX_REQUESTS = 50_000
 #: Timeout for document embedding requests (queries use ``remote.timeout_s``).
 DOCUMENT_TIMEOUT_S = 120.0
 
-_KNOWN_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072}
-_KNOWN_DIMS["text-embedding-ada-002"] = 1536
+_KNOWN_DIMS = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
 _TERMINAL = {"completed", "failed", "expired", "cancelled", "cancelling"}
 
 

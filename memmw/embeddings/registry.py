@@ -249,6 +249,12 @@ def _offline_factory(config: MemoryConfig) -> EmbeddingProvider:
     return OfflineEmbeddingProvider.from_config(config)
 
 
+def _minilm_factory(config: MemoryConfig) -> EmbeddingProvider:
+    from memmw.embeddings.minilm import MiniLMEmbeddingProvider
+
+    return MiniLMEmbeddingProvider()
+
+
 def _fake_factory(config: MemoryConfig) -> EmbeddingProvider:
     from memmw.testing import FakeEmbeddingProvider
 
@@ -261,6 +267,7 @@ for _name, _factory in (
     ("gemini", _gemini_factory),
     ("local", _local_factory),
     ("offline", _offline_factory),
+    ("minilm", _minilm_factory),
     ("fake", _fake_factory),
 ):
     register_provider(_name, _factory)
