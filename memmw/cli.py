@@ -86,6 +86,9 @@ def cmd_search(args: argparse.Namespace, mem: Memory) -> int:
         raise MemmwError("a query is required: memmw search 'what to look for'")
     if args.max_results is not None and args.max_results < 1:
         raise MemmwError("--max-results must be a positive integer")
+    if mem.config.sync.on_search and mem.dirty:
+        # A one-shot process has no later search to profit from a background sync.
+        mem.sync(embeddings="background")
     payload = mem.search_payload(
         query, max_results=args.max_results, min_score=args.min_score, citations=True
     )
@@ -125,6 +128,34 @@ def cmd_reset(args: argparse.Namespace, mem: Memory) -> int:
             return 1
     mem.reset()
     _out(f"Index deleted: {mem.db_path}. Markdown files untouched; run 'memmw index' to rebuild.")
+    return 0
+
+
+def cmd_watch(args: argparse.Namespace, mem: Memory) -> int:
+    """Sync, then keep the index fresh while the files change, until Ctrl-C."""
+    import signal
+    import threading
+
+    logging.getLogger("memmw.freshness").setLevel(logging.INFO)  # one line per sync
+    _out(_report_line(mem.sync()))
+    state = mem.start_watching()
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if state == "watching":
+        ms = mem.config.sync.watch_debounce_ms
+        _out(f"Watching {mem.workspace} (debounce {ms} ms). Press Ctrl-C to stop.")
+    else:
+        _out(f"File watching unavailable ({state}); re-syncing every {args.poll:g}s.", sys.stderr)
+    try:
+        while not stop.wait(args.poll):
+            if mem.watcher_state != "watching":
+                mem.sync_in_background()  # no OS watches: poll instead
+    except KeyboardInterrupt:
+        pass
+    mem.stop_watching()
+    mem.wait_for_sync(timeout=30)
+    _out("Stopped watching.")
     return 0
 
 
@@ -174,6 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reset", help="delete the derived index (never Markdown files)")
     p.add_argument("--yes", "-y", action="store_true")
     p.set_defaults(func=cmd_reset)
+
+    p = sub.add_parser("watch", help="keep the index fresh as files change (Ctrl-C stops)")
+    p.add_argument(
+        "--poll", type=float, default=5.0,
+        help="seconds between re-syncs when the OS has no file watches left (default 5)",
+    )
+    p.set_defaults(func=cmd_watch)
     return parser
 
 

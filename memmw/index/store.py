@@ -104,6 +104,17 @@ class IndexStore:
         rows = self.conn.execute("SELECT path, hash FROM files WHERE source=?", (source,))
         return {path: h for path, h in rows}
 
+    def file_records(self, source: str) -> dict[str, tuple[str, float, int]]:
+        """``{path: (hash, mtime, size)}`` of the indexed files of ``source``."""
+        rows = self.conn.execute("SELECT path, hash, mtime, size FROM files WHERE source=?", (source,))
+        return {path: (h, float(mtime), int(size)) for path, h, mtime, size in rows}
+
+    def update_file_stat(self, path: str, source: str, *, mtime: float, size: int) -> None:
+        """Record a file's new mtime and size when its indexed content did not change."""
+        self.conn.execute(
+            "UPDATE files SET mtime=?, size=? WHERE path=? AND source=?", (mtime, size, path, source)
+        )
+
     def delete_file(self, path: str, source: str) -> None:
         """Remove a file and everything derived from it."""
         ids = [r[0] for r in self.conn.execute(

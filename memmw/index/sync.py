@@ -22,6 +22,7 @@ from memmw.config import MemoryConfig
 from memmw.errors import IndexBusyError, IndexStoreError
 from memmw.index.db import connect, transaction
 from memmw.index.schema import migrate
+from memmw.index.sessions import list_session_files, session_document, session_index_path
 from memmw.index.store import IndexStore
 from memmw.index.terms import TERMS_VERSION
 from memmw.locks import exclusive_lock, lock_path_for
@@ -161,11 +162,14 @@ class Indexer:
         workspace: Path,
         config: MemoryConfig,
         provider: ProviderIdentity | None = None,
+        sessions_dir: Path | None = None,
     ) -> None:
         self.db_path = db_path
         self.workspace = workspace
         self.config = config
         self.provider = provider or ProviderIdentity()
+        #: Transcript folder indexed when ``sessions`` is among ``config.sources``.
+        self.sessions_dir = sessions_dir
 
     @property
     def lock_path(self) -> Path:
@@ -276,9 +280,57 @@ class Indexer:
         for path in existing.keys() - seen:
             store.delete_file(path, "memory")
             counts.removed += 1
+        self._index_sessions(store, counts)
         if progress is not None:
             progress(len(files), len(files), "")
         return counts
+
+    def _index_sessions(self, store: IndexStore, counts: _Counts) -> None:
+        """Index the JSONL transcripts as source ``sessions`` (paths ``sessions/<name>``).
+
+        A transcript whose size and mtime match its record is not read again; one whose
+        indexed text did not change (tool lines appended) only gets its record updated.
+        """
+        if "sessions" not in self.config.sources or self.sessions_dir is None:
+            return
+        existing = store.file_records("sessions")
+        seen: set[str] = set()
+        for file in list_session_files(self.sessions_dir):
+            path = session_index_path(file)
+            seen.add(path)
+            try:
+                st = os.stat(file)  # before reading: a write during the read shows next time
+            except OSError:
+                continue
+            known = existing.get(path)
+            if known is not None and known[1] == st.st_mtime and known[2] == st.st_size:
+                counts.unchanged += 1
+                continue
+            doc = session_document(file)
+            if known is not None and known[0] == doc.hash:
+                store.update_file_stat(path, "sessions", mtime=st.st_mtime, size=st.st_size)
+                counts.unchanged += 1
+                continue
+            written = store.replace_file(
+                path=path,
+                source="sessions",
+                file_hash=doc.hash,
+                mtime=st.st_mtime,
+                size=st.st_size,
+                decay_ts=st.st_mtime,
+                chunks=doc.chunks(
+                    tokens=self.config.chunking.tokens, overlap=self.config.chunking.overlap
+                ),
+                model=self.provider.model,
+            )
+            counts.chunks += len(written)
+            if known is None:
+                counts.added += 1
+            else:
+                counts.changed += 1
+        for path in existing.keys() - seen:
+            store.delete_file(path, "sessions")
+            counts.removed += 1
 
     def _incremental(self, store: IndexStore, progress: Progress | None) -> _Counts:
         with transaction(store.conn):
@@ -309,9 +361,15 @@ class Indexer:
                     "INSERT OR IGNORE INTO embedding_cache VALUES (?,?,?,?,?,?,?)",
                     live.execute("SELECT * FROM embedding_cache"),
                 )
+                # Continue the live rowid sequence so a chunk rowid is never reused, even
+                # across a rebuild (caches of other processes rely on it).
+                seq = live.execute("SELECT seq FROM sqlite_sequence WHERE name='chunks'").fetchone()
+                if seq is not None:
+                    tmp.execute("INSERT INTO sqlite_sequence(name, seq) VALUES ('chunks', ?)", seq)
                 counts = self._index(store, {}, progress)
                 store.set_meta("identity", json.dumps(identity, sort_keys=True))
                 store.set_meta("generation", str(old_generation))
+                store.set_meta("epoch", uuid.uuid4().hex)
                 store.bump_generation()
             if old_chunks and counts.chunks == 0 and counts.issues and not (counts.added):
                 raise IndexStoreError(
