@@ -120,7 +120,7 @@ class Memory:
             config=self.config,
             sessions_dir=transcripts,
         )
-        self._searcher = Searcher(self.config)
+        self._searcher = Searcher(self.config, connect=lambda: connect(self.db_path))
         self._conn: sqlite3.Connection | None = None
         self._conn_inode: int | None = None
         self._lock = threading.RLock()
@@ -490,10 +490,16 @@ class Memory:
                             ),
                         }
                         matrix = self._searcher.keyword_matrix(store, self.config.sources)
-                        details["keywordMatrix"] = {
-                            "chunks": matrix.n_docs,
-                            "terms": len(matrix.terms),
-                        }
+                        details["keywordMatrix"] = (
+                            {"state": "building in the background (FTS5 answers meanwhile)"}
+                            if matrix is None
+                            else {
+                                "state": "ready",
+                                "chunks": matrix.n_docs,
+                                "segments": matrix.segments,
+                                "terms": matrix.n_terms,
+                            }
+                        )
         details.update(self._provider_status(deep))
         details.update(self._freshness.to_dict())
         return Status(

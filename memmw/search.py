@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from memmw.config import MemoryConfig, candidate_count
 from memmw.index.store import ChunkRow, IndexStore
@@ -18,6 +21,12 @@ from memmw.text import normalize, query_terms, terms
 from memmw.types import SearchHit, citation_for
 
 log = logging.getLogger(__name__)
+
+#: Indexes up to this many chunks build the keyword matrix in the searching thread.
+SYNC_BUILD_MAX_CHUNKS = 20_000
+
+#: (generation, sources, epoch): what a keyword matrix was built from.
+_MatrixKey = tuple[int, tuple[str, ...], "str | None"]
 
 #: ``(limit) -> [(rowid, cosine similarity)]``, best first.
 VectorLeg = Callable[[int], list[tuple[int, float]]]
@@ -63,13 +72,103 @@ def lexical_score(hit: KeywordHit, chunk: ChunkRow, n_query: int, path_hits: int
 class Searcher:
     """Runs searches over one index, caching the keyword matrix per index generation."""
 
-    def __init__(self, config: MemoryConfig) -> None:
+    def __init__(
+        self,
+        config: MemoryConfig,
+        *,
+        connect: Callable[[], sqlite3.Connection] | None = None,
+        sync_build_max_chunks: int = SYNC_BUILD_MAX_CHUNKS,
+    ) -> None:
+        """Create a searcher.
+
+        Args:
+            config: Memory settings.
+            connect: Opens a new connection to the index; enables building a large keyword
+                matrix in a background thread (FTS5 answers meanwhile).
+            sync_build_max_chunks: Indexes up to this size build the matrix in the calling
+                thread (a few hundred milliseconds at most).
+        """
         self.config = config
+        self._connect = connect
+        self._sync_build_max = sync_build_max_chunks
         self._matrix: KeywordMatrix | None = None
-        self._matrix_key: tuple[int, tuple[str, ...]] | None = None
+        self._matrix_key: _MatrixKey | None = None
         self._vectors: VectorMatrix | None = None
         self._vectors_key: tuple[int, str | None, tuple[str, ...]] | None = None
         self._lock = threading.Lock()
+        self._building: threading.Thread | None = None
+
+    def keyword_matrix(self, store: IndexStore, sources: Sequence[str]) -> KeywordMatrix | None:
+        """The BM25 matrix of the current generation, or None while a first build runs.
+
+        After a sync the previous matrix is updated incrementally (new chunks form a small
+        segment, deleted ones are masked); a full rebuild happens when segments pile up
+        (in the background for large indexes) or after a full rebuild of the index (a new
+        ``epoch``).
+        """
+        key: _MatrixKey = (store.generation(), tuple(sources), store.get_meta("epoch"))
+        with self._lock:
+            current = self._matrix
+            if current is not None and self._matrix_key == key:
+                return current
+            same_base = self._matrix_key is not None and self._matrix_key[1:] == key[1:]
+            if current is not None and same_base:
+                alive = np.asarray(store.chunk_rowids(sources), dtype=np.int64)
+                fresh = current.updated(alive, store.term_blobs(sources, after=current.max_rowid))
+                self._matrix, self._matrix_key = fresh, key
+                if fresh.needs_compaction():
+                    if fresh.n_docs <= self._sync_build_max or self._connect is None:
+                        self._matrix = KeywordMatrix(store.term_blobs(sources))
+                    else:
+                        self._start_build(key)
+                return self._matrix
+            if self._connect is None or store.chunk_count(sources) <= self._sync_build_max:
+                started = time.perf_counter()
+                self._matrix = KeywordMatrix(store.term_blobs(sources))
+                self._matrix_key = key
+                log.debug(
+                    "keyword matrix: %d chunks in %.3fs",
+                    self._matrix.n_docs,
+                    time.perf_counter() - started,
+                )
+                return self._matrix
+            self._start_build(key)
+            return None
+
+    def _start_build(self, key: _MatrixKey) -> None:
+        """Build a full matrix in a thread; it replaces the current one when done."""
+        if self._building is not None and self._building.is_alive():
+            return
+        connect = self._connect
+        assert connect is not None
+
+        def build() -> None:
+            try:
+                conn = connect()
+                try:
+                    conn.execute("BEGIN")
+                    store = IndexStore(conn)
+                    built: _MatrixKey = (store.generation(), key[1], store.get_meta("epoch"))
+                    matrix = KeywordMatrix(store.term_blobs(key[1]))
+                    conn.execute("COMMIT")
+                finally:
+                    conn.close()
+                with self._lock:
+                    # Keep a newer incremental matrix if one was published meanwhile.
+                    cur = self._matrix_key
+                    if cur is None or cur[1:] != built[1:] or cur[0] <= built[0]:
+                        self._matrix, self._matrix_key = matrix, built
+            except Exception:  # never raised into a search; the next search retries
+                log.exception("building the keyword matrix failed")
+
+        self._building = threading.Thread(target=build, name="memmw-bm25", daemon=True)
+        self._building.start()
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait for a background matrix build (tests and benchmarks)."""
+        thread = self._building
+        if thread is not None:
+            thread.join(timeout)
 
     def vector_matrix(
         self, store: IndexStore, sources: Sequence[str], dims: int | None
@@ -81,21 +180,6 @@ class Searcher:
                 self._vectors = load_vectors(store.conn, sources, dims)
                 self._vectors_key = key
             return self._vectors
-
-    def keyword_matrix(self, store: IndexStore, sources: Sequence[str]) -> KeywordMatrix:
-        """The BM25 matrix of the current generation (rebuilt when the index changed)."""
-        key = (store.generation(), tuple(sources))
-        with self._lock:
-            if self._matrix is None or self._matrix_key != key:
-                started = time.perf_counter()
-                self._matrix = KeywordMatrix(store.term_blobs(sources))
-                self._matrix_key = key
-                log.debug(
-                    "keyword matrix: %d chunks in %.3fs",
-                    self._matrix.n_docs,
-                    time.perf_counter() - started,
-                )
-            return self._matrix
 
     def search(
         self,
@@ -123,7 +207,7 @@ class Searcher:
         n_candidates = candidate_count(limit, cfg.hybrid)
 
         matrix = self.keyword_matrix(store, srcs)
-        if self.config.store.keyword_backend == "fts5":
+        if self.config.store.keyword_backend == "fts5" or matrix is None:
             kw_hits = fts_search(store, q_terms, n_candidates, srcs)
         else:
             kw_hits = matrix.search(q_terms, n_candidates)
@@ -173,7 +257,7 @@ class Searcher:
         # weighted score, so keyword-leg hits below it fill the remaining slots.
         spare = [c for c in ordered if c.score < threshold and c.text_score is not None]
         chosen = (strict + spare)[:limit]
-        idf = matrix.idf if matrix.n_docs else (lambda _t: 1.0)
+        idf = matrix.idf if matrix is not None and matrix.n_docs else (lambda _t: 1.0)
         return SearchOutcome([self._hit(c, q_terms, idf) for c in chosen], mode)
 
     def _score(self, cands: list[_Candidate], *, hybrid: bool) -> None:

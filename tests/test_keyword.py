@@ -6,6 +6,7 @@ import math
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from memmw.chunking import chunk_text
@@ -188,3 +189,28 @@ def test_fts_search_survives_hostile_terms(tmp_path: Path, tokenizer: str, raw: 
         fts_search(store, query_terms(raw), 5, ["memory"])
     finally:
         store.conn.close()
+
+
+def test_updated_matrix_scores_like_a_fresh_one() -> None:
+    def rows(items: dict[int, str]) -> list[tuple[int, bytes, int]]:
+        return [(rid, *pack_terms(text)) for rid, text in sorted(items.items())]
+
+    base = {i: f"note {i} about the gateway and backups number{i}" for i in range(1, 41)}
+    base[7] = "the zeppelin hangar opened on the airfield"
+    old = KeywordMatrix(rows(base))
+    now = {k: v for k, v in base.items() if k not in (3, 7)}
+    now[41] = "a second zeppelin landed near the hangar"
+    now[42] = "gateway firmware upgrade"
+    updated = old.updated(np.asarray(sorted(now), dtype=np.int64), rows({41: now[41], 42: now[42]}))
+    fresh = KeywordMatrix(rows(now))
+    assert updated.segments == 2 and fresh.segments == 1
+    assert updated.n_docs == fresh.n_docs == 40
+    assert updated.max_rowid == 42
+    for query in (["zeppelin", "hangar"], ["gateway"], ["number3"], ["firmware", "upgrade"]):
+        got = [(h.rowid, round(h.bm25, 4), h.matched) for h in updated.search(query, 10)]
+        want = [(h.rowid, round(h.bm25, 4), h.matched) for h in fresh.search(query, 10)]
+        assert got == want, query
+    assert [h.rowid for h in updated.search(["zeppelin"], 5)] == [41]  # 7 was deleted
+    assert updated.idf("gateway") == pytest.approx(fresh.idf("gateway"))
+    assert not updated.needs_compaction()
+    assert old.updated(np.asarray([1, 2], dtype=np.int64), []).needs_compaction()

@@ -271,3 +271,58 @@ def test_snippet_lines_match_the_file(tmp_path: Path) -> None:
         # The citation can be opened with get() and shows the same text.
         got = mem.get(hit.path, from_line=hit.start_line, lines=hit.end_line - hit.start_line + 1)
         assert got.text.startswith(hit.snippet)
+
+
+# -- the keyword matrix follows syncs incrementally --------------------------------------
+
+
+def _ranked(mem: Memory, queries: list[str]) -> list[list[tuple[str, int, float]]]:
+    return [
+        [(h.path, h.start_line, round(h.score, 6)) for h in mem.search(q, max_results=6)]
+        for q in queries
+    ]
+
+
+def test_incremental_matrix_matches_a_fresh_build(ws: Path, tmp_path: Path) -> None:
+    queries = ["gateway port", "kubernetes migration", "zeppelin hangar", "short answers"]
+    config = MemoryConfig(provider="none")
+    with Memory(workspace=ws, state_dir=tmp_path / "a", config=config) as mem:
+        mem.sync()
+        mem.search("warm")  # builds the first matrix
+        write(ws / "memory" / "2026-01-09.md", "# Jan 9\nThe zeppelin hangar opened.\n")
+        (ws / "USER.md").unlink()
+        write(ws / "memory" / "2026-01-02.md", "# Jan 2\nThe gateway migration slipped.\n")
+        mem.sync()
+        incremental = _ranked(mem, queries)
+    with Memory(workspace=ws, state_dir=tmp_path / "b", config=config) as fresh:
+        fresh.sync()
+        assert _ranked(fresh, queries) == incremental
+    assert incremental[2][0][0] == "memory/2026-01-09.md"
+    assert incremental[3] == []  # USER.md is gone
+
+
+def test_matrix_reloads_after_a_full_rebuild(ws: Path, tmp_path: Path) -> None:
+    with Memory(workspace=ws, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")) as mem:
+        mem.sync()
+        before = _ranked(mem, ["gateway port", "kubernetes"])
+        mem.sync(force=True)
+        assert _ranked(mem, ["gateway port", "kubernetes"]) == before
+        matrix = mem._searcher._matrix
+        assert matrix is not None and matrix.segments == 1
+
+
+def test_large_index_answers_from_fts5_while_the_matrix_builds(ws: Path, tmp_path: Path) -> None:
+    from memmw.index.db import connect
+    from memmw.search import Searcher
+
+    with Memory(workspace=ws, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")) as mem:
+        mem.sync()
+        # Pretend the index is large: any size builds in the background.
+        mem._searcher = Searcher(
+            mem.config, connect=lambda: connect(mem.db_path), sync_build_max_chunks=0
+        )
+        first = mem.search("kubernetes migration")
+        assert [h.path for h in first] == ["memory/2026-01-02.md"]  # answered by FTS5
+        mem._searcher.wait_ready(timeout=30)
+        assert mem._searcher._matrix is not None
+        assert [h.path for h in mem.search("kubernetes migration")] == ["memory/2026-01-02.md"]

@@ -192,13 +192,35 @@ class IndexStore:
                 out[row[0]] = _chunk_row(row)
         return out
 
-    def term_blobs(self, sources: Sequence[str]) -> list[tuple[int, bytes, int]]:
-        """``(rowid, terms blob, n_terms)`` of every chunk of ``sources``, by rowid."""
+    def term_blobs(
+        self, sources: Sequence[str], *, after: int = 0
+    ) -> list[tuple[int, bytes, int]]:
+        """``(rowid, terms blob, n_terms)`` of the chunks of ``sources`` with rowid > ``after``."""
         marks = ",".join("?" * len(sources))
         return self.conn.execute(
-            f"SELECT rowid, terms, n_terms FROM chunks WHERE source IN ({marks}) ORDER BY rowid",
-            tuple(sources),
+            "SELECT rowid, terms, n_terms FROM chunks"
+            f" WHERE source IN ({marks}) AND rowid > ? ORDER BY rowid",
+            (*sources, after),
         ).fetchall()
+
+    def chunk_rowids(self, sources: Sequence[str]) -> list[int]:
+        """Rowids of every chunk of ``sources``, ascending."""
+        marks = ",".join("?" * len(sources))
+        return [
+            r[0]
+            for r in self.conn.execute(
+                f"SELECT rowid FROM chunks WHERE source IN ({marks}) ORDER BY rowid",
+                tuple(sources),
+            )
+        ]
+
+    def chunk_count(self, sources: Sequence[str]) -> int:
+        """Chunks of ``sources``."""
+        marks = ",".join("?" * len(sources))
+        row = self.conn.execute(
+            f"SELECT COUNT(*) FROM chunks WHERE source IN ({marks})", tuple(sources)
+        ).fetchone()
+        return int(row[0])
 
     def fts_search(self, match: str, limit: int, sources: Sequence[str]) -> list[tuple[int, float]]:
         """``(rowid, bm25 rank)`` for an FTS5 MATCH expression, best first."""
