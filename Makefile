@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
-# Everything the test suite exercises.
-TEST_EXTRAS ?= offline,test,openai,gemini,vec,tokens,watch,langchain
+# Everything the test suite exercises; `local` compiles llama.cpp (about 10 minutes the
+# first time; pip caches the wheel).
+TEST_EXTRAS ?= offline,test,openai,gemini,local,vec,tokens,watch,langchain
 
 .PHONY: demo test lint clean
 

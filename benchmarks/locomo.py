@@ -12,6 +12,7 @@ temporary folder that is deleted afterwards.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import statistics
@@ -76,7 +77,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     latencies: list[float] = []
     index_seconds: dict[str, float] = {}
     provider_name = "?"
-    with tempfile.TemporaryDirectory(prefix="memmw-locomo-") as state:
+    with contextlib.ExitStack() as stack:
+        state = args.state_dir or stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="memmw-locomo-")
+        )
         for conv, items in sorted(by_conv.items()):
             workspace = data / "workspaces" / conv
             where = evidence_lines(workspace)
@@ -150,6 +154,10 @@ def main() -> None:
     parser.add_argument("--max-results", type=int, default=6)
     parser.add_argument("--limit", type=int, default=0, help="only the first N questions")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument(
+        "--state-dir",
+        help="keep indexes here (the embedding cache makes re-runs fast); default: a temp dir",
+    )
     args = parser.parse_args()
     result = run(args)
     k = args.max_results
