@@ -256,6 +256,7 @@ class MemoryWatcher:
         self._first_at: float | None = None
         self._last_at = 0.0
         self._stopping = False
+        self._run_id = 0
         self._worker: threading.Thread | None = None
         self._start_stop = threading.RLock()
         self.batches = 0
@@ -317,7 +318,8 @@ class MemoryWatcher:
             if state != "watching":
                 return state
             self._worker = threading.Thread(
-                target=self._run, name=f"memmw-watch:{self.workspace.name}", daemon=True
+                target=self._run, args=(self._run_id,),
+                name=f"memmw-watch:{self.workspace.name}", daemon=True,
             )
             self._worker.start()
             log.debug("watching %d folder(s) under %s", len(self._targets), self.workspace)
@@ -328,15 +330,17 @@ class MemoryWatcher:
         with self._start_stop:
             with self._cond:
                 self._stopping = True
+                self._run_id += 1  # a worker of an earlier start() exits on its own
                 self._cond.notify_all()
             self._stop_observer()
             worker, self._worker = self._worker, None
-            if worker is not None and worker is not threading.current_thread():
-                worker.join(timeout)
             if self._state == "watching":
                 self._state = "stopped"
-            with self._cond:
-                self._reset_pending()
+        # Joined outside the lock: the worker may be waiting for it to re-plan watches.
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout)
+        with self._cond:
+            self._reset_pending()
 
     def __enter__(self) -> MemoryWatcher:
         self.start()
@@ -395,10 +399,10 @@ class MemoryWatcher:
             self._cond.notify_all()
 
     # -- debounce thread -------------------------------------------------------------
-    def _run(self) -> None:
+    def _run(self, run_id: int) -> None:
         while True:
             with self._cond:
-                while not self._stopping:
+                while not self._stopping and run_id == self._run_id:
                     if self._first_at is None:
                         self._cond.wait()
                         continue
@@ -407,7 +411,7 @@ class MemoryWatcher:
                     if delay <= 0:
                         break
                     self._cond.wait(delay)
-                if self._stopping:
+                if self._stopping or run_id != self._run_id:
                     return
                 batch = WatchBatch(
                     memory_paths=frozenset(self._memory),
@@ -419,6 +423,8 @@ class MemoryWatcher:
                 self._reset_pending()
             if replan:
                 self._replan_watches()
+            if self._stopping or run_id != self._run_id:
+                return
             self.batches += 1
             try:
                 self._callback(batch)
