@@ -42,6 +42,14 @@ def evidence_lines(workspace: Path) -> dict[str, tuple[str, int]]:
     return out
 
 
+def weights(spec: str | None) -> dict[str, float]:
+    """``"0.7,0.3"`` -> vector and text weights; None -> the config defaults."""
+    if not spec:
+        return {}
+    vector, text = (float(x) for x in spec.split(","))
+    return {"vector_weight": vector, "text_weight": text}
+
+
 def build_config(args: argparse.Namespace) -> memmw.MemoryConfig:
     if args.decay == "classic":
         decay = TemporalDecayConfig.classic()
@@ -52,7 +60,7 @@ def build_config(args: argparse.Namespace) -> memmw.MemoryConfig:
     query = QueryConfig(
         max_results=args.max_results,
         temporal_decay=decay,
-        hybrid=HybridConfig(fusion=args.fusion),
+        hybrid=HybridConfig(fusion=args.fusion, **weights(args.weights)),
     )
     return memmw.MemoryConfig(
         provider=args.provider,
@@ -131,6 +139,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "decay": args.decay,
             "keyword_backend": args.keyword_backend,
             "fusion": args.fusion,
+            "weights": args.weights or "default",
             "max_results": args.max_results,
         },
         "metrics": table,
@@ -150,7 +159,8 @@ def main() -> None:
     parser.add_argument("--provider", default="none")
     parser.add_argument("--decay", choices=["bounded", "classic", "off"], default="bounded")
     parser.add_argument("--keyword-backend", choices=["memory", "fts5"], default="memory")
-    parser.add_argument("--fusion", choices=["rrf", "weighted"], default="rrf")
+    parser.add_argument("--fusion", choices=["normalized", "rrf", "weighted"], default="normalized")
+    parser.add_argument("--weights", help="VECTOR,TEXT weights (default: the config default)")
     parser.add_argument("--max-results", type=int, default=6)
     parser.add_argument("--limit", type=int, default=0, help="only the first N questions")
     parser.add_argument("--json", help="also write the results to this file")

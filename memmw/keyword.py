@@ -145,6 +145,25 @@ class KeywordMatrix:
             return 0.0
         return math.log(1.0 + max(0.0, self.n_docs - df + 0.5) / (df + 0.5))
 
+    def _segment_scores(
+        self, index: int, terms: Sequence[str], idfs: Sequence[float]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        seg, alive, norm = self._segments[index], self._alive[index], self._norm[index]
+        scores = np.zeros(len(seg.rowids), dtype=np.float32)
+        matched = np.zeros(len(seg.rowids), dtype=np.int16)
+        for term, idf in zip(terms, idfs, strict=True):
+            if idf == 0.0:
+                continue
+            lo, hi = seg.postings(term_hash(term))
+            if hi == lo:
+                continue
+            docs = seg.post_doc[lo:hi]
+            tf = seg.post_tf[lo:hi]
+            scores[docs] += idf * tf * (K1 + 1) / (tf + norm[docs])
+            matched[docs] += 1
+        scores[~alive] = 0.0
+        return scores, matched
+
     def search(self, query_terms: Sequence[str], limit: int) -> list[KeywordHit]:
         """Top ``limit`` chunks by BM25 over the query terms (any term may match)."""
         if not self.n_docs or not query_terms:
@@ -152,20 +171,8 @@ class KeywordMatrix:
         terms = list(dict.fromkeys(query_terms))
         idfs = [self.idf(t) for t in terms]
         hits: list[KeywordHit] = []
-        for seg, alive, norm in zip(self._segments, self._alive, self._norm, strict=True):
-            scores = np.zeros(len(seg.rowids), dtype=np.float32)
-            matched = np.zeros(len(seg.rowids), dtype=np.int16)
-            for term, idf in zip(terms, idfs, strict=True):
-                if idf == 0.0:
-                    continue
-                lo, hi = seg.postings(term_hash(term))
-                if hi == lo:
-                    continue
-                docs = seg.post_doc[lo:hi]
-                tf = seg.post_tf[lo:hi]
-                scores[docs] += idf * tf * (K1 + 1) / (tf + norm[docs])
-                matched[docs] += 1
-            scores[~alive] = 0.0
+        for index, seg in enumerate(self._segments):
+            scores, matched = self._segment_scores(index, terms, idfs)
             hit = np.flatnonzero(scores)
             if hit.size > limit:
                 # Keep every chunk tied with the limit-th score, so the final order (score,

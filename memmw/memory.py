@@ -361,7 +361,10 @@ class Memory:
         if identity.get("model") != provider.model or identity.get("provider") != provider.id:
             # The provider switched (fallback) since the index was built: never mix two
             # models' vectors; the next sync rebuilds.
-            return None, "the embedding provider changed; vectors are rebuilt on the next sync"
+            return (
+                None,
+                "the embedding provider changed; vectors are rebuilt on the next sync",
+            )
         dims = identity.get("vectorDims")
         use_vec0 = self.config.store.vector_backend == "sqlite-vec"
         if use_vec0:
@@ -387,7 +390,10 @@ class Memory:
             qvec = np.asarray(provider.embed_query(query), dtype=np.float32)
         except Exception as exc:  # a dead provider degrades to keyword search
             log.warning("query embedding failed; keyword-only results: %s", exc)
-            return None, f"embedding provider failed ({type(exc).__name__}); keyword-only results"
+            return (
+                None,
+                f"embedding provider failed ({type(exc).__name__}); keyword-only results",
+            )
         qvec = np.where(np.isfinite(qvec), qvec, 0.0)
         norm = float(np.linalg.norm(qvec))
         if norm == 0.0:

@@ -233,8 +233,8 @@ class Searcher:
             cand.vector_rank = rank
         if not cands:
             return SearchOutcome([], mode)
-
-        self._score(list(cands.values()), hybrid=vector_leg is not None)
+        hybrid = vector_leg is not None
+        self._score(list(cands.values()), hybrid=hybrid)
         now_ts = time.time() if now is None else now
         newest = store.newest_decay_ts()
         for cand in cands.values():
@@ -262,6 +262,9 @@ class Searcher:
 
     def _score(self, cands: list[_Candidate], *, hybrid: bool) -> None:
         hy = self.config.query.hybrid
+        if hybrid and hy.fusion == "normalized":
+            self._score_normalized(cands)
+            return
         for c in cands:
             text = c.text_score or 0.0
             if not hybrid:
@@ -277,6 +280,35 @@ class Searcher:
                 )
             else:
                 c.order = c.score
+
+    def _score_normalized(self, cands: list[_Candidate]) -> None:
+        """Min-max normalise each leg over the candidates it found, then weight them.
+
+        The boosted keyword score is capped at 1 and most good keyword hits reach the cap,
+        so a weighted sum of raw scores lets cosine alone decide. Each leg is rescaled over
+        its own candidates (its weakest candidate maps to 0, like a chunk it did not find)
+        so both legs use their whole 0..1 range; a chunk both legs found gets both parts.
+        The reported ``score`` stays the reference's weighted sum (thresholds keep their
+        meaning).
+        """
+        hy = self.config.query.hybrid
+
+        def scaled(values: list[float | None]) -> list[float]:
+            present = [v for v in values if v is not None]
+            if not present:
+                return [0.0] * len(values)
+            lo, hi = min(present), max(present)
+            return [
+                0.0 if v is None else (1.0 if hi == lo else (v - lo) / (hi - lo)) for v in values
+            ]
+
+        text = scaled([c.keyword_raw if c.text_score is not None else None for c in cands])
+        vec = scaled([c.vector_score for c in cands])
+        for c, t, v in zip(cands, text, vec, strict=True):
+            c.score = hy.vector_weight * (c.vector_score or 0.0) + hy.text_weight * (
+                c.text_score or 0.0
+            )
+            c.order = hy.vector_weight * v + hy.text_weight * t
 
     def _hit(self, cand: _Candidate, q_terms: list[str], idf: Callable[[str], float]) -> SearchHit:
         chunk = cand.chunk

@@ -87,10 +87,14 @@ def test_reference_defaults() -> None:
     assert cfg.query.max_results == 6
     assert cfg.query.min_score == 0.35
     assert cfg.query.snippet_max_chars == 700
-    # hybrid 0.7 / 0.3, multiplier 4 capped at 200 -> 24 candidates per leg
+    # hybrid: normalized fusion with equal weights (the original 0.7 / 0.3 raw-score merge
+    # is HybridConfig.classic()), multiplier 4 capped at 200 -> 24 candidates per leg
     assert cfg.query.hybrid.enabled is True
-    assert cfg.query.hybrid.vector_weight == pytest.approx(0.7)
-    assert cfg.query.hybrid.text_weight == pytest.approx(0.3)
+    assert cfg.query.hybrid.fusion == "normalized"
+    assert cfg.query.hybrid.vector_weight == pytest.approx(0.5)
+    assert cfg.query.hybrid.text_weight == pytest.approx(0.5)
+    classic = HybridConfig.classic()
+    assert (classic.fusion, classic.vector_weight, classic.text_weight) == ("weighted", 0.7, 0.3)
     assert cfg.query.hybrid.candidate_multiplier == 4
     assert cfg.query.hybrid.max_candidates == 200
     assert cfg.query.candidates == 24

@@ -46,7 +46,9 @@ def memory(ws: Path, tmp_path: Path, store: StoreConfig | None = None, **query) 
     cfg = MemoryConfig(provider="none", store=store or StoreConfig())
     if query:
         cfg = cfg.replace(query=QueryConfig(**query))
-    name = f"state-{store.keyword_backend if store else 'auto'}-{store.fts_tokenizer if store else ''}"
+    name = (
+        f"state-{store.keyword_backend if store else 'auto'}-{store.fts_tokenizer if store else ''}"
+    )
     return Memory(workspace=ws, state_dir=tmp_path / name, config=cfg)
 
 
@@ -93,9 +95,12 @@ def test_hostile_queries_never_raise(ws: Path, tmp_path: Path, backend: str) -> 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))
 @pytest.mark.parametrize(
-    "query", ["NEAR(gateway", "gateway*", "-gateway", "port:8080", "(gateway", "gateway)", '"gateway"']
+    "query",
+    ["NEAR(gateway", "gateway*", "-gateway", "port:8080", "(gateway", "gateway)", '"gateway"'],
 )
-def test_operator_characters_are_plain_text(ws: Path, tmp_path: Path, backend: str, query: str) -> None:
+def test_operator_characters_are_plain_text(
+    ws: Path, tmp_path: Path, backend: str, query: str
+) -> None:
     with memory(ws, tmp_path, BACKENDS[backend]) as mem:
         hits = mem.search(query)
         assert hits[0].citation == "MEMORY.md#L2"
@@ -103,7 +108,9 @@ def test_operator_characters_are_plain_text(ws: Path, tmp_path: Path, backend: s
 
 @pytest.mark.parametrize("backend", list(BACKENDS))
 @pytest.mark.parametrize("query", ["", "   ", '"', "*", "-", ":", "(((", "NEAR("])
-def test_queries_without_terms_return_nothing(ws: Path, tmp_path: Path, backend: str, query: str) -> None:
+def test_queries_without_terms_return_nothing(
+    ws: Path, tmp_path: Path, backend: str, query: str
+) -> None:
     with memory(ws, tmp_path, BACKENDS[backend]) as mem:
         mem.sync()
         assert mem.search(query) == []
@@ -122,7 +129,9 @@ def test_queries_without_terms_return_nothing(ws: Path, tmp_path: Path, backend:
         ("김치찌개", 5),
     ],
 )
-def test_cjk_queries_find_their_text(ws: Path, tmp_path: Path, backend: str, query: str, line: int) -> None:
+def test_cjk_queries_find_their_text(
+    ws: Path, tmp_path: Path, backend: str, query: str, line: int
+) -> None:
     with memory(ws, tmp_path, BACKENDS[backend]) as mem:
         hits = mem.search(query)
         assert hits, query
@@ -132,7 +141,9 @@ def test_cjk_queries_find_their_text(ws: Path, tmp_path: Path, backend: str, que
 
 def test_default_config_finds_cjk_in_daily_notes(ws: Path, tmp_path: Path) -> None:
     write(ws / "memory" / "2026-01-04.md", "# 会議\n来週の会議は大阪で行います。\n")
-    with Memory(workspace=ws, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")) as mem:
+    with Memory(
+        workspace=ws, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")
+    ) as mem:
         (hit, *_) = mem.search("大阪")
         assert hit.path == "memory/2026-01-04.md"
         assert "大阪" in hit.snippet
@@ -146,7 +157,10 @@ def test_results_shape_and_limits(ws: Path, tmp_path: Path) -> None:
         for h in hits:
             assert h.source == "memory"
             assert 0 < h.score <= 1.0
-            assert h.citation in (f"{h.path}#L{h.start_line}", f"{h.path}#L{h.start_line}-L{h.end_line}")
+            assert h.citation in (
+                f"{h.path}#L{h.start_line}",
+                f"{h.path}#L{h.start_line}-L{h.end_line}",
+            )
             assert h.chunk_start_line <= h.start_line <= h.end_line <= h.chunk_end_line
             assert utf16_len(h.snippet) <= 700
         # Not necessarily sorted by score: MMR reorders for diversity without rescoring.
@@ -167,8 +181,17 @@ def test_lexical_score_formula() -> None:
     from memmw.keyword import KeywordHit
 
     chunk = ChunkRow(
-        rowid=1, id="x", path="memory/a.md", source="memory", start_line=1, end_line=1,
-        text="t" * 80, line_map=None, importance=None, n_terms=10, decay_ts=None,
+        rowid=1,
+        id="x",
+        path="memory/a.md",
+        source="memory",
+        start_line=1,
+        end_line=1,
+        text="t" * 80,
+        line_map=None,
+        importance=None,
+        n_terms=10,
+        decay_ts=None,
     )
     hit = KeywordHit(rowid=1, bm25=1.0, matched=2)
     expected = 0.5 + 0.45 * 2 / 4 + 0.2 * 2 / 10 + 0.18 * 1 + 0.18
@@ -243,7 +266,9 @@ def test_importance_annotations_weigh_entries(tmp_path: Path) -> None:
         "- The deploy key lives in the vault. <!-- importance: 10 -->\n"
         "- The deploy key lives in a drawer.\n",
     )
-    with Memory(workspace=root, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")) as mem:
+    with Memory(
+        workspace=root, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")
+    ) as mem:
         hits = mem.search("deploy key lives")
     assert [h.start_line for h in hits] == [2, 3, 1]
     assert [h.importance for h in hits] == [10, None, 1]
@@ -258,10 +283,14 @@ def test_importance_annotations_weigh_entries(tmp_path: Path) -> None:
 
 def test_snippet_lines_match_the_file(tmp_path: Path) -> None:
     root = tmp_path / "snip"
-    lines = [f"Line {i}: routine notes about errands and chores, nothing else." for i in range(1, 200)]
+    lines = [
+        f"Line {i}: routine notes about errands and chores, nothing else." for i in range(1, 200)
+    ]
     lines[149] = "Line 150: the zeppelin hangar door code is 4471."
     write(root / "memory" / "2026-02-01.md", "\n".join(lines) + "\n")
-    with Memory(workspace=root, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")) as mem:
+    with Memory(
+        workspace=root, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")
+    ) as mem:
         (hit,) = mem.search("zeppelin hangar code")
         assert hit.start_line <= 150 <= hit.end_line
         assert utf16_len(hit.snippet) <= 700
@@ -302,7 +331,9 @@ def test_incremental_matrix_matches_a_fresh_build(ws: Path, tmp_path: Path) -> N
 
 
 def test_matrix_reloads_after_a_full_rebuild(ws: Path, tmp_path: Path) -> None:
-    with Memory(workspace=ws, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")) as mem:
+    with Memory(
+        workspace=ws, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")
+    ) as mem:
         mem.sync()
         before = _ranked(mem, ["gateway port", "kubernetes"])
         mem.sync(force=True)
@@ -315,7 +346,9 @@ def test_large_index_answers_from_fts5_while_the_matrix_builds(ws: Path, tmp_pat
     from memmw.index.db import connect
     from memmw.search import Searcher
 
-    with Memory(workspace=ws, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")) as mem:
+    with Memory(
+        workspace=ws, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")
+    ) as mem:
         mem.sync()
         # Pretend the index is large: any size builds in the background.
         mem._searcher = Searcher(
@@ -326,3 +359,53 @@ def test_large_index_answers_from_fts5_while_the_matrix_builds(ws: Path, tmp_pat
         mem._searcher.wait_ready(timeout=30)
         assert mem._searcher._matrix is not None
         assert [h.path for h in mem.search("kubernetes migration")] == ["memory/2026-01-02.md"]
+
+
+def test_normalized_fusion_rescales_each_leg_over_its_own_candidates() -> None:
+    from memmw.config import HybridConfig
+    from memmw.index.store import ChunkRow
+    from memmw.search import Searcher, _Candidate
+
+    def cand(rowid: int, raw: float | None, cos: float | None) -> _Candidate:
+        chunk = ChunkRow(
+            rowid=rowid,
+            id=str(rowid),
+            path="memory/x.md",
+            source="memory",
+            start_line=1,
+            end_line=1,
+            text="x",
+            line_map=None,
+            importance=None,
+            n_terms=1,
+            decay_ts=None,
+        )
+        c = _Candidate(chunk=chunk, vector_score=cos)
+        if raw is not None:
+            c.text_score, c.keyword_raw = min(1.0, raw), raw
+        return c
+
+    config = MemoryConfig(query=QueryConfig(hybrid=HybridConfig()))
+    # Both keyword hits saturate the capped score (1.0); cosines sit in a narrow band.
+    both = cand(1, 1.8, 0.85)
+    keyword_only = cand(2, 1.9, None)
+    vector_only = cand(3, None, 0.86)
+    weak = cand(4, 1.2, 0.78)
+    Searcher(config)._score([both, keyword_only, vector_only, weak], hybrid=True)
+    assert [round(c.order, 3) for c in (both, keyword_only, vector_only, weak)] == [
+        round(0.5 * (0.07 / 0.08) + 0.5 * (0.6 / 0.7), 3),
+        0.5,
+        0.5,
+        0.0,
+    ]
+    assert both.order > keyword_only.order  # strong on both legs beats the best of one leg
+    assert both.score == pytest.approx(0.5 * 0.85 + 0.5 * 1.0)  # reported: raw weighted sum
+
+    # The original merge on raw scores: both keyword scores are capped at 1.0, so the
+    # much better keyword match loses on a small cosine difference.
+    strong_kw, strong_cos = cand(5, 1.9, 0.80), cand(6, 1.1, 0.84)
+    classic = MemoryConfig(query=QueryConfig(hybrid=HybridConfig.classic()))
+    Searcher(classic)._score([strong_kw, strong_cos], hybrid=True)
+    assert strong_cos.order > strong_kw.order
+    Searcher(config)._score([strong_kw, strong_cos], hybrid=True)
+    assert strong_kw.order == pytest.approx(strong_cos.order)  # each leg wins one

@@ -45,10 +45,17 @@ _CHUNK_COLUMNS = (
 
 def _chunk_row(row: Sequence[Any]) -> ChunkRow:
     return ChunkRow(
-        rowid=row[0], id=row[1], path=row[2], source=row[3], start_line=row[4],
-        end_line=row[5], text=row[6],
+        rowid=row[0],
+        id=row[1],
+        path=row[2],
+        source=row[3],
+        start_line=row[4],
+        end_line=row[5],
+        text=row[6],
         line_map=tuple(json.loads(row[7])) if row[7] else None,
-        importance=row[8], n_terms=row[9], decay_ts=row[10],
+        importance=row[8],
+        n_terms=row[9],
+        decay_ts=row[10],
     )
 
 
@@ -106,21 +113,27 @@ class IndexStore:
 
     def file_records(self, source: str) -> dict[str, tuple[str, float, int]]:
         """``{path: (hash, mtime, size)}`` of the indexed files of ``source``."""
-        rows = self.conn.execute("SELECT path, hash, mtime, size FROM files WHERE source=?", (source,))
+        rows = self.conn.execute(
+            "SELECT path, hash, mtime, size FROM files WHERE source=?", (source,)
+        )
         return {path: (h, float(mtime), int(size)) for path, h, mtime, size in rows}
 
     def update_file_stat(self, path: str, source: str, *, mtime: float, size: int) -> None:
         """Record a file's new mtime and size when its indexed content did not change."""
         self.conn.execute(
-            "UPDATE files SET mtime=?, size=? WHERE path=? AND source=?", (mtime, size, path, source)
+            "UPDATE files SET mtime=?, size=? WHERE path=? AND source=?",
+            (mtime, size, path, source),
         )
 
     def delete_file(self, path: str, source: str) -> None:
         """Remove a file and everything derived from it."""
-        ids = [r[0] for r in self.conn.execute(
-            "SELECT c.rowid FROM chunks c JOIN files f ON f.id=c.file_id WHERE f.path=? AND f.source=?",
-            (path, source),
-        )]
+        ids = [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT c.rowid FROM chunks c JOIN files f ON f.id=c.file_id WHERE f.path=? AND f.source=?",
+                (path, source),
+            )
+        ]
         self._delete_fts(ids)
         self.conn.execute("DELETE FROM files WHERE path=? AND source=?", (path, source))
 
@@ -162,10 +175,20 @@ class IndexStore:
                 " text, line_map, importance, terms, n_terms, updated_at)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    cid, file_id, path, source,
-                    chunk.start_line, chunk.end_line, chunk.hash, model, chunk.text,
+                    cid,
+                    file_id,
+                    path,
+                    source,
+                    chunk.start_line,
+                    chunk.end_line,
+                    chunk.hash,
+                    model,
+                    chunk.text,
                     json.dumps(chunk.line_map) if chunk.line_map else None,
-                    chunk.importance, blob, n_terms, now,
+                    chunk.importance,
+                    blob,
+                    n_terms,
+                    now,
                 ),
             )
             assert cur.lastrowid is not None
@@ -192,9 +215,7 @@ class IndexStore:
                 out[row[0]] = _chunk_row(row)
         return out
 
-    def term_blobs(
-        self, sources: Sequence[str], *, after: int = 0
-    ) -> list[tuple[int, bytes, int]]:
+    def term_blobs(self, sources: Sequence[str], *, after: int = 0) -> list[tuple[int, bytes, int]]:
         """``(rowid, terms blob, n_terms)`` of the chunks of ``sources`` with rowid > ``after``."""
         marks = ",".join("?" * len(sources))
         return self.conn.execute(
