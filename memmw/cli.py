@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
@@ -49,9 +50,29 @@ def cmd_index(args: argparse.Namespace, mem: Memory) -> int:
         _out(f"workspace: {mem.workspace}")
         _out(f"index:     {mem.db_path}")
         _out(f"provider:  {mem.config.provider}  sources: {', '.join(mem.config.sources)}")
-    progress = _progress_bar(sys.stderr) if sys.stderr.isatty() else None
-    report = mem.sync(force=args.force, progress=progress)
+    tty = sys.stderr.isatty()
+    progress = _progress_bar(sys.stderr) if tty else None
+    started = time.perf_counter()
+
+    def embed_progress(done: int, total: int) -> None:
+        rate = done / max(time.perf_counter() - started, 1e-9)
+        _progress_bar(sys.stderr)(done, total, f"embedding, {rate:.1f} chunks/s")
+
+    report = mem.sync(
+        force=args.force, progress=progress, embed_progress=embed_progress if tty else None
+    )
     _out(_report_line(report))
+    if report.embedded:
+        provider = mem.provider
+        name = f"{provider.id} ({provider.model})" if provider is not None else "no provider"
+        _out(f"Embedded {report.embedded} chunks with {name}.")
+    pending = mem.status().details.get("vector", {})
+    if pending.get("pending"):
+        _out(
+            f"{pending['pending']} chunks are not embedded yet "
+            f"({pending.get('lastError') or 'provider unavailable'}); they stay "
+            "keyword-searchable and are embedded on the next index run."
+        )
     for issue in report.issues:
         _out(f"  skipped {issue.path}: {issue.reason}", sys.stderr)
     return 0

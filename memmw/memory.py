@@ -131,6 +131,7 @@ class Memory:
         self._backfill_report: BackfillReport | None = None
         self._stop = threading.Event()
         self._vec0: SqliteVecIndex | None = None
+        self._has_index = False
         self._freshness = Freshness(
             run_sync=lambda: self.sync(embeddings="background"),
             workspace=self.workspace,
@@ -190,6 +191,27 @@ class Memory:
         migrate(conn, self.config.store.fts_tokenizer)
         self._conn, self._conn_inode = conn, inode
         return conn
+
+    def _published(self) -> bool:
+        """True once an index has been built (its identity is recorded)."""
+        if self._has_index:
+            return True
+        if not self.db_path.exists():
+            return False
+        try:
+            conn = connect(self.db_path)
+        except sqlite3.Error:
+            return False
+        try:
+            row = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+            ).fetchone()
+            self._has_index = bool(
+                row and conn.execute("SELECT 1 FROM meta WHERE key='identity'").fetchone()
+            )
+        finally:
+            conn.close()
+        return self._has_index
 
     def _store(self) -> IndexStore:
         return IndexStore(self._reader(), fts_tokenizer=self.config.store.fts_tokenizer)
@@ -280,6 +302,7 @@ class Memory:
         *,
         progress: Progress | None = None,
         embeddings: Literal["wait", "background", "skip"] = "wait",
+        embed_progress: Callable[[int, int], None] | None = None,
     ) -> SyncReport:
         """Bring the index up to date with the workspace.
 
@@ -293,6 +316,7 @@ class Memory:
             progress: Optional ``(done, total, path)`` callback.
             embeddings: ``wait`` embeds new chunks before returning, ``background`` in a
                 thread (search uses what is ready), ``skip`` leaves them pending.
+            embed_progress: Optional ``(done, total)`` callback while embedding (``wait``).
         """
         self._indexer.provider = self._provider_identity()
         mark = self._freshness.sync_started()
@@ -300,7 +324,7 @@ class Memory:
         self._freshness.sync_finished(mark)
         self._synced_once = True
         if embeddings == "wait":
-            backfill = self.embed_pending()
+            backfill = self.embed_pending(progress=embed_progress)
             if backfill is not None:
                 report = dataclasses.replace(report, embedded=backfill.embedded)
         elif embeddings == "background" and self.provider is not None:
@@ -332,9 +356,10 @@ class Memory:
         if max_results is not None and max_results < 1:
             raise ConfigError(f"max_results must be >= 1; got {max_results}")
         with self._lock:
-            if not self.db_path.exists():
+            if not self._published():
                 # Nothing published yet: build it (keyword search is ready when this
-                # returns; vectors follow in the background).
+                # returns; vectors follow in the background). If a background sync is
+                # building it right now, the writer lock makes this wait for it.
                 self.sync(embeddings="background")
             elif self.config.sync.on_search:
                 self._freshness.on_search()  # a background sync if dirty; never waits
@@ -598,6 +623,7 @@ class Memory:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(f"{self.db_path}{suffix}")
             self._synced_once = False
+            self._has_index = False
             self._freshness.mark_dirty()
 
     # -- freshness -------------------------------------------------------------------

@@ -185,6 +185,8 @@ class MemoryMiddleware:
         include_append_tool: Offer ``memory_append`` to the agent.
         allow_curated_append: Let ``memory_append`` write ``MEMORY.md``/``USER.md``.
         context_window: Model context window; default ``config.flush.context_window``.
+        watch: Start the engine's file watcher (default ``config.sync.watch``); without
+            watchdog installed a warning is logged and searches sync instead.
     """
 
     def __init__(
@@ -200,6 +202,7 @@ class MemoryMiddleware:
         include_append_tool: bool = True,
         allow_curated_append: bool = False,
         context_window: int | None = None,
+        watch: bool | None = None,
     ) -> None:
         self.memory = memory
         self.config = memory.config
@@ -215,6 +218,20 @@ class MemoryMiddleware:
         self.transcripts = TranscriptStore(memory.state_dir, memory.agent_id)
         self.flush_state = FlushStateStore(memory.state_dir, memory.agent_id)
         self._sessions: dict[str, Session] = {}
+        if self.config.sync.watch if watch is None else watch:
+            self._start_watching()
+
+    def _start_watching(self) -> None:
+        """Watch the memory files so edits are searchable without an explicit sync."""
+        start = getattr(self.memory, "start_watching", None)
+        if not callable(start):
+            return
+        try:
+            state = start()
+        except Exception as exc:  # e.g. watchdog missing: searches sync instead
+            log.warning("file watcher not started (%s); searches will sync instead", exc)
+            return
+        log.debug("file watcher: %s", state)
 
     # -- helpers ---------------------------------------------------------------------
     def _emit(self, event: Event, session: Session, **data: Any) -> None:
@@ -482,6 +499,12 @@ class MemoryMiddleware:
         if state.cycle != before:
             log.info("session %s: compaction, flush cycle %d", session.session_id, state.cycle)
             self._emit(Event.COMPACTION, session, cycle=state.cycle, marker=marker)
+            notify = getattr(self.memory, "notify_compaction", None)
+            if callable(notify):  # re-index the transcript now (sync.sessions)
+                try:
+                    notify()
+                except Exception as exc:
+                    log.warning("post-compaction sync failed: %s", type(exc).__name__)
         return state.cycle
 
     # -- /new, /reset, auto-reset ----------------------------------------------------
@@ -553,7 +576,11 @@ class MemoryMiddleware:
         self._emit(Event.SESSION_END, session, reason=reason or source)
         if path is not None:
             try:
-                self.memory.sync()
+                background = getattr(self.memory, "sync_in_background", None)
+                if callable(background):
+                    background()
+                else:
+                    self.memory.sync()
             except Exception as exc:
                 log.warning("sync after archive failed: %s", type(exc).__name__)
         fresh = self.start_session(

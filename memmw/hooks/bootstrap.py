@@ -282,7 +282,14 @@ def run_bootstrap(
     do_sync = config.sync.on_session_start if warm_sync is None else warm_sync
     if do_sync and config.enabled:
         try:
-            memory.sync()
+            # The bootstrap reads the files themselves; the sync only keeps search fresh,
+            # so it runs in the background when the engine can (a first embedding run
+            # with the offline model takes minutes).
+            background = getattr(memory, "sync_in_background", None)
+            if callable(background):
+                background()
+            else:
+                memory.sync()
         except Exception as exc:
             log.warning("warm sync at session start failed: %s", type(exc).__name__)
             log.debug("warm sync failure", exc_info=True)
