@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from memmw.config import TemporalDecayConfig
 
@@ -38,7 +38,7 @@ def importance_multiplier(importance: int | None) -> float:
     return 0.75 + 0.05 * max(1, min(10, int(importance)))
 
 
-def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+def jaccard(a: frozenset[Any], b: frozenset[Any]) -> float:
     """Jaccard similarity; two empty sets are identical, one empty set shares nothing."""
     if not a and not b:
         return 1.0
@@ -51,7 +51,7 @@ T = TypeVar("T")
 
 
 def mmr_order(
-    items: Sequence[T], scores: Sequence[float], token_sets: Sequence[frozenset[str]], lam: float
+    items: Sequence[T], scores: Sequence[float], token_sets: Sequence[frozenset[Any]], lam: float
 ) -> list[T]:
     """Greedy maximal-marginal-relevance order of ``items``.
 

@@ -17,7 +17,7 @@ from memmw.index.vectors import VectorMatrix, load_vectors
 from memmw.keyword import KeywordHit, KeywordMatrix, bm25_to_score, fts_search
 from memmw.ranking import decay_multiplier, importance_multiplier, mmr_order
 from memmw.snippets import build_snippet
-from memmw.text import normalize, query_terms, terms
+from memmw.text import normalize, query_terms
 from memmw.types import SearchHit, citation_for
 
 log = logging.getLogger(__name__)
@@ -249,7 +249,7 @@ class Searcher:
             ordered = mmr_order(
                 ordered,
                 [c.order for c in ordered],
-                [frozenset(terms(c.chunk.text)) for c in ordered],
+                [c.chunk.term_set() for c in ordered],
                 cfg.mmr.lambda_,
             )
         strict = [c for c in ordered if c.score >= threshold]

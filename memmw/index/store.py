@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memmw.chunking import Chunk
-from memmw.index.terms import pack_terms
+from memmw.index.terms import pack_terms, unpack_terms
 from memmw.text import terms
 
 
@@ -29,6 +29,11 @@ class ChunkRow:
     importance: int | None
     n_terms: int
     decay_ts: float | None
+    terms_blob: bytes = b""
+
+    def term_set(self) -> frozenset[int]:
+        """The chunk's distinct term hashes (for similarity between chunks)."""
+        return frozenset(unpack_terms(self.terms_blob)["h"].tolist())
 
     def piece_lines(self) -> list[int]:
         """Line number of each ``\\n``-separated piece of ``text``."""
@@ -39,7 +44,7 @@ class ChunkRow:
 
 _CHUNK_COLUMNS = (
     "c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.text, c.line_map, "
-    "c.importance, c.n_terms, f.decay_ts"
+    "c.importance, c.n_terms, f.decay_ts, c.terms"
 )
 
 
@@ -56,6 +61,7 @@ def _chunk_row(row: Sequence[Any]) -> ChunkRow:
         importance=row[8],
         n_terms=row[9],
         decay_ts=row[10],
+        terms_blob=row[11],
     )
 
 
