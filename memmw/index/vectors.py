@@ -25,8 +25,6 @@ CACHE_LOOKUP_BATCH = 400
 PRUNE_BATCH = 100
 #: Chunks embedded between two commits of the backfill.
 EMBED_BATCH = 32
-#: Bytes of text per provider call (the reference's request groups).
-GROUP_BYTES = 8000
 
 
 class Embedder(Protocol):
@@ -113,23 +111,6 @@ def pending_count(conn: sqlite3.Connection) -> int:
         " WHERE v.chunk_rowid IS NULL"
     ).fetchone()
     return int(row[0])
-
-
-def _groups(texts: Sequence[str]) -> list[list[int]]:
-    """Indexes of ``texts`` grouped to at most ``GROUP_BYTES`` UTF-8 bytes per request."""
-    groups: list[list[int]] = []
-    current: list[int] = []
-    used = 0
-    for i, text in enumerate(texts):
-        size = len(text.encode("utf-8"))
-        if current and used + size > GROUP_BYTES:
-            groups.append(current)
-            current, used = [], 0
-        current.append(i)
-        used += size
-    if current:
-        groups.append(current)
-    return groups
 
 
 @dataclass
@@ -232,18 +213,19 @@ class Backfill:
         cached = sum(1 for h, _ in items if h in found)
         missing = [(h, t) for h, t in items if h not in found]
         texts = [t for _, t in missing]
-        fresh: dict[str, bytes] = {}
         identity = (self.provider.id, self.provider.model)
-        for group in _groups(texts):
-            vectors = self.provider.embed_documents([texts[i] for i in group])
+        fresh: dict[str, bytes] = {}
+        if texts:
+            # Providers bound their own requests (bytes per request, batch sizes).
+            vectors = self.provider.embed_documents(texts)
             if (self.provider.id, self.provider.model) != identity:
                 # A fallback took over mid-run: these vectors belong to another model and
                 # must not mix with the index's; the next sync rebuilds for the new model.
                 raise RuntimeError("embedding provider switched during the run")
-            if len(vectors) != len(group):
-                raise ValueError(f"provider returned {len(vectors)} vectors for {len(group)} texts")
-            for i, vec in zip(group, vectors, strict=True):
-                fresh[missing[i][0]] = to_blob(vec)
+            if len(vectors) != len(texts):
+                raise ValueError(f"provider returned {len(vectors)} vectors for {len(texts)} texts")
+            for (digest, _text), vec in zip(missing, vectors, strict=True):
+                fresh[digest] = to_blob(vec)
         if fresh and self.cache_enabled:
             now = time.time()
             with exclusive_lock(self.lock_path):
