@@ -1,0 +1,153 @@
+"""Memory with an embedding provider: backfill, cache, outages, identity, vector backends."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from memmw import Memory, MemoryConfig, StoreConfig
+from memmw.config import CacheConfig, RemoteConfig
+from memmw.errors import ProviderError
+from memmw.testing import FakeEmbeddingProvider
+
+FAKE = MemoryConfig(provider="fake", remote=RemoteConfig(dimensions=32))
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture()
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    write(
+        root / "MEMORY.md", "# Facts\n- The gateway runs on the Mac Studio.\n- Backups at 02:00.\n"
+    )
+    write(root / "memory" / "2026-01-02.md", "We planned the kubernetes migration.\n")
+    write(root / "memory" / "2026-01-03.md", "The heron nests by the lake.\n")
+    return root
+
+
+def fake(mem: Memory) -> FakeEmbeddingProvider:
+    provider = mem.provider
+    assert isinstance(provider, FakeEmbeddingProvider)
+    return provider
+
+
+def count(db: Path, sql: str) -> int:
+    conn = sqlite3.connect(db)
+    try:
+        return int(conn.execute(sql).fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_sync_embeds_and_search_is_hybrid(ws: Path, tmp_path: Path) -> None:
+    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+        report = mem.sync()
+        assert report.embedded == report.chunks_total == 5
+        payload = mem.search_payload("gateway Mac Studio")
+        assert payload["mode"] == "hybrid"
+        assert (payload["provider"], payload["model"]) == ("fake", fake(mem).model)
+        top = payload["results"][0]
+        assert top["path"] == "MEMORY.md" and top["vectorScore"] > 0 and top["textScore"] > 0
+        status = mem.status().to_dict()
+        assert status["vector"]["vectors"] == 5 and status["vector"]["pending"] == 0
+        assert status["vector"]["dims"] == 32 and status["custom"]["searchMode"] == "hybrid"
+
+
+def test_provider_outage_keeps_the_index_and_catches_up_later(ws: Path, tmp_path: Path) -> None:
+    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+        fake(mem).fail()  # every call fails from now on
+        report = mem.sync()
+        assert report.chunks_total == 5 and report.embedded == 0
+        # Keyword search works on the same index while vectors are missing.
+        assert [h.path for h in mem.search("kubernetes migration")] == ["memory/2026-01-02.md"]
+        status = mem.status().to_dict()["vector"]
+        assert status["pending"] == 5 and "ProviderError" in status["lastError"]
+        conn = sqlite3.connect(mem.db_path)
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.close()
+        fake(mem).recover()
+        mem.sync()
+        assert mem.status().to_dict()["vector"]["pending"] == 0
+        assert mem.search_payload("heron lake")["mode"] == "hybrid"
+
+
+def test_query_embedding_failure_falls_back_to_keywords(ws: Path, tmp_path: Path) -> None:
+    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+        mem.sync()
+        fake(mem).fail(error=ProviderError("429 rate limit"))
+        payload = mem.search_payload("kubernetes migration")
+        assert payload["mode"] == "fts-only"
+        assert "keyword-only" in payload["warning"]
+        assert payload["results"][0]["path"] == "memory/2026-01-02.md"
+
+
+def test_zero_query_vector_uses_the_keyword_leg_only(ws: Path, tmp_path: Path) -> None:
+    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+        mem.sync()
+        fake(mem).embed_query = lambda text: [0.0] * 32  # type: ignore[method-assign]
+        payload = mem.search_payload("kubernetes migration")
+        assert payload["mode"] == "fts-only" and "warning" not in payload
+        assert payload["results"][0]["path"] == "memory/2026-01-02.md"
+
+
+def test_forced_rebuild_reembeds_nothing_cached(ws: Path, tmp_path: Path) -> None:
+    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+        mem.sync()
+        embedded = fake(mem).texts_embedded
+        report = mem.sync(force=True)
+        assert report.full_rebuild and report.embedded == 0
+        assert fake(mem).texts_embedded == embedded
+        assert mem.status().to_dict()["vector"]["vectors"] == 5
+        write(ws / "memory" / "2026-01-04.md", "A new otter appeared.\n")
+        assert mem.sync().embedded == 1  # only the new chunk
+
+
+def test_model_change_rebuilds_and_never_mixes_vectors(ws: Path, tmp_path: Path) -> None:
+    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+        mem.sync()
+    other = FAKE.replace(model="fake-other", remote=RemoteConfig(dimensions=16))
+    with Memory(ws, tmp_path / "s", config=other) as mem:
+        report = mem.sync()
+        assert report.full_rebuild and report.reason == "identity:model"
+        conn = sqlite3.connect(mem.db_path)
+        lengths = {r[0] for r in conn.execute("SELECT LENGTH(embedding) FROM chunk_vectors")}
+        models = {r[0] for r in conn.execute("SELECT model FROM chunks")}
+        conn.close()
+        assert lengths == {16 * 4} and models == {"fake-other"}
+        assert mem.search_payload("gateway")["mode"] == "hybrid"
+
+
+def test_cache_is_pruned_to_its_cap(ws: Path, tmp_path: Path) -> None:
+    config = FAKE.replace(cache=CacheConfig(max_entries=2))
+    with Memory(ws, tmp_path / "s", config=config) as mem:
+        mem.sync()
+        assert count(mem.db_path, "SELECT COUNT(*) FROM embedding_cache") == 2
+        assert count(mem.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 5
+
+
+@pytest.mark.optional
+def test_sqlite_vec_backend_matches_numpy(ws: Path, tmp_path: Path) -> None:
+    from memmw.index.sqlitevec import sqlite_vec_status
+    from memmw.testing import require_optional
+
+    require_optional("sqlite_vec", "vec")
+    loadable, why = sqlite_vec_status()
+    assert loadable, why
+    results = {}
+    for backend in ("numpy", "sqlite-vec"):
+        config = FAKE.replace(store=StoreConfig(vector_backend=backend))
+        with Memory(ws, tmp_path / backend, config=config) as mem:
+            mem.sync()
+            results[backend] = [
+                (r["path"], r["startLine"], round(r["vectorScore"], 4))
+                for r in mem.search_payload("where does the gateway run", min_score=0)["results"]
+                if "vectorScore" in r
+            ]
+            assert mem.status().to_dict()["vector"]["backend"] == backend
+    assert results["numpy"] == results["sqlite-vec"] and results["numpy"]
