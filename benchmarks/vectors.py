@@ -29,14 +29,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale import generate, make_queries, percentile  # noqa: E402
+from scale import generate, make_queries, percentile
 
-from memmw import Memory, MemoryConfig, StoreConfig  # noqa: E402
-from memmw.config import RemoteConfig  # noqa: E402
-from memmw.index.db import snapshot  # noqa: E402
-from memmw.index.sqlitevec import SqliteVecIndex, sqlite_vec_status  # noqa: E402
-from memmw.index.store import IndexStore  # noqa: E402
-from memmw.index.vectors import load_vectors  # noqa: E402
+from memmw import Memory, MemoryConfig, StoreConfig
+from memmw.config import RemoteConfig
+from memmw.index.db import snapshot
+from memmw.index.sqlitevec import SqliteVecIndex, sqlite_vec_status
+from memmw.index.vectors import load_vectors
 
 
 def timed(fn, runs: list) -> list[float]:  # type: ignore[no-untyped-def,type-arg]
@@ -65,7 +64,7 @@ def run_size(size: int, dims: int, n_queries: int, work: Path) -> dict[str, floa
         queries = make_queries(n_queries)
         qvecs = {q: np.asarray(provider.embed_query(q), dtype=np.float32) for q in queries}
         units = [v / np.linalg.norm(v) for v in qvecs.values()]
-        mem.search(queries[0])  # load the matrices once
+        mem.prepare()  # load the keyword and vector matrices once
 
         conn = mem._reader()
         with snapshot(conn):
@@ -107,7 +106,7 @@ def run_size(size: int, dims: int, n_queries: int, work: Path) -> dict[str, floa
     keyword = MemoryConfig(provider="none", store=StoreConfig())
     with Memory(workspace=ws, state_dir=work / f"state-{size}-kw", config=keyword) as kw:
         kw.sync()
-        kw.search(queries[0])
+        kw.prepare()
         t_kw = timed(kw.search, queries)
         result["keyword_p50_ms"] = round(statistics.median(t_kw), 2)
     return result

@@ -376,6 +376,28 @@ class Memory:
                 )
         return _SearchResult(outcome.hits, outcome.mode, warning)
 
+    def prepare(self, timeout: float | None = None) -> None:
+        """Load the search structures now and wait for them (e.g. at server start-up).
+
+        Builds the index if there is none, then the keyword matrix (large indexes build it
+        in the background; until then FTS5 answers searches) and the vector matrix.
+        """
+        if not self._published():
+            self.sync(embeddings="background")
+        with self._lock:
+            store = self._store()
+            with snapshot(store.conn):
+                self._searcher.keyword_matrix(store, self.config.sources)
+        self._searcher.wait_ready(timeout)
+        with self._lock:
+            store = self._store()
+            with snapshot(store.conn):
+                self._searcher.keyword_matrix(store, self.config.sources)
+                if self.provider is not None and self.config.store.vector_backend != "sqlite-vec":
+                    raw = store.get_meta("identity")
+                    dims = json.loads(raw).get("vectorDims") if raw else None
+                    self._searcher.vector_matrix(store, self.config.sources, dims)
+
     def _vector_leg(self, store: IndexStore, query: str) -> tuple[VectorLeg | None, str | None]:
         """The vector leg for ``query``, or None (keyword only) with a warning if it failed."""
         provider = self.provider
