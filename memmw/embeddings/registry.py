@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -131,6 +132,11 @@ def _offline_installed() -> bool:
     return offline_available()
 
 
+def _has_key(name: str, config: MemoryConfig) -> bool:
+    env = ("OPENAI_API_KEY",) if name == "openai" else ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    return bool(config.remote.api_key) or any(os.environ.get(v) for v in env)
+
+
 def _auto(config: MemoryConfig) -> tuple[EmbeddingProvider | None, str | None]:
     """The ``auto`` order; returns (provider, unavailable_reason)."""
     if _local_model_file(config):
@@ -140,6 +146,13 @@ def _auto(config: MemoryConfig) -> tuple[EmbeddingProvider | None, str | None]:
         try:
             return get_provider_factory(name)(config), None
         except MissingApiKeyError as exc:
+            logger.debug("auto: skipping %s (%s)", name, exc)
+            skipped.append(name)
+        except ProviderUnavailableError as exc:
+            # The SDK is not installed. With a key set the user meant this provider, so
+            # that stays an error; without one it is simply not this machine's provider.
+            if _has_key(name, config):
+                raise
             logger.debug("auto: skipping %s (%s)", name, exc)
             skipped.append(name)
     if _offline_installed():

@@ -249,3 +249,13 @@ def test_importing_the_layer_needs_no_optional_sdk() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
     )
     assert out.stdout.strip() == ""
+
+
+def test_auto_skips_a_provider_whose_sdk_is_missing_when_no_key_is_set(
+    monkeypatch: pytest.MonkeyPatch, no_offline: None
+) -> None:
+    for var in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    register_provider("openai", _unavailable("pip install 'memmw[openai]'"), replace=True)
+    register_provider("gemini", _named("gemini"), replace=True)
+    assert create_provider(MemoryConfig()).provider.id == "gemini"  # type: ignore[union-attr]
