@@ -178,6 +178,10 @@ class HybridConfig(_Section):
             the original's weighted sum of raw scores (the boosted keyword score saturates
             at 1, so cosine decides the order). ``rrf``: weighted reciprocal-rank fusion.
         rrf_k: The RRF constant.
+        calibrate_vectors: Report vector scores relative to the query's median cosine
+            over the corpus (``(cos - median) / (1 - median)``) instead of raw cosine, so
+            ``min_score`` filters unrelated chunks whatever the model's cosine range
+            (numpy vector backend; sqlite-vec reports raw cosine).
     """
 
     _section: ClassVar[str] = "query.hybrid"
@@ -188,6 +192,7 @@ class HybridConfig(_Section):
     max_candidates: int = 200
     fusion: Fusion = "normalized"
     rrf_k: int = 60
+    calibrate_vectors: bool = True
 
     @classmethod
     def classic(cls) -> HybridConfig:

@@ -448,7 +448,8 @@ class Memory:
         unit = qvec / norm
         if use_vec0:
             return (lambda limit: vec0.search(unit, limit, allowed)), None
-        return (lambda limit: matrix.search(unit, limit)), None
+        calibrate = self.config.query.hybrid.calibrate_vectors
+        return (lambda limit: matrix.search(unit, limit, calibrate=calibrate)), None
 
     def _sqlite_vec(self) -> SqliteVecIndex:
         if self._vec0 is None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memmw import Memory, MemoryConfig, StoreConfig
-from memmw.config import CacheConfig, RemoteConfig
+from memmw.config import CacheConfig, HybridConfig, QueryConfig, RemoteConfig
 from memmw.errors import ProviderError
 from memmw.testing import FakeEmbeddingProvider
 
@@ -141,7 +141,10 @@ def test_sqlite_vec_backend_matches_numpy(ws: Path, tmp_path: Path) -> None:
     assert loadable, why
     results = {}
     for backend in ("numpy", "sqlite-vec"):
-        config = FAKE.replace(store=StoreConfig(vector_backend=backend))
+        config = FAKE.replace(
+            store=StoreConfig(vector_backend=backend),
+            query=QueryConfig(hybrid=HybridConfig(calibrate_vectors=False)),
+        )
         with Memory(ws, tmp_path / backend, config=config) as mem:
             mem.sync()
             results[backend] = [
@@ -151,3 +154,28 @@ def test_sqlite_vec_backend_matches_numpy(ws: Path, tmp_path: Path) -> None:
             ]
             assert mem.status().to_dict()["vector"]["backend"] == backend
     assert results["numpy"] == results["sqlite-vec"] and results["numpy"]
+
+
+def test_calibrated_vector_scores_measure_how_far_a_chunk_stands_out() -> None:
+    import numpy as np
+
+    from memmw.index.vectors import VectorMatrix, to_blob
+
+    rows = [(i + 1, to_blob([1.0, 0.2 * i, 0.0])) for i in range(5)]
+    matrix = VectorMatrix(rows, 3)
+    query = np.asarray([1.0, 0.0, 0.0], dtype=np.float32)
+    raw = matrix.search(query, 5)
+    calibrated = matrix.search(query, 5, calibrate=True)
+    assert [r for r, _ in raw] == [r for r, _ in calibrated] == [1, 2, 3, 4, 5]
+    median = raw[2][1]
+    assert calibrated[0][1] == pytest.approx((raw[0][1] - median) / (1 - median))
+    assert calibrated[2][1] == 0.0 and calibrated[4][1] == 0.0  # at or below the median
+
+
+def test_unrelated_chunks_do_not_pass_the_threshold_on_vectors_alone(
+    ws: Path, tmp_path: Path
+) -> None:
+    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+        mem.sync()
+        results = mem.search_payload("zzqx unrelated words")["results"]
+        assert results == []  # no keyword match, and no vector score stands out enough

@@ -80,15 +80,31 @@ class VectorMatrix:
     def __len__(self) -> int:
         return len(self.rowids)
 
-    def search(self, query: np.ndarray, limit: int) -> list[tuple[int, float]]:
-        """Top ``limit`` ``(rowid, cosine)`` pairs, best first."""
+    def search(
+        self, query: np.ndarray, limit: int, *, calibrate: bool = False
+    ) -> list[tuple[int, float]]:
+        """Top ``limit`` ``(rowid, similarity)`` pairs, best first.
+
+        Args:
+            query: Unit query vector.
+            limit: Pairs to return.
+            calibrate: Report ``(cos - median) / (1 - median)`` (floored at 0), where the
+                median is this query's cosine with the whole corpus. Small embedding
+                models give unrelated texts cosines of 0.7-0.8; calibrated, a score says
+                how far a chunk stands out, so thresholds mean the same for every model.
+                The order is unchanged.
+        """
         if not len(self) or query.shape[0] != self.matrix.shape[1]:
             return []
         sims = self.matrix @ query.astype(np.float32)
         k = min(limit, len(sims))
         top = np.argpartition(-sims, k - 1)[:k]
         top = top[np.argsort(-sims[top], kind="stable")]
-        return [(int(self.rowids[i]), float(sims[i])) for i in top]
+        if not calibrate:
+            return [(int(self.rowids[i]), float(sims[i])) for i in top]
+        median = float(np.partition(sims, len(sims) // 2)[len(sims) // 2])
+        scale = 1.0 - median if median < 1.0 else 1.0
+        return [(int(self.rowids[i]), max(0.0, (float(sims[i]) - median) / scale)) for i in top]
 
 
 def load_vectors(
