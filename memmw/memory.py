@@ -124,11 +124,11 @@ class Memory:
         self._conn: sqlite3.Connection | None = None
         self._conn_inode: int | None = None
         self._lock = threading.RLock()
-        self._synced_once = False
         self._closed = False
         self._selection: ProviderSelection | None = None
         self._backfill_thread: threading.Thread | None = None
         self._backfill_report: BackfillReport | None = None
+        self._embed_lock = threading.Lock()
         self._stop = threading.Event()
         self._vec0: SqliteVecIndex | None = None
         self._has_index = False
@@ -184,8 +184,8 @@ class Memory:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-        if inode is None:
-            self.sync()
+        if inode is None:  # deleted meanwhile (another process ran reset): rebuild
+            self.sync(embeddings="background")
             inode = os.stat(self.db_path).st_ino
         conn = connect(self.db_path)
         migrate(conn, self.config.store.fts_tokenizer)
@@ -262,7 +262,8 @@ class Memory:
             cache_enabled=self.config.cache.enabled,
             cache_max_entries=self.config.cache.max_entries,
         )
-        report = backfill.run(progress=progress, should_stop=self._stop.is_set)
+        with self._embed_lock:  # one backfill at a time in this process
+            report = backfill.run(progress=progress, should_stop=self._stop.is_set)
         self._backfill_report = report
         if report.dims:
             self._record_dims(report.dims)
@@ -322,7 +323,6 @@ class Memory:
         mark = self._freshness.sync_started()
         report = self._indexer.sync(force=force, progress=progress)
         self._freshness.sync_finished(mark)
-        self._synced_once = True
         if embeddings == "wait":
             backfill = self.embed_pending(progress=embed_progress)
             if backfill is not None:
@@ -645,7 +645,6 @@ class Memory:
             for suffix in ("", "-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(f"{self.db_path}{suffix}")
-            self._synced_once = False
             self._has_index = False
             self._freshness.mark_dirty()
 
