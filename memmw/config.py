@@ -197,7 +197,7 @@ class HybridConfig(_Section):
     @classmethod
     def classic(cls) -> HybridConfig:
         """The original merge: 0.7 * cosine + 0.3 * keyword score, on raw scores."""
-        return cls(fusion="weighted", vector_weight=0.7, text_weight=0.3)
+        return cls(fusion="weighted", vector_weight=0.7, text_weight=0.3, calibrate_vectors=False)
 
     def __post_init__(self) -> None:
         self._validate_literals()

@@ -257,7 +257,14 @@ class Searcher:
         # weighted score, so keyword-leg hits below it fill the remaining slots.
         spare = [c for c in ordered if c.score < threshold and c.text_score is not None]
         chosen = (strict + spare)[:limit]
-        idf = matrix.idf if matrix is not None and matrix.n_docs else (lambda _t: 1.0)
+        # Snippets weigh the query's terms by idf; compute each once per search.
+        weights = {
+            t: (matrix.idf(t) if matrix is not None and matrix.n_docs else 1.0) for t in q_terms
+        }
+
+        def idf(term: str) -> float:
+            return weights.get(term, 0.0)
+
         return SearchOutcome([self._hit(c, q_terms, idf) for c in chosen], mode)
 
     def _score(self, cands: list[_Candidate], *, hybrid: bool) -> None:
