@@ -7,6 +7,7 @@ import logging
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,6 +180,12 @@ def _load_watchdog() -> tuple[Any, Any]:
         from watchdog.observers import Observer
     except ImportError as exc:
         raise ConfigError(_INSTALL_HINT) from exc
+    # watchdog's inotify emitter warns (in its own thread) when nested folders appear at
+    # once and it registers one twice; it then replaces the duplicate, so nothing is
+    # lost. Under ``-W error`` that warning would kill the observer thread.
+    warnings.filterwarnings(
+        "ignore", message="Callback with id .* already exists", category=RuntimeWarning
+    )
     return Observer, FileSystemEventHandler
 
 
