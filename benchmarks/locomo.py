@@ -60,7 +60,9 @@ def build_config(args: argparse.Namespace) -> memmw.MemoryConfig:
     query = QueryConfig(
         max_results=args.max_results,
         temporal_decay=decay,
-        hybrid=HybridConfig(fusion=args.fusion, **weights(args.weights)),
+        hybrid=HybridConfig(
+            fusion=args.fusion, calibrate_vectors=not args.no_calibrate, **weights(args.weights)
+        ),
     )
     return memmw.MemoryConfig(
         provider=args.provider,
@@ -140,6 +142,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "keyword_backend": args.keyword_backend,
             "fusion": args.fusion,
             "weights": args.weights or "default",
+            "calibrated": not args.no_calibrate,
             "max_results": args.max_results,
         },
         "metrics": table,
@@ -161,6 +164,9 @@ def main() -> None:
     parser.add_argument("--keyword-backend", choices=["memory", "fts5"], default="memory")
     parser.add_argument("--fusion", choices=["normalized", "rrf", "weighted"], default="normalized")
     parser.add_argument("--weights", help="VECTOR,TEXT weights (default: the config default)")
+    parser.add_argument(
+        "--no-calibrate", action="store_true", help="raw cosines (as HybridConfig.classic())"
+    )
     parser.add_argument("--max-results", type=int, default=6)
     parser.add_argument("--limit", type=int, default=0, help="only the first N questions")
     parser.add_argument("--json", help="also write the results to this file")
