@@ -179,3 +179,36 @@ def test_unrelated_chunks_do_not_pass_the_threshold_on_vectors_alone(
         mem.sync()
         results = mem.search_payload("zzqx unrelated words")["results"]
         assert results == []  # no keyword match, and no vector score stands out enough
+
+
+def test_runtime_fallback_switches_model_rebuilds_and_says_so(ws: Path, tmp_path: Path) -> None:
+    from memmw.embeddings import register_provider
+    from memmw.embeddings.registry import unregister_provider
+
+    primary = FakeEmbeddingProvider(dims=32, model="primary-v1")
+    backup = FakeEmbeddingProvider(dims=16, model="backup-v1", provider_id="backup")
+    register_provider("flaky", lambda config: primary, replace=True)
+    register_provider("backup", lambda config: backup, replace=True)
+    try:
+        config = MemoryConfig(provider="flaky", fallback="backup")
+        with Memory(ws, tmp_path / "s", config=config) as mem:
+            assert mem.sync().embedded == 5  # the primary works at first
+            primary.fail()  # from now on every call fails (after its retries)
+            write(ws / "memory" / "2026-01-04.md", "An otter appeared at dawn.\n")
+            mem.sync()  # the backfill hits the failure; the wrapper switches to backup
+            report = mem.sync()  # a new identity: rebuilt and embedded with the backup
+            assert report.full_rebuild and report.reason.startswith("identity:")
+            payload = mem.search_payload("otter dawn")
+            assert (payload["provider"], payload["model"]) == ("backup", "backup-v1")
+            assert payload["fallback"]["from"] == primary.id  # the provider that failed
+            assert payload["mode"] == "hybrid"
+            assert payload["results"][0]["path"] == "memory/2026-01-04.md"
+            status = mem.status().to_dict()
+            assert status["embedding"]["fallback_from"] == primary.id
+            conn = sqlite3.connect(mem.db_path)
+            lengths = {r[0] for r in conn.execute("SELECT LENGTH(embedding) FROM chunk_vectors")}
+            conn.close()
+            assert lengths == {16 * 4}  # never a mix of the two models' vectors
+    finally:
+        unregister_provider("flaky")
+        unregister_provider("backup")
