@@ -8,17 +8,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memmw.config import BatchConfig, MemoryConfig
-from memmw.embeddings import retry as retry_mod
-from memmw.embeddings.batchapi import BatchGuard, poll_until_done
+from memmw.embeddings.batchapi import poll_until_done
 from memmw.embeddings.batching import (
     DEFAULT_REQUEST_MAX_BYTES,
     combine_pieces,
     embed_with_limits,
-    max_input_bytes_for,
     split_for_model,
 )
 from memmw.embeddings.exceptions import BatchUnavailableError, MissingApiKeyError
-from memmw.embeddings.remote import env_key, fingerprint, provider_error
+from memmw.embeddings.remote import (
+    RemoteSettings,
+    env_key,
+    fingerprint,
+    provider_error,
+    remote_kwargs,
+)
 from memmw.embeddings.retry import RetryPolicy
 from memmw.errors import ProviderError, ProviderUnavailableError
 
@@ -61,7 +65,7 @@ def _import_genai() -> tuple[Any, Any]:
     return genai, types
 
 
-class GeminiEmbeddingProvider:
+class GeminiEmbeddingProvider(RemoteSettings):
     """Embeddings from the Gemini API (task types RETRIEVAL_QUERY / RETRIEVAL_DOCUMENT).
 
     Attributes:
@@ -104,17 +108,17 @@ class GeminiEmbeddingProvider:
             ProviderUnavailableError: The SDK is missing.
             MissingApiKeyError: No key.
         """
-        self.id = "gemini"
-        self.model = normalize_gemini_model(model)
-        self.dims: int | None = dimensions or _KNOWN_DIMS.get(self.model)
-        self.max_input_bytes = max_input_bytes_for("gemini", self.model)
-        self._dimensions = dimensions
-        self._base_url = (base_url or "").rstrip("/") or None
-        self._headers = dict(headers or {})
-        self._concurrency = max(1, concurrency)
-        self._batch = batch or BatchConfig()
-        self._retry = retry if retry is not None else retry_mod.DEFAULT_RETRY
-        self.batch_guard = BatchGuard(self._batch.enabled, provider="gemini")
+        self._init_remote(
+            provider_id="gemini",
+            model=normalize_gemini_model(model),
+            known_dims=_KNOWN_DIMS,
+            dimensions=dimensions,
+            base_url=base_url,
+            headers=headers,
+            concurrency=concurrency,
+            batch=batch,
+            retry=retry,
+        )
         _genai, self._types = _import_genai()
         if client is not None:
             self._client = client
@@ -136,17 +140,7 @@ class GeminiEmbeddingProvider:
     @classmethod
     def from_config(cls, config: MemoryConfig) -> GeminiEmbeddingProvider:
         """Build the provider from ``config.model`` and ``config.remote``."""
-        remote = config.remote
-        return cls(
-            model=config.model,
-            api_key=remote.api_key,
-            base_url=remote.base_url,
-            headers=remote.headers,
-            dimensions=remote.dimensions,
-            timeout_s=remote.timeout_s,
-            concurrency=remote.non_batch_concurrency,
-            batch=remote.batch,
-        )
+        return cls(**remote_kwargs(config))
 
     def _config(self, task: str) -> Any:
         return self._types.EmbedContentConfig(

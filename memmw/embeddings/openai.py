@@ -10,17 +10,21 @@ from typing import Any
 from urllib.parse import urlparse
 
 from memmw.config import BatchConfig, MemoryConfig
-from memmw.embeddings import retry as retry_mod
-from memmw.embeddings.batchapi import BatchGuard, poll_until_done
+from memmw.embeddings.batchapi import poll_until_done
 from memmw.embeddings.batching import (
     DEFAULT_REQUEST_MAX_BYTES,
     combine_pieces,
     embed_with_limits,
-    max_input_bytes_for,
     split_for_model,
 )
 from memmw.embeddings.exceptions import BatchUnavailableError, MissingApiKeyError
-from memmw.embeddings.remote import env_key, fingerprint, provider_error
+from memmw.embeddings.remote import (
+    RemoteSettings,
+    env_key,
+    fingerprint,
+    provider_error,
+    remote_kwargs,
+)
 from memmw.embeddings.retry import RetryPolicy
 from memmw.errors import ProviderError, ProviderUnavailableError
 
@@ -51,7 +55,7 @@ def _import_openai() -> Any:
     return openai
 
 
-class OpenAIEmbeddingProvider:
+class OpenAIEmbeddingProvider(RemoteSettings):
     """Embeddings from the OpenAI API or any OpenAI-compatible endpoint.
 
     Inputs over the model's byte limit are split and averaged; plain requests hold at most
@@ -99,18 +103,18 @@ class OpenAIEmbeddingProvider:
             ProviderUnavailableError: The SDK is missing.
             MissingApiKeyError: No key for the OpenAI API.
         """
-        self.id = "openai"
-        self.model = (model or DEFAULT_MODEL).strip()
-        self.dims: int | None = dimensions or _KNOWN_DIMS.get(self.model)
-        self.max_input_bytes = max_input_bytes_for("openai", self.model)
-        self._dimensions = dimensions
-        self._base_url = (base_url or "").rstrip("/") or None
-        self._headers = dict(headers or {})
+        self._init_remote(
+            provider_id="openai",
+            model=(model or DEFAULT_MODEL).strip(),
+            known_dims=_KNOWN_DIMS,
+            dimensions=dimensions,
+            base_url=base_url,
+            headers=headers,
+            concurrency=concurrency,
+            batch=batch,
+            retry=retry,
+        )
         self._timeout_s = timeout_s
-        self._concurrency = max(1, concurrency)
-        self._batch = batch or BatchConfig()
-        self._retry = retry if retry is not None else retry_mod.DEFAULT_RETRY
-        self.batch_guard = BatchGuard(self._batch.enabled, provider="openai")
         if client is not None:
             self._client = client
             return
@@ -133,17 +137,7 @@ class OpenAIEmbeddingProvider:
     @classmethod
     def from_config(cls, config: MemoryConfig) -> OpenAIEmbeddingProvider:
         """Build the provider from ``config.model`` and ``config.remote``."""
-        remote = config.remote
-        return cls(
-            model=config.model,
-            api_key=remote.api_key,
-            base_url=remote.base_url,
-            headers=remote.headers,
-            dimensions=remote.dimensions,
-            timeout_s=remote.timeout_s,
-            concurrency=remote.non_batch_concurrency,
-            batch=remote.batch,
-        )
+        return cls(**remote_kwargs(config))
 
     # plain requests
 

@@ -6,7 +6,13 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
+from typing import Any
 
+from memmw.config import BatchConfig, MemoryConfig
+from memmw.embeddings import retry as retry_mod
+from memmw.embeddings.batchapi import BatchGuard
+from memmw.embeddings.batching import max_input_bytes_for
+from memmw.embeddings.retry import RetryPolicy
 from memmw.errors import ProviderError
 
 
@@ -43,3 +49,52 @@ def provider_error(
 
 
 __all__ = ["env_key", "fingerprint", "provider_error"]
+
+
+def remote_kwargs(config: MemoryConfig) -> dict[str, Any]:
+    """Constructor arguments of a remote provider from ``config.model`` and ``config.remote``."""
+    remote = config.remote
+    return {
+        "model": config.model,
+        "api_key": remote.api_key,
+        "base_url": remote.base_url,
+        "headers": remote.headers,
+        "dimensions": remote.dimensions,
+        "timeout_s": remote.timeout_s,
+        "concurrency": remote.non_batch_concurrency,
+        "batch": remote.batch,
+    }
+
+
+class RemoteSettings:
+    """The settings every remote (HTTP API) provider keeps: identity, limits, batching."""
+
+    id: str
+    model: str
+    dims: int | None
+    max_input_bytes: int
+
+    def _init_remote(
+        self,
+        *,
+        provider_id: str,
+        model: str,
+        known_dims: Mapping[str, int],
+        dimensions: int | None,
+        base_url: str | None,
+        headers: Mapping[str, str] | None,
+        concurrency: int,
+        batch: BatchConfig | None,
+        retry: RetryPolicy | None,
+    ) -> None:
+        self.id = provider_id
+        self.model = model
+        self.dims = dimensions or known_dims.get(model)
+        self.max_input_bytes = max_input_bytes_for(provider_id, model)
+        self._dimensions = dimensions
+        self._base_url = (base_url or "").rstrip("/") or None
+        self._headers = dict(headers or {})
+        self._concurrency = max(1, concurrency)
+        self._batch = batch or BatchConfig()
+        self._retry = retry if retry is not None else retry_mod.DEFAULT_RETRY
+        self.batch_guard = BatchGuard(self._batch.enabled, provider=provider_id)
