@@ -34,7 +34,7 @@ from memmw.search import Searcher, VectorLeg
 from memmw.text import cut_utf16, utf16_len
 from memmw.transcripts import sessions_dir
 from memmw.types import ReadResult, SearchHit, Status, SyncReport
-from memmw.workspace import resolve_read_path
+from memmw.workspace import discover, resolve_read_path
 
 log = logging.getLogger(__name__)
 
@@ -562,7 +562,7 @@ class Memory:
             db_path=str(self.db_path),
             files=sum(c["files"] for c in counts.values()),
             chunks=sum(c["chunks"] for c in counts.values()),
-            dirty=not exists or self._freshness.dirty,
+            dirty=not exists or (self._freshness.dirty and self._files_changed()),
             sources=self.config.sources,
             source_counts=counts,
             mode="fts-only" if details["vector"].get("vectors", 0) == 0 else "hybrid",
@@ -571,6 +571,28 @@ class Memory:
             last_sync=last_sync,
             details=details,
         )
+
+    def _files_changed(self) -> bool:
+        """True when memory files were added, removed or modified since they were indexed.
+
+        A stat of each file (size and mtime) against the index; no file is read.
+        """
+        files, _issues = discover(self.workspace, self.config.extra_paths)
+        with self._lock:
+            store = self._store()
+            with snapshot(store.conn):
+                indexed = store.file_records("memory")
+        if {f.path for f in files} != set(indexed):
+            return True
+        for f in files:
+            try:
+                st = os.stat(f.abs_path)
+            except OSError:
+                return True
+            _hash, mtime, size = indexed[f.path]
+            if (st.st_mtime, st.st_size) != (mtime, size):
+                return True
+        return False
 
     def _provider_status(self, deep: bool) -> dict[str, Any]:
         """The ``embedding``, ``vector`` and ``cache`` sections of the status."""

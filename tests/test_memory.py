@@ -258,3 +258,22 @@ def test_two_agents_share_a_workspace_with_separate_indexes(ws: Path, tmp_path: 
     ):
         assert a.search("gateway")[0].citation == b.search("gateway")[0].citation
         assert a.db_path != b.db_path
+
+
+def test_status_of_a_fresh_process_tells_whether_files_changed(ws: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state2"
+    with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as first:
+        first.sync()
+    with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as fresh:
+        assert fresh.status().dirty is False  # nothing changed since it was indexed
+    target = next((ws / "memory").glob("*.md"))
+    os.utime(target, (1_700_000_000, 1_700_000_000))  # touched, same content
+    with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as fresh:
+        assert fresh.status().dirty is True
+        report = fresh.sync()
+        assert report.files_changed == 0 and not report.changed  # content is the same
+    with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as fresh:
+        assert fresh.status().dirty is False  # the sync recorded the new stat
+    write(ws / "memory" / "2026-05-05.md", "A new note.\n")
+    with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as fresh:
+        assert fresh.status().dirty is True

@@ -112,11 +112,6 @@ class IndexStore:
         return gen
 
     # -- files -----------------------------------------------------------------------
-    def file_hashes(self, source: str) -> dict[str, str]:
-        """``{path: hash}`` of the indexed files of ``source``."""
-        rows = self.conn.execute("SELECT path, hash FROM files WHERE source=?", (source,))
-        return {path: h for path, h in rows}
-
     def file_records(self, source: str) -> dict[str, tuple[str, float, int]]:
         """``{path: (hash, mtime, size)}`` of the indexed files of ``source``."""
         rows = self.conn.execute(

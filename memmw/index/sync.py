@@ -237,11 +237,14 @@ class Indexer:
 
     # -- internals -------------------------------------------------------------------
     def _index(
-        self, store: IndexStore, existing: dict[str, str], progress: Progress | None
+        self,
+        store: IndexStore,
+        existing: dict[str, tuple[str, float, int]],
+        progress: Progress | None,
     ) -> _Counts:
+        """Index the workspace's files; ``existing`` maps path -> (hash, mtime, size)."""
         files, issues = discover(self.workspace, self.config.extra_paths)
         counts = _Counts(issues=list(issues))
-        per_entry_ok = True
         seen: set[str] = set()
         for i, file in enumerate(files):
             seen.add(file.path)
@@ -253,14 +256,19 @@ class Indexer:
                 counts.issues.append(FileIssue(path=file.path, reason=str(exc)))
                 log.warning("skipping %s: %s", file.path, exc)
                 continue
-            if existing.get(file.path) == digest:
+            known = existing.get(file.path)
+            if known is not None and known[0] == digest:
                 counts.unchanged += 1
+                if (known[1], known[2]) != (mtime, size):
+                    # Same content, touched: keep the stat current so status can tell
+                    # changed files by a stat alone.
+                    store.update_file_stat(file.path, file.source, mtime=mtime, size=size)
                 continue
             chunks = chunk_text(
                 text,
                 tokens=self.config.chunking.tokens,
                 overlap=self.config.chunking.overlap,
-                per_entry=per_entry_ok and is_curated(file.path),
+                per_entry=is_curated(file.path),
             )
             written = store.replace_file(
                 path=file.path,
@@ -334,7 +342,7 @@ class Indexer:
 
     def _incremental(self, store: IndexStore, progress: Progress | None) -> _Counts:
         with transaction(store.conn):
-            counts = self._index(store, store.file_hashes("memory"), progress)
+            counts = self._index(store, store.file_records("memory"), progress)
             if counts.modified:
                 store.bump_generation()
         return counts
