@@ -34,7 +34,13 @@ from memmw.prompts import (
 from memmw.sessions import ChatType, chat_type_for, citations_enabled
 from memmw.timeutil import Clock, system_clock, user_now
 from memmw.tokens import TokenCounter, default_counter
-from memmw.tools import MemoryBackend, MemoryTool, build_memory_tools, flush_tools
+from memmw.tools import (
+    MemoryBackend,
+    MemoryTool,
+    build_memory_tools,
+    flush_tools,
+    request_sync,
+)
 from memmw.tools import workspace_is_writable as _writable
 from memmw.transcripts import TranscriptStore
 
@@ -576,11 +582,7 @@ class MemoryMiddleware:
         self._emit(Event.SESSION_END, session, reason=reason or source)
         if path is not None:
             try:
-                background = getattr(self.memory, "sync_in_background", None)
-                if callable(background):
-                    background()
-                else:
-                    self.memory.sync()
+                request_sync(self.memory)
             except Exception as exc:
                 log.warning("sync after archive failed: %s", type(exc).__name__)
         fresh = self.start_session(

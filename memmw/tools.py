@@ -51,6 +51,20 @@ class MemoryBackend(Protocol):
         ...
 
 
+def request_sync(memory: MemoryBackend) -> None:
+    """Bring the index up to date without waiting when the engine can.
+
+    ``Memory.sync_in_background`` returns at once (the files themselves are already on
+    disk; the sync only keeps search fresh, and a first embedding run can take minutes);
+    engines without it are synced in place.
+    """
+    background = getattr(memory, "sync_in_background", None)
+    if callable(background):
+        background()
+    else:
+        memory.sync()
+
+
 class ToolArgumentError(ValueError):
     """A tool argument is missing or malformed (reported to the model as an error payload)."""
 

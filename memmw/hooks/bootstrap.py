@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from memmw.config import BootstrapConfig
 from memmw.sessions import is_group_session
 from memmw.timeutil import Clock, user_now
+from memmw.tools import request_sync
 
 if TYPE_CHECKING:
     from memmw.tools import MemoryBackend
@@ -282,14 +283,8 @@ def run_bootstrap(
     do_sync = config.sync.on_session_start if warm_sync is None else warm_sync
     if do_sync and config.enabled:
         try:
-            # The bootstrap reads the files themselves; the sync only keeps search fresh,
-            # so it runs in the background when the engine can (a first embedding run
-            # with the offline model takes minutes).
-            background = getattr(memory, "sync_in_background", None)
-            if callable(background):
-                background()
-            else:
-                memory.sync()
+            # The bootstrap reads the files themselves; the sync only keeps search fresh.
+            request_sync(memory)
         except Exception as exc:
             log.warning("warm sync at session start failed: %s", type(exc).__name__)
             log.debug("warm sync failure", exc_info=True)
