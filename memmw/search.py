@@ -268,35 +268,41 @@ class Searcher:
         return SearchOutcome([self._hit(c, q_terms, idf) for c in chosen], mode)
 
     def _score(self, cands: list[_Candidate], *, hybrid: bool) -> None:
+        """Set each candidate's reported ``score`` and the ``order`` it is ranked by.
+
+        Keyword-only: the capped boosted score is reported, the uncapped one ranks. Hybrid:
+        the reported score is the reference's weighted sum (thresholds keep their meaning)
+        and the order depends on the fusion method.
+        """
         hy = self.config.query.hybrid
-        if hybrid and hy.fusion == "normalized":
-            self._score_normalized(cands)
+        if not hybrid:
+            for c in cands:
+                c.score, c.order = c.text_score or 0.0, c.keyword_raw
             return
         for c in cands:
-            text = c.text_score or 0.0
-            if not hybrid:
-                c.score, c.order = text, c.keyword_raw
-                continue
-            vec = c.vector_score or 0.0
-            c.score = hy.vector_weight * vec + hy.text_weight * text
-            if hy.fusion == "rrf":
+            c.score = hy.vector_weight * (c.vector_score or 0.0) + hy.text_weight * (
+                c.text_score or 0.0
+            )
+        if hy.fusion == "normalized":
+            self._order_normalized(cands)
+        elif hy.fusion == "rrf":
+            for c in cands:
                 c.order = sum(
                     w / (hy.rrf_k + r + 1)
                     for w, r in ((hy.vector_weight, c.vector_rank), (hy.text_weight, c.text_rank))
                     if r is not None
                 )
-            else:
+        else:
+            for c in cands:
                 c.order = c.score
 
-    def _score_normalized(self, cands: list[_Candidate]) -> None:
+    def _order_normalized(self, cands: list[_Candidate]) -> None:
         """Min-max normalise each leg over the candidates it found, then weight them.
 
         The boosted keyword score is capped at 1 and most good keyword hits reach the cap,
         so a weighted sum of raw scores lets cosine alone decide. Each leg is rescaled over
         its own candidates (its weakest candidate maps to 0, like a chunk it did not find)
         so both legs use their whole 0..1 range; a chunk both legs found gets both parts.
-        The reported ``score`` stays the reference's weighted sum (thresholds keep their
-        meaning).
         """
         hy = self.config.query.hybrid
 
@@ -312,9 +318,6 @@ class Searcher:
         text = scaled([c.keyword_raw if c.text_score is not None else None for c in cands])
         vec = scaled([c.vector_score for c in cands])
         for c, t, v in zip(cands, text, vec, strict=True):
-            c.score = hy.vector_weight * (c.vector_score or 0.0) + hy.text_weight * (
-                c.text_score or 0.0
-            )
             c.order = hy.vector_weight * v + hy.text_weight * t
 
     def _hit(self, cand: _Candidate, q_terms: list[str], idf: Callable[[str], float]) -> SearchHit:
