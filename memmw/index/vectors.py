@@ -49,11 +49,6 @@ def to_blob(vector: Sequence[float] | np.ndarray) -> bytes:
     return (arr / norm if norm > 0 else arr).astype("<f4").tobytes()
 
 
-def from_blob(blob: bytes) -> np.ndarray:
-    """The float32 vector stored by ``to_blob``."""
-    return np.frombuffer(blob, dtype="<f4")
-
-
 def provider_key(provider: Embedder) -> str:
     """sha256 of the provider's cache-key data (endpoint identity, never a key in clear)."""
     data = {"provider": provider.id, "model": provider.model, **provider.cache_key_data()}
