@@ -1,7 +1,8 @@
 """Offline demo of memmw in a LangChain v1 ``create_agent`` agent (needs memmw[langchain]).
 
-A scripted fake chat model stands in for an LLM. The memmw middleware is listed before
-``SummarizationMiddleware`` so the silent flush saves notes before old turns are evicted.
+A scripted fake chat model stands in for an LLM. The ``SummarizationMiddleware`` is handed
+to the memmw middleware (``summarization=``), which runs the silent flush before every
+summarization, with the agent's own model, so notes are saved before old turns are evicted.
 
 Run: python examples/langchain_agent.py
 """
@@ -94,19 +95,20 @@ def main() -> None:
                 Event.COMPACTION,
                 lambda ctx: print(f"  [compaction] now in cycle {ctx.data['cycle']}"),
             )
-            memmw_mw = LangChainMemoryMiddleware(middleware=core)
             summarizer = ScriptedChatModel(
                 messages=iter(()), policy=lambda msgs: AIMessage("An infrastructure review.")
+            )
+            # memmw owns the compaction point: it flushes, then runs the summarizer.
+            memmw_mw = LangChainMemoryMiddleware(
+                middleware=core,
+                summarization=SummarizationMiddleware(
+                    summarizer, trigger=("tokens", 3200), keep=("messages", 2)
+                ),
             )
             agent = create_agent(
                 ScriptedChatModel(messages=iter(()), policy=policy),
                 system_prompt="You are a helpful ops assistant.",
-                middleware=[
-                    memmw_mw,  # before SummarizationMiddleware: flush first, then summarise
-                    SummarizationMiddleware(
-                        summarizer, trigger=("tokens", 3200), keep=("messages", 2)
-                    ),
-                ],
+                middleware=[memmw_mw],
                 checkpointer=InMemorySaver(),
             )
             cfg = {"configurable": {"thread_id": "demo"}}

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from memmw.chat import ChatModel, Reply, normalize_reply
-from memmw.hooks.bootstrap import BootstrapContext, run_bootstrap
+from memmw.errors import MemmwError
+from memmw.hooks.bootstrap import BootstrapContext, build_startup_context, run_bootstrap
 from memmw.hooks.flush import (
     FlushDecision,
     FlushOutcome,
@@ -21,15 +22,19 @@ from memmw.hooks.flush import (
     run_flush_with_retry,
 )
 from memmw.hooks.registry import Event, HookContext, HookRegistry
-from memmw.hooks.session_archive import ArchiveRequest, SlugFunction, archive_session
+from memmw.hooks.session_archive import (
+    ArchiveRequest,
+    SlugFunction,
+    archive_session,
+    model_slug_fn,
+)
 from memmw.prompts import (
     append_section,
     daily_note_path,
     flush_system_prompt,
     flush_user_prompt,
-    is_silent_reply,
     memory_recall_section,
-    strip_no_reply,
+    visible_text,
 )
 from memmw.sessions import ChatType, chat_type_for, citations_enabled
 from memmw.timeutil import Clock, system_clock, user_now
@@ -61,6 +66,11 @@ _OVERFLOW_HINTS = (
 
 # ---------------------------------------------------------------------------------------
 # Pure decisions
+
+
+def is_bare_command(text: str | None) -> bool:
+    """True for ``/new`` or ``/reset`` with nothing after it (startup context applies)."""
+    return parse_reset_command(text) is not None and len(str(text).split()) == 1
 
 
 def parse_reset_command(text: str | None) -> str | None:
@@ -112,12 +122,18 @@ def auto_reset_reason(
     return None
 
 
+class WiringError(MemmwError):
+    """memmw is wired into the host so that memory would be lost silently.
+
+    Raised for a compaction that happened without the flush that must precede it (a
+    summarizer listed before memmw, or one that triggers below the flush threshold), and
+    for a flush that is due with no model to run it.
+    """
+
+
 def deliverable_text(reply: Any) -> str | None:
-    """The text to show the user, or None when the reply is silent (only ``NO_REPLY``)."""
-    text = normalize_reply(reply).text
-    if is_silent_reply(text):
-        return None
-    return strip_no_reply(text) if "no_reply" in text.lower() else text
+    """The text to show the user, or None when the reply is silent (``NO_REPLY`` rules)."""
+    return visible_text(normalize_reply(reply).text)
 
 
 # ---------------------------------------------------------------------------------------
@@ -138,6 +154,8 @@ class Session:
         last_activity: Time of the last recorded message.
         last_flush: The last flush outcome, if any.
         previous_archive: Archive file written when the previous session ended, if any.
+        startup_context: Recent daily notes (fenced, untrusted) loaded because the session
+            was started by a bare ``/new`` or ``/reset``; private sessions only.
     """
 
     session_id: str
@@ -149,6 +167,7 @@ class Session:
     last_activity: dt.datetime | None = None
     last_flush: FlushOutcome | None = None
     previous_archive: Path | None = None
+    startup_context: str = ""
 
     @property
     def private(self) -> bool:
@@ -183,7 +202,9 @@ class MemoryMiddleware:
         memory: The engine (:class:`memmw.Memory` or anything with the same methods).
         flush_model: Model used for the silent flush turn when the adapter passes none.
         slug_fn: Optional LLM call naming session archives (``text -> slug``), used
-            whenever given, with ``session_memory.slug_timeout_s``; else ``HHMM``.
+            whenever given, with ``session_memory.slug_timeout_s``. Without it, and with
+            ``session_memory.llm_slug`` on, the agent's own model names them; else
+            ``HHMM``.
         hooks: Callback registry (a new one by default).
         token_counter: Token counter (the shared tiktoken/estimate counter by default).
         read_only: Force read-only (no flush, no writes); None checks the file system.
@@ -261,6 +282,7 @@ class MemoryMiddleware:
         session_id: str | None = None,
         chat_type: str | None = None,
         resume: bool = True,
+        startup: bool = False,
     ) -> Session:
         """Start (or resume) the session of ``session_key``: warm sync, bootstrap, tools.
 
@@ -269,15 +291,32 @@ class MemoryMiddleware:
             session_id: Explicit id; default the key's current session (``resume``) or new.
             chat_type: Explicit ``direct``/``group`` from framework metadata.
             resume: Continue the key's last session after a restart.
+            startup: Started by a bare ``/new`` or ``/reset``: a private session gets the
+                recent daily notes as the startup context instead of in the bootstrap.
         """
         kind = chat_type_for(session_key, chat_type)
+        startup = startup and kind == "direct"
         if session_id is None and resume:
             session_id = self.transcripts.current_session(session_key)
         session_id = session_id or new_session_id(self.clock())
         self.transcripts.bind_session(session_key, session_id)
         bootstrap = run_bootstrap(
-            self.memory, session_key=session_key, chat_type=kind, clock=self.clock
+            self.memory,
+            session_key=session_key,
+            chat_type=kind,
+            clock=self.clock,
+            include_daily=not startup,
         )
+        startup_text = ""
+        if startup:
+            try:
+                startup_text = build_startup_context(
+                    Path(self.memory.workspace),
+                    today=self.now().date(),
+                    utc_today=self.clock().astimezone(dt.timezone.utc).date(),
+                )
+            except Exception as exc:
+                log.warning("startup context failed: %s", type(exc).__name__)
         tools = build_memory_tools(
             self.memory,
             session_key=session_key,
@@ -294,6 +333,7 @@ class MemoryMiddleware:
             started_at=self.clock(),
             bootstrap=bootstrap,
             tools=tools,
+            startup_context=startup_text,
         )
         self._sessions[session_key] = session
         log.info(
@@ -323,9 +363,15 @@ class MemoryMiddleware:
     def system_prompt(
         self, session: Session, base: str | None = None, *, tool_names: Sequence[str] | None = None
     ) -> str:
-        """``base`` plus the recall section (only with memory tools) and the bootstrap."""
+        """The system prompt memmw gives the model: every adapter builds it here.
+
+        ``base`` (the host's own prompt), then the ``## Memory Recall`` section (only with
+        memory tools), the session bootstrap and, after a bare ``/new``, the startup
+        context. Add a memmw prompt block in this one method and every host gets it.
+        """
         prompt = append_section(base, self.recall_section(session, tool_names))
-        return append_section(prompt, session.bootstrap.text)
+        prompt = append_section(prompt, session.bootstrap.text)
+        return append_section(prompt, session.startup_context)
 
     # -- transcript ------------------------------------------------------------------
     def record(self, session: Session, message: Mapping[str, Any]) -> None:
@@ -337,6 +383,21 @@ class MemoryMiddleware:
         except Exception as exc:
             log.warning("transcript write failed: %s", type(exc).__name__)
         session.last_activity = self.clock()
+        self._notify_transcript(session)
+
+    def _notify_transcript(self, session: Session) -> None:
+        """Tell the engine the transcript grew: it re-indexes past ``sync.sessions`` deltas.
+
+        Without the watcher nothing else notices transcript growth; with it, a second
+        report of the same size counts no new bytes.
+        """
+        notify = getattr(self.memory, "notify_transcript", None)
+        if not callable(notify):
+            return
+        try:
+            notify(self.transcripts.path(session.session_id))
+        except Exception as exc:
+            log.warning("transcript delta sync failed: %s", type(exc).__name__)
 
     # -- before/after the model call -------------------------------------------------
     def count_tokens(
@@ -353,20 +414,45 @@ class MemoryMiddleware:
         return total
 
     def flush_decision(
-        self, session: Session, tokens: int, *, heartbeat: bool = False
+        self,
+        session: Session,
+        tokens: int,
+        *,
+        heartbeat: bool = False,
+        threshold: int | None = None,
     ) -> FlushDecision:
-        """Decide whether the flush should run now for ``session`` (reads the cycle state)."""
+        """Decide whether the flush should run now for ``session`` (reads the cycle state).
+
+        Args:
+            session: The session.
+            tokens: Tokens the next model call sends.
+            heartbeat: True for heartbeat runs (never flushed).
+            threshold: Token threshold overriding the window's (a summarizer's trigger
+                minus the soft threshold).
+        """
         state = self.flush_state.load(session.session_id)
+        size = self.transcripts.size_bytes(session.session_id)
+        since = size - state.compaction_bytes if size >= state.compaction_bytes else size
         return decide_flush(
             self.config.flush,
             tokens=tokens,
             cycle=state.cycle,
             flushed_cycle=state.flushed_cycle,
-            transcript_bytes=self.transcripts.size_bytes(session.session_id),
+            transcript_bytes=since,
             read_only=self.is_read_only(),
             context_window=self.context_window,
             heartbeat=heartbeat,
+            threshold=threshold,
         )
+
+    def flushed_this_cycle(self, session: Session) -> bool:
+        """True when the flush already ran (or was attempted) in the current cycle."""
+        state = self.flush_state.load(session.session_id)
+        return state.flushed_cycle is not None and state.flushed_cycle == state.cycle
+
+    def flush_possible(self) -> bool:
+        """True when a flush can run at all (enabled and the workspace is writable)."""
+        return self.config.flush.enabled and not self.is_read_only()
 
     def before_model(
         self,
@@ -378,6 +464,8 @@ class MemoryMiddleware:
         model: ChatModel | None = None,
         tokens: int | None = None,
         heartbeat: bool = False,
+        threshold: int | None = None,
+        force: bool = False,
     ) -> FlushOutcome:
         """Before each model call: run the silent flush when the threshold is reached.
 
@@ -389,16 +477,28 @@ class MemoryMiddleware:
             model: Model for the flush turn (default ``flush_model``).
             tokens: Precomputed token count (otherwise counted here).
             heartbeat: True for heartbeat runs (never flushed).
+            threshold: Token threshold overriding the window's.
+            force: Flush now unless already flushed this cycle, disabled or read-only
+                (the host is about to compact: reason ``pre-compaction``).
 
         Returns:
-            The flush outcome (``ran`` False when it was not due). Never raises.
+            The flush outcome (``ran`` False when it was not due).
+
+        Raises:
+            WiringError: A flush is due and neither ``model`` nor ``flush_model`` was
+                given (memory would be lost at the next compaction). Other failures are
+                logged, never raised.
         """
         try:
             if tokens is None:
                 tokens = self.count_tokens(
                     messages, system_prompt=system_prompt, tool_schemas=tool_schemas
                 )
-            decision = self.flush_decision(session, tokens, heartbeat=heartbeat)
+            decision = self.flush_decision(
+                session, tokens, heartbeat=heartbeat, threshold=threshold
+            )
+            if force and decision.reason in ("below-threshold", "no-threshold"):
+                decision = replace(decision, run=True, reason="pre-compaction")
         except Exception as exc:
             log.warning("flush decision failed: %s", type(exc).__name__)
             log.debug("flush decision failure", exc_info=True)
@@ -419,14 +519,18 @@ class MemoryMiddleware:
         """Run the silent flush turn for ``decision.cycle`` and store the cycle marker.
 
         The turn is retried once; whether it succeeds or not, the cycle is marked so the
-        flush neither blocks the user's turn nor repeats every turn. Never raises.
+        flush neither blocks the user's turn nor repeats every turn.
+
+        Raises:
+            WiringError: No model for the flush (never a silent skip).
         """
         flush_model = model or self.flush_model
         if flush_model is None:
-            log.warning("memory flush due but no model was given; skipped")
-            outcome = FlushOutcome(decision=replace(decision, run=False, reason="no-model"))
-            session.last_flush = outcome
-            return outcome
+            raise WiringError(
+                f"memory flush due in session {session.session_id} (cycle {decision.cycle}, "
+                f"{decision.reason}) but no model was given: pass flush_model= to "
+                "MemoryMiddleware or model= to before_model()"
+            )
         now = self.now()
         target = daily_note_path(now.date())
         tools = flush_tools(self.memory, target, read_only=self.read_only, clock=self.clock)
@@ -501,7 +605,11 @@ class MemoryMiddleware:
             The new cycle id.
         """
         before = self.flush_state.load(session.session_id).cycle
-        state = self.flush_state.record_compaction(session.session_id, marker)
+        state = self.flush_state.record_compaction(
+            session.session_id,
+            marker,
+            transcript_bytes=self.transcripts.size_bytes(session.session_id),
+        )
         if state.cycle != before:
             log.info("session %s: compaction, flush cycle %d", session.session_id, state.cycle)
             self._emit(Event.COMPACTION, session, cycle=state.cycle, marker=marker)
@@ -514,8 +622,23 @@ class MemoryMiddleware:
         return state.cycle
 
     # -- /new, /reset, auto-reset ----------------------------------------------------
-    def command(self, session: Session, text: str, *, source: str | None = None) -> Session | None:
+    def command(
+        self,
+        session: Session,
+        text: str,
+        *,
+        source: str | None = None,
+        model: ChatModel | None = None,
+    ) -> Session | None:
         """Handle a slash command; ``/new`` and ``/reset`` archive and start a new session.
+
+        A bare ``/new`` or ``/reset`` gives a private session the startup context.
+
+        Args:
+            session: The ending session.
+            text: The user's message.
+            source: Command source recorded in the archive (default the command).
+            model: The agent's model, for the archive slug when ``session_memory.llm_slug``.
 
         Returns:
             The new session, or None when ``text`` is not a reset command.
@@ -524,12 +647,16 @@ class MemoryMiddleware:
         if cmd is None:
             return None
         self._emit(Event.COMMAND, session, command=cmd)
-        return self.reset_session(session, source=source or cmd)
+        return self.reset_session(
+            session, source=source or cmd, model=model, startup=is_bare_command(text)
+        )
 
-    def auto_reset(self, session: Session, reason: str = "idle") -> Session:
+    def auto_reset(
+        self, session: Session, reason: str = "idle", *, model: ChatModel | None = None
+    ) -> Session:
         """An automatic (idle/daily) reset: archive like ``/new`` and start a new session."""
         self._emit(Event.AUTO_RESET, session, reason=reason)
-        return self.reset_session(session, reason=reason)
+        return self.reset_session(session, reason=reason, model=model)
 
     def check_auto_reset(
         self,
@@ -547,10 +674,35 @@ class MemoryMiddleware:
         )
         return self.auto_reset(session, reason) if reason else session
 
+    def slug_function(self, model: ChatModel | None = None) -> SlugFunction | None:
+        """How archives are named: ``slug_fn`` when given, else the agent's model when
+        ``session_memory.llm_slug`` is on (``model``, else ``flush_model``), else None
+        (``HHMM``). The call has the ``slug_timeout_s`` timeout and its answer is cleaned."""
+        if self.slug_fn is not None:
+            return self.slug_fn
+        chosen = model or self.flush_model
+        if self.config.session_memory.llm_slug and chosen is not None:
+            return model_slug_fn(chosen)
+        return None
+
     def reset_session(
-        self, session: Session, *, source: str | None = None, reason: str | None = None
+        self,
+        session: Session,
+        *,
+        source: str | None = None,
+        reason: str | None = None,
+        model: ChatModel | None = None,
+        startup: bool = False,
     ) -> Session:
-        """Archive the ending session (read before rotating), rotate it, start a new one."""
+        """Archive the ending session (read before rotating), rotate it, start a new one.
+
+        Args:
+            session: The ending session.
+            source: Command source (``/new``, ``/reset``).
+            reason: Auto-reset reason (``idle``, ``daily``).
+            model: The agent's model (archive slug with ``session_memory.llm_slug``).
+            startup: Give the new private session the startup context (bare ``/new``).
+        """
         path: Path | None = None
         if self.config.session_memory.enabled and not self.is_read_only():
             try:
@@ -558,7 +710,6 @@ class MemoryMiddleware:
             except Exception as exc:
                 log.warning("cannot read transcript for archive: %s", type(exc).__name__)
                 messages = []
-            use_slug = self.slug_fn is not None
             path = archive_session(
                 ArchiveRequest(
                     workspace=Path(self.memory.workspace),
@@ -569,7 +720,7 @@ class MemoryMiddleware:
                     source=source,
                     reason=reason,
                     max_messages=self.config.session_memory.messages,
-                    slug_fn=self.slug_fn if use_slug else None,
+                    slug_fn=self.slug_function(model),
                     slug_timeout_s=self.config.session_memory.slug_timeout_s,
                 )
             )
@@ -590,6 +741,7 @@ class MemoryMiddleware:
             session_id=new_session_id(self.clock()),
             chat_type=session.chat_type,
             resume=False,
+            startup=startup,
         )
         fresh.previous_archive = path
         return fresh
@@ -599,8 +751,10 @@ __all__ = [
     "RESET_COMMANDS",
     "MemoryMiddleware",
     "Session",
+    "WiringError",
     "auto_reset_reason",
     "deliverable_text",
+    "is_bare_command",
     "is_context_overflow",
     "new_session_id",
     "parse_reset_command",

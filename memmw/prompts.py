@@ -133,40 +133,177 @@ def flush_user_prompt(day: dt.date, now: dt.datetime) -> str:
 
 # ---------------------------------------------------------------------------------------
 # NO_REPLY
+#
+# The rules of reference section 9, applied by every host (custom loop, LangChain, streamed
+# or not):
+# * silent: the whole reply is the token, ignoring Markdown emphasis/code/quote marks and
+#   trailing punctuation (``NO_REPLY``, ``NO_REPLY.``, ``**NO_REPLY**``, `` `no_reply` ``),
+#   or the JSON envelope ``{"action": "NO_REPLY"}``; also ``NO_REPLY: <reason>`` (a reason
+#   addressed to the runtime, never to the user). Merely *ending* with the token is not
+#   silent (upstream #19537).
+# * strip: a leading token and a trailing token (after the start, whitespace or ``*``)
+#   are removed from a reply that has other content.
+# * streaming guard: text that could still become the token is held back (see
+#   :class:`NoReplyStreamGuard`), so no draft of a silent reply is ever streamed.
 
-_TRAILING_TOKEN = re.compile(r"(^|[\s*])NO_REPLY[\s*.]*$", re.IGNORECASE)
-_LEADING_TOKEN = re.compile(r"^\s*NO_REPLY\b[\s:.-]*", re.IGNORECASE)
+#: Markdown and punctuation that may wrap the token without changing its meaning.
+_DECORATION = " \t\r\n*_`~\"'.,!;:>#-()[]"
+_LEAD_DECOR = re.compile(r"^[\s*_`~>\"']*")
+_REASON_FORM = re.compile(r"^[\s*_`~>\"']*NO_REPLY[\s*_`~\"']*[:\u2013\u2014-]", re.IGNORECASE)
+_TRAILING_TOKEN = re.compile(r"(?<!\w)[\s*_`~]*NO_REPLY[\s*_`~.!]*$", re.IGNORECASE)
+_BEFORE_TOKEN = frozenset(" \t\r\n*_`~")
+_AFTER_TOKEN = frozenset(" \t\r\n*_`~.!")
+_ENVELOPE = '{"action":"no_reply"}'
+_LEADING_TOKEN = re.compile(r"^[\s*_`~>]*NO_REPLY\b[\s*_`~:.!-]*", re.IGNORECASE)
+
+
+def _envelope(stripped: str) -> bool:
+    if not (stripped.startswith("{") and stripped.endswith("}")):
+        return False
+    try:
+        data = json.loads(stripped)
+    except ValueError:
+        return False
+    return (
+        isinstance(data, dict)
+        and set(data) == {"action"}
+        and isinstance(data["action"], str)
+        and data["action"].strip().upper() == NO_REPLY
+    )
 
 
 def is_silent_reply(text: str | None) -> bool:
-    """True when a reply is only ``NO_REPLY`` (trimmed, any case) or its JSON envelope.
+    """True when a reply means "say nothing" (see the rules above).
 
-    A reply that merely ends with the token is not silent.
+    ``NO_REPLY``, ``no_reply``, ``NO_REPLY.``, ``**NO_REPLY**``, ``NO_REPLY: reason`` and
+    ``{"action": "NO_REPLY"}`` are silent; ``Saved. NO_REPLY`` is not (its text is kept
+    and the token stripped).
     """
     if text is None:
         return False
     stripped = text.strip()
-    if stripped.upper() == NO_REPLY:
+    if not stripped:
+        return False
+    if stripped.strip(_DECORATION).upper() == NO_REPLY:
         return True
-    if stripped.startswith("{") and stripped.endswith("}"):
-        try:
-            data = json.loads(stripped)
-        except ValueError:
-            return False
-        return (
-            isinstance(data, dict)
-            and set(data) == {"action"}
-            and isinstance(data["action"], str)
-            and data["action"].strip().upper() == NO_REPLY
-        )
-    return False
+    if _REASON_FORM.match(stripped):
+        return True
+    return _envelope(stripped)
 
 
 def strip_no_reply(text: str) -> str:
     """Remove a leading or trailing ``NO_REPLY`` token from a reply that has other content."""
-    out = _TRAILING_TOKEN.sub(lambda m: m.group(1).rstrip(), text)
+    out = _TRAILING_TOKEN.sub("", text)
     out = _LEADING_TOKEN.sub("", out)
     return out.strip()
+
+
+def visible_text(text: str | None) -> str | None:
+    """What a person may see of a final reply: None when silent, else the stripped text.
+
+    A reply left with no letters or digits once the token is stripped is silent too.
+    """
+    if text is None or is_silent_reply(text):
+        return None
+    if NO_REPLY.lower() not in text.lower():
+        return text
+    out = strip_no_reply(text)
+    return out if any(ch.isalnum() for ch in out) else None
+
+
+def _ascii_letter(ch: str) -> bool:
+    return ch.isascii() and ch.isalpha()
+
+
+def _could_become_token(fragment: str) -> bool:
+    """True when ``fragment`` (decoration removed) is a case-insensitive prefix of the token."""
+    core = _LEAD_DECOR.sub("", fragment).rstrip("*_`~ \t\r\n")
+    return NO_REPLY.startswith(core.upper())
+
+
+class NoReplyStreamGuard:
+    """Filters a streamed reply so that no part of a ``NO_REPLY`` ever reaches a person.
+
+    Feed each text delta to :meth:`feed` and show what it returns; call :meth:`finish`
+    at the end and show what it returns. Text that could still turn into the token (at
+    the start, or a trailing word after whitespace or ``*``) is held back until the next
+    delta decides; a reply that starts with the whole token is held to the end and then
+    judged as a final reply (silent, reason form, or stripped). The concatenation of
+    everything returned equals :func:`visible_text` of the whole reply, up to whitespace
+    at the cut.
+
+    Example:
+        >>> guard = NoReplyStreamGuard()
+        >>> [guard.feed(d) for d in ["NO", "_RE", "PLY"]], guard.finish()
+        (['', '', ''], '')
+    """
+
+    def __init__(self) -> None:
+        self.raw = ""
+        self.sent = 0
+        self._released = False
+        self._leading = False
+
+    @property
+    def suppressed(self) -> bool:
+        """True while nothing was emitted yet (a host may hide its typing indicator)."""
+        return self.sent == 0
+
+    def _held_tail_start(self) -> int:
+        """Where a trailing fragment that may still become the token begins (or the end)."""
+        raw = self.raw
+        end = len(raw)
+        while end > 0 and raw[end - 1] in _AFTER_TOKEN:
+            end -= 1
+        start = end
+        while start > 0 and (raw[start - 1] == "_" or (raw[start - 1].isascii() and raw[start - 1].isalpha())):
+            start -= 1
+        word = raw[start:end]
+        boundary = start == 0 or not raw[start - 1].isalnum()
+        candidate = bool(word) and boundary and NO_REPLY.startswith(word.upper())
+        # Without a candidate word only the trailing decoration is held.
+        cut = start if candidate else len(raw)
+        while cut > 0 and raw[cut - 1] in _BEFORE_TOKEN:
+            cut -= 1
+        return cut
+
+    def feed(self, delta: str) -> str:
+        """Add a delta; return the text that is safe to show now ("" when held back)."""
+        if not delta:
+            return ""
+        self.raw += delta
+        if self._leading:
+            return ""
+        if not self._released:
+            core = _LEAD_DECOR.sub("", self.raw)
+            compact = re.sub(r"\s+", "", self.raw).lower()
+            if core.upper().startswith(NO_REPLY) or compact.startswith(_ENVELOPE):
+                self._leading = True
+                return ""
+            if _could_become_token(self.raw) or _ENVELOPE.startswith(compact):
+                return ""
+            if not any(ch.isalnum() for ch in self.raw[: self._held_tail_start()]):
+                return ""  # nothing a person needs yet, and it may still turn silent
+            self._released = True
+        end = self._held_tail_start()
+        if end <= self.sent:
+            return ""
+        out = self.raw[self.sent : end]
+        self.sent = end
+        return out
+
+    def finish(self) -> str:
+        """The end of the stream: the rest that may be shown ("" for a silent reply)."""
+        if self._leading or not self._released:
+            return visible_text(self.raw) or ""
+        # The same rule as a final reply: strip a trailing token from the whole text,
+        # then show what was not shown yet.
+        final = self.raw
+        if _TRAILING_TOKEN.search(final):
+            final = _TRAILING_TOKEN.sub("", final).rstrip()
+        rest = final[self.sent :]
+        self.sent = len(self.raw)
+        return rest
 
 
 __all__ = [
@@ -175,6 +312,7 @@ __all__ = [
     "NO_REPLY",
     "RECALL_HEADING",
     "SEARCH_TOOL",
+    "NoReplyStreamGuard",
     "append_section",
     "daily_note_path",
     "describe_sources",
@@ -183,4 +321,5 @@ __all__ = [
     "is_silent_reply",
     "memory_recall_section",
     "strip_no_reply",
+    "visible_text",
 ]

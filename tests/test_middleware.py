@@ -15,6 +15,7 @@ from memmw.hooks import Event, HookContext
 from memmw.memory import Memory
 from memmw.middleware import (
     MemoryMiddleware,
+    WiringError,
     auto_reset_reason,
     deliverable_text,
     is_context_overflow,
@@ -132,11 +133,56 @@ def test_failed_flush_never_blocks_and_is_retried_once(memory: Memory) -> None:
     assert state["flushStatus"] == "failed" and state["flushedCycle"] == 0
 
 
-def test_flush_without_model_is_skipped(memory: Memory) -> None:
+def test_flush_without_model_is_a_wiring_error(memory: Memory) -> None:
+    """Upstream skipped it with a log line and lost the cycle; here the host learns why."""
     mw = make(memory)
     session = mw.start_session("main")
-    out = mw.before_model(session, [{"role": "user", "content": "x" * 8000}])
-    assert not out.ran and out.decision.reason == "no-model"
+    with pytest.raises(WiringError, match="no model was given"):
+        mw.before_model(session, [{"role": "user", "content": "x" * 8000}])
+    # Not due: no model needed, no error.
+    assert not mw.before_model(session, [{"role": "user", "content": "hi"}]).ran
+
+
+def test_transcript_bytes_count_since_last_compaction(memory: Memory) -> None:
+    """Past the limit, the size trigger fired right after every compaction (on the summary)."""
+    memory.config = memory.config.replace(flush=FlushConfig(force_flush_transcript_bytes=1000))
+    flushes: list[int] = []
+    mw = make(memory, flush_model=lambda m: flushes.append(1) or "NO_REPLY")
+    session = mw.start_session("main")
+    short = [{"role": "user", "content": "short"}]
+    for cycle in range(3):
+        mw.record(session, {"role": "user", "content": "y" * 1200})
+        out = mw.before_model(session, short)
+        assert out.ran and out.decision.reason == "transcript-bytes" and out.decision.cycle == cycle
+        mw.compaction(session)
+        # Right after the compaction the transcript is still > 1000 bytes in total, but
+        # nothing was written since: no flush on the summary.
+        assert mw.before_model(session, short).decision.reason == "below-threshold"
+    assert len(flushes) == 3
+
+
+def test_transcript_growth_reindexes_without_watcher(memory: Memory) -> None:
+    seen: list[str] = []
+    memory.notify_transcript = lambda path: seen.append(str(path)) or False  # type: ignore[method-assign]
+    mw = make(memory, watch=False)
+    session = mw.start_session("main")
+    mw.record(session, {"role": "user", "content": "hello"})
+    assert seen == [str(mw.transcripts.path(session.session_id))]
+
+
+def test_transcript_delta_thresholds_request_a_sync(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    config = MemoryConfig(provider="none", sources=("memory", "sessions"))
+    with Memory(workspace=ws, state_dir=tmp_path / "state", config=config) as mem:
+        mw = make(mem, watch=False)
+        session = mw.start_session("main")
+        assert mem.wait_for_sync(30)
+        assert mem.search("zebras") == []
+        for i in range(60):  # past sync.sessions.delta_messages (50)
+            mw.record(session, {"role": "user", "content": f"message number {i} about zebras"})
+        assert mem.wait_for_sync(30)
+        assert any(h.source == "sessions" for h in mem.search("zebras"))
 
 
 def test_transcript_bytes_force_flush(memory: Memory) -> None:
@@ -162,7 +208,7 @@ def test_auto_reset_archives_with_reason(memory: Memory) -> None:
     assert fresh.previous_archive is not None
     text = fresh.previous_archive.read_text()
     assert fresh.previous_archive.name == "2026-03-10-1505.md"
-    assert "- **Reason**: idle" in text and "user: remember the blue door" in text
+    assert "- **Reason**: idle" in text and 'user: "remember the blue door"' in text
     kinds = [e.event for e in events]
     assert Event.AUTO_RESET in kinds and Event.ARCHIVE in kinds and Event.SESSION_END in kinds
     # The new session bootstraps the archive written a moment ago.

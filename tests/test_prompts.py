@@ -5,15 +5,20 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memmw.prompts import (
+    NO_REPLY,
     RECALL_HEADING,
+    NoReplyStreamGuard,
     append_section,
     flush_system_prompt,
     flush_user_prompt,
     is_silent_reply,
     memory_recall_section,
     strip_no_reply,
+    visible_text,
 )
 
 
@@ -79,6 +84,17 @@ def test_flush_prompts_name_the_dated_target() -> None:
         ("Saved the note. NO_REPLY", False),
         ("NO_REPLY but here is more", False),
         ('{"action": "NO_REPLY", "x": 1}', False),
+        ("NO_REPLY.", True),
+        ("**NO_REPLY**", True),
+        ("`NO_REPLY`", True),
+        ("_NO_REPLY_", True),
+        ('"NO_REPLY"', True),
+        ("> NO_REPLY", True),
+        ("NO_REPLY: nothing to add", True),
+        ("NO_REPLY - not addressed to me", True),
+        ("NO_REPLY\u2014quiet", True),
+        ("FOO_NO_REPLY", False),
+        ("The NO_REPLY token is special.", False),
         ("", False),
         (None, False),
     ],
@@ -90,3 +106,93 @@ def test_is_silent_reply(text: str | None, silent: bool) -> None:
 def test_strip_no_reply() -> None:
     assert strip_no_reply("Done. NO_REPLY") == "Done."
     assert strip_no_reply("NO_REPLY: done") == "done"
+
+
+#: NO_REPLY forms and what a person may see (None = nothing); the adapters' tests use
+#: the same table (tests/adapters/conftest.py).
+FORMS: list[tuple[str, str | None]] = [
+    ("NO_REPLY", None),
+    ("no_reply", None),
+    ("  NO_REPLY \n", None),
+    ("NO_REPLY.", None),
+    ("NO_REPLY!", None),
+    ("**NO_REPLY**", None),
+    ("`NO_REPLY`", None),
+    ("NO_REPLY: nothing to add", None),
+    ("NO_REPLY - not for me", None),
+    ('{"action": "NO_REPLY"}', None),
+    ('{ "action" : "no_reply" }', None),
+    ("Saved the note. NO_REPLY", "Saved the note."),
+    ("Done.**NO_REPLY**", "Done."),
+    ("ok NO_REPLY.", "ok"),
+    ("NO_REPLY\n\nHere is the answer.", "Here is the answer."),
+    ("No, I disagree.", "No, I disagree."),
+    ("NOPE", "NOPE"),
+    ("Plan N", "Plan N"),
+    ("FOO_NO_REPLY", "FOO_NO_REPLY"),
+    ("The NO_REPLY token is special.", "The NO_REPLY token is special."),
+]
+
+
+@pytest.mark.parametrize(("text", "shown"), FORMS)
+def test_visible_text_forms(text: str, shown: str | None) -> None:
+    assert visible_text(text) == shown
+
+
+def stream(text: str, step: int) -> tuple[str, list[str]]:
+    guard = NoReplyStreamGuard()
+    parts = [guard.feed(text[i : i + step]) for i in range(0, len(text), step)]
+    parts.append(guard.finish())
+    return "".join(parts), parts
+
+
+@pytest.mark.parametrize(("text", "shown"), FORMS)
+@pytest.mark.parametrize("step", [1, 2, 3, 5, 1000])
+def test_stream_guard_forms(text: str, shown: str | None, step: int) -> None:
+    out, parts = stream(text, step)
+    assert out.strip() == (shown or "")
+    if shown is None:
+        assert all(p == "" for p in parts)
+
+
+def test_stream_guard_holds_only_what_could_become_the_token() -> None:
+    guard = NoReplyStreamGuard()
+    assert guard.feed("NO") == "" and guard.suppressed  # could still be NO_REPLY
+    assert guard.feed(", I disagree") == "NO, I disagree"
+    assert guard.finish() == ""
+    late = NoReplyStreamGuard()
+    assert late.feed("Saved it. NO_RE") == "Saved it."
+    assert late.feed("PLY") == "" and late.finish() == ""
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=st.text(max_size=60),
+    token=st.sampled_from(["", NO_REPLY, "no_reply", "**NO_REPLY**", "NO_REPLY."]),
+    where=st.sampled_from(["alone", "before", "after"]),
+    cuts=st.lists(st.integers(min_value=1, max_value=7), min_size=1, max_size=20),
+)
+def test_stream_guard_matches_the_final_rules(
+    body: str, token: str, where: str, cuts: list[int]
+) -> None:
+    """Whatever the chunking, a stream shows what the final reply would show, and never
+    a piece of a silent reply."""
+    text = {"alone": token or body, "before": f"{token} {body}", "after": f"{body} {token}"}[
+        where
+    ]
+    guard = NoReplyStreamGuard()
+    parts: list[str] = []
+    pos = 0
+    i = 0
+    while pos < len(text):
+        step = cuts[i % len(cuts)]
+        parts.append(guard.feed(text[pos : pos + step]))
+        pos += step
+        i += 1
+    parts.append(guard.finish())
+    out = "".join(parts)
+    expected = visible_text(text)
+    if expected is None:
+        assert out.strip() == ""
+    else:
+        assert out.strip() == expected.strip()

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from memmw.chat import ChatModel, Message, Reply, call_model, tool_message
-from memmw.hooks.flush import FlushOutcome
+from memmw.chat import ChatModel, Message, Reply, call_model, normalize_reply, tool_message
+from memmw.errors import ConfigError
+from memmw.hooks.flush import FlushOutcome, effective_reserve, threshold_below_trigger
 from memmw.hooks.session_archive import SlugFunction
 from memmw.middleware import MemoryMiddleware, Session, parse_reset_command
+from memmw.prompts import NoReplyStreamGuard, visible_text
 from memmw.tools import MemoryBackend, payload_text, tools_by_name
 
 log = logging.getLogger(__name__)
 
 #: Turns the messages being compacted into a summary text.
 Summarizer = Callable[[Sequence[Message]], str]
+#: Receives the visible text of a streamed reply, piece by piece.
+DeltaCallback = Callable[[str], None]
 NEW_SESSION_REPLY = "Started a new session. Earlier messages were saved to memory."
 
 
@@ -43,7 +47,13 @@ class MemoryAgent:
         max_tool_steps: Model calls per user message before the loop stops.
         keep_messages: Messages kept verbatim when compacting.
         compact_at_tokens: Compact when the next call would send this many tokens; default
-            ``context_window - reserve_tokens_floor`` (the flush fires before it).
+            ``context_window - reserve`` where the reserve is ``reserve_tokens_floor`` but
+            at most half the window (so a 16k model still flushes and compacts once per
+            cycle). The flush fires ``soft_threshold_tokens`` (at most half of it) earlier.
+
+    Raises:
+        ConfigError: The window leaves no room: the system prompt and tools alone reach
+            the compaction point (the message names the window and the reserve).
         summarizer: Builds the summary of compacted messages.
         extra_tools: More tools (``name -> (schema, callable(args) -> dict)``).
     """
@@ -73,16 +83,25 @@ class MemoryAgent:
         self.keep_messages = keep_messages
         flush_cfg = self.middleware.config.flush
         window = self.middleware.context_window or flush_cfg.context_window
+        reserve = effective_reserve(flush_cfg, window)
         self.compact_at_tokens = (
-            compact_at_tokens
-            if compact_at_tokens is not None
-            else max(1, window - flush_cfg.reserve_tokens_floor)
+            compact_at_tokens if compact_at_tokens is not None else max(1, window - reserve)
         )
+        self.flush_at_tokens = threshold_below_trigger(flush_cfg, self.compact_at_tokens)
         self.summarizer = summarizer or _default_summary
         self.session: Session = self.middleware.start_session(session_key, chat_type=chat_type)
         self.messages: list[Message] = []
         self.flushes: list[FlushOutcome] = []
         self.compactions = 0
+        self._since_compaction = 0
+        base = self._tokens()
+        if base >= self.compact_at_tokens:
+            raise ConfigError(
+                f"context window {window} with reserve {reserve} leaves "
+                f"{self.compact_at_tokens} tokens before compaction, but the system prompt "
+                f"and tools alone take {base}: use a larger context_window or a shorter "
+                "system prompt"
+            )
 
     # -- helpers ---------------------------------------------------------------------
     @property
@@ -100,6 +119,7 @@ class MemoryAgent:
 
     def _append(self, message: Message) -> None:
         self.messages.append(message)
+        self._since_compaction += 1
         self.middleware.record(self.session, message)
 
     def _flush_model(self) -> ChatModel:
@@ -108,8 +128,11 @@ class MemoryAgent:
     # -- public API ------------------------------------------------------------------
     def new_session(self, source: str = "/new") -> Session:
         """Archive the current session and start a fresh one (``/new``)."""
-        self.session = self.middleware.reset_session(self.session, source=source)
+        self.session = self.middleware.reset_session(
+            self.session, source=source, model=self._flush_model()
+        )
         self.messages = []
+        self._since_compaction = 0
         return self.session
 
     def compact(self) -> None:
@@ -127,35 +150,80 @@ class MemoryAgent:
         }
         self.messages = [summary, *kept]
         self.compactions += 1
+        self._since_compaction = 0
         self.middleware.compaction(self.session)
 
-    def chat(self, text: str) -> str | None:
+    def _should_compact(self) -> bool:
+        """Over the compaction point, with more than ``keep_messages`` new messages.
+
+        The second condition means a compaction always has fresh messages to summarise:
+        a context that is still too large right after compacting (a long kept tail) never
+        makes the loop compact again on every message.
+        """
+        return (
+            self._since_compaction > self.keep_messages
+            and self._tokens() >= self.compact_at_tokens
+        )
+
+    def _flush(self, *, force: bool = False) -> None:
+        outcome = self.middleware.before_model(
+            self.session,
+            self.messages,
+            system_prompt=self.system_prompt,
+            tool_schemas=self._schemas(),
+            model=self._flush_model(),
+            threshold=self.flush_at_tokens,
+            force=force,
+        )
+        if outcome.ran:
+            self.flushes.append(outcome)
+
+    def _call(self, batch: list[Message], on_delta: DeltaCallback | None) -> Reply:
+        if on_delta is None:
+            return call_model(self.model, batch, self._schemas())
+        raw = self.model([dict(m) for m in batch], tools=self._schemas())
+        whole = isinstance(raw, (str, bytes, Mapping, Reply)) or hasattr(raw, "content")
+        if whole or not isinstance(raw, Iterable):
+            reply = normalize_reply(raw)
+            shown = None if reply.tool_calls else visible_text(reply.text)
+            if shown:
+                on_delta(shown)
+            return reply
+        return _consume_stream(raw, on_delta)
+
+    def chat(self, text: str, *, on_delta: DeltaCallback | None = None) -> str | None:
         """Send one user message; returns the reply to show, or None when it is silent.
 
         ``/new`` and ``/reset`` archive the session and start a new one.
+
+        Args:
+            text: The user's message.
+            on_delta: Streaming: the model is called with ``tools=`` and may return an
+                iterable of text deltas (or ``{"content", "tool_calls"}`` pieces); each
+                visible piece goes to ``on_delta`` through the ``NO_REPLY`` stream guard,
+                so no part of a silent reply is ever shown.
         """
         command = parse_reset_command(text)
         if command is not None:
-            self.session = self.middleware.command(self.session, text) or self.session
+            self.session = (
+                self.middleware.command(self.session, text, model=self._flush_model())
+                or self.session
+            )
             self.messages = []
+            self._since_compaction = 0
             return NEW_SESSION_REPLY
         self._append({"role": "user", "content": text})
         overflow_retried = False
         for _ in range(self.max_tool_steps):
-            outcome = self.middleware.before_model(
-                self.session,
-                self.messages,
-                system_prompt=self.system_prompt,
-                tool_schemas=self._schemas(),
-                model=self._flush_model(),
-            )
-            if outcome.ran:
-                self.flushes.append(outcome)
-            if self._tokens() >= self.compact_at_tokens:
+            self._flush()
+            if self._should_compact():
+                # Never compact a cycle that had no flush (the threshold may be skipped
+                # over by one large message).
+                self._flush(force=True)
                 self.compact()
             batch = [{"role": "system", "content": self.system_prompt}, *self.messages]
             try:
-                reply: Reply = call_model(self.model, batch, self._schemas())
+                reply: Reply = self._call(batch, on_delta)
             except Exception as exc:
                 flushed = self.middleware.on_model_error(
                     self.session, exc, self.messages, model=self._flush_model()
@@ -183,4 +251,20 @@ class MemoryAgent:
         return None
 
 
-__all__ = ["NEW_SESSION_REPLY", "MemoryAgent", "Summarizer"]
+def _consume_stream(pieces: Iterable[Any], on_delta: DeltaCallback) -> Reply:
+    """Read a streamed reply, passing visible text through the ``NO_REPLY`` guard."""
+    guard = NoReplyStreamGuard()
+    calls: list[Any] = []
+    for piece in pieces:
+        part = normalize_reply(piece)
+        calls.extend(c.to_dict() for c in part.tool_calls)
+        shown = guard.feed(part.text)
+        if shown:
+            on_delta(shown)
+    rest = guard.finish()
+    if rest:
+        on_delta(rest)
+    return normalize_reply({"content": guard.raw, "tool_calls": calls})
+
+
+__all__ = ["NEW_SESSION_REPLY", "DeltaCallback", "MemoryAgent", "Summarizer"]

@@ -38,10 +38,23 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "pip install 'memmw[langchain]'"
     ) from exc
 
+from memmw.adapters.langchain_no_reply import (
+    NoReplyGuardModel,
+    guard_message,
+    is_dropped_reply,
+    silent_placeholder,
+)
 from memmw.chat import ChatModel, Message, Reply, normalize_reply
+from memmw.hooks.flush import threshold_below_trigger
 from memmw.hooks.session_archive import SlugFunction
-from memmw.middleware import MemoryMiddleware, Session, is_context_overflow, parse_reset_command
-from memmw.prompts import is_silent_reply
+from memmw.middleware import (
+    MemoryMiddleware,
+    Session,
+    WiringError,
+    is_context_overflow,
+    parse_reset_command,
+)
+from memmw.prompts import visible_text
 from memmw.timeutil import Clock
 from memmw.tools import MemoryBackend, build_memory_tools, payload_text, tools_by_name
 
@@ -166,6 +179,38 @@ def _tool_names(tools: Sequence[Any]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------
+# Summarizer triggers
+
+
+def trigger_token_limits(summarization: Any) -> list[int]:
+    """The token counts at which ``summarization`` compacts (``tokens`` and ``fraction``).
+
+    ``messages``-only triggers give none: then memmw flushes at the compaction point.
+    """
+    trigger = getattr(summarization, "trigger", None)
+    if trigger is None:
+        return []
+    items = trigger if isinstance(trigger, list) else [trigger]
+    limits: list[int] = []
+    profile_limit: int | None = None
+    getter = getattr(summarization, "_get_profile_limits", None)
+    if callable(getter):
+        try:
+            found = getter()
+            profile_limit = found if isinstance(found, int) else None
+        except Exception:  # a model without a profile only loses the fraction trigger
+            profile_limit = None
+    for item in items:
+        pairs = list(item.items()) if isinstance(item, Mapping) else [tuple(item)]
+        for kind, value in pairs:
+            if kind == "tokens" and isinstance(value, int):
+                limits.append(value)
+            elif kind == "fraction" and profile_limit is not None:
+                limits.append(max(1, int(profile_limit * float(value))))
+    return limits
+
+
+# ---------------------------------------------------------------------------------------
 # The middleware
 
 
@@ -174,31 +219,55 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
 
     It adds ``memory_search``, ``memory_get`` and ``memory_append`` as tools, injects the
     Memory Recall section and the session bootstrap into the system message, records a
-    JSONL transcript per thread, runs the silent pre-compaction flush in ``before_model``
-    (list it **before** ``SummarizationMiddleware``) and on a ``ContextOverflowError``,
-    counts a compaction whenever a new summary message appears, and archives the session
-    on a ``/new`` or ``/reset`` message or a :meth:`new_session` call.
+    JSONL transcript per thread, keeps ``NO_REPLY`` from ever reaching the user (streamed
+    or not), and archives the session on a ``/new`` or ``/reset`` message or a
+    :meth:`new_session` call.
+
+    **Compaction guard.** Give it your ``SummarizationMiddleware`` (``summarization=``)
+    and do not list that one in ``create_agent``: memmw then owns the compaction point.
+    The silent flush fires ``soft_threshold_tokens`` below the summarizer's token trigger
+    (counted with the summarizer's own counter) and, whatever the trigger, before every
+    summarization that would otherwise run unflushed. The flush uses ``flush_model`` or
+    else the agent's own model; on a thread's first call (or after a restart) that model
+    is known only inside the model call, so a due summarization then waits one model call
+    while the flush runs there first.
+
+    Wrong wiring is never silent: a summary that appears without the flush of its cycle
+    (a summarizer listed in ``create_agent`` before memmw, or one whose trigger lies
+    below the flush threshold) raises :class:`~memmw.middleware.WiringError` at that
+    first summarization (``strict=False`` logs an error instead), and a ``flush_model``
+    that cannot call tools is refused here.
 
     Example:
         >>> agent = create_agent(model, middleware=[  # doctest: +SKIP
-        ...     LangChainMemoryMiddleware(memory),
-        ...     SummarizationMiddleware(model, trigger=("tokens", 170_000)),
+        ...     LangChainMemoryMiddleware(
+        ...         memory,
+        ...         summarization=SummarizationMiddleware(model, trigger=("tokens", 150_000)),
+        ...     )
         ... ], checkpointer=InMemorySaver())
 
     Args:
         memory: The engine (ignored when ``middleware`` is given).
+        summarization: The ``SummarizationMiddleware`` memmw runs itself, flush first.
         middleware: A configured framework-neutral :class:`MemoryMiddleware`.
         flush_model: Model for the flush turn; default the agent's own model.
         slug_fn: Optional LLM slug callable for archives.
         session_key: Maps a thread id to a session key; default
             ``agent:<agent_id>:<thread_id>`` (``group``/``channel`` tokens mean group).
         chat_type: Explicit chat type for every thread.
-        summarization_trigger_tokens: The SummarizationMiddleware token trigger; the flush
-            then fires ``soft_threshold_tokens`` below it.
+        summarization_trigger_tokens: Token trigger of a summarizer you run yourself
+            (listed **after** memmw); the flush then fires below it. Prefer
+            ``summarization=``.
         read_only: Force read-only memory.
         clock: Source of "now".
         include_append_tool: Offer ``memory_append``.
         name: Middleware name (must be unique in the agent).
+        strict: Raise :class:`~memmw.middleware.WiringError` on an unflushed compaction
+            (default); False logs an error instead.
+
+    Raises:
+        WiringError: ``flush_model`` is not a chat model that can call tools, or both
+            ``summarization`` and ``summarization_trigger_tokens`` were given.
     """
 
     state_schema = MemoryAgentState
@@ -207,6 +276,7 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
         self,
         memory: MemoryBackend | None = None,
         *,
+        summarization: AgentMiddleware[Any, Any, Any] | None = None,
         middleware: MemoryMiddleware | None = None,
         flush_model: BaseChatModel | None = None,
         slug_fn: SlugFunction | None = None,
@@ -217,6 +287,7 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
         clock: Clock | None = None,
         include_append_tool: bool = True,
         name: str = "memmw",
+        strict: bool = True,
     ) -> None:
         super().__init__()
         if middleware is None:
@@ -230,18 +301,43 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
                 include_append_tool=include_append_tool,
             )
         self.core = middleware
-        if summarization_trigger_tokens is not None:
-            flush_cfg = self.core.config.flush
-            self.core.context_window = summarization_trigger_tokens + flush_cfg.reserve_tokens_floor
+        if flush_model is not None and not callable(getattr(flush_model, "bind_tools", None)):
+            raise WiringError(
+                f"flush_model {type(flush_model).__name__} cannot bind tools; the flush "
+                "writes with memory_append: pass a LangChain chat model or leave it out to "
+                "use the agent's own model"
+            )
+        if summarization is not None:
+            if summarization_trigger_tokens is not None:
+                raise WiringError("pass summarization= or summarization_trigger_tokens=, not both")
+            if not callable(getattr(summarization, "before_model", None)):
+                raise WiringError(
+                    f"summarization must be a SummarizationMiddleware, got "
+                    f"{type(summarization).__name__}"
+                )
+        self.summarization = summarization
+        flush_cfg = self.core.config.flush
+        limits = (
+            trigger_token_limits(summarization)
+            if summarization is not None
+            else ([summarization_trigger_tokens] if summarization_trigger_tokens else [])
+        )
+        #: The flush threshold derived from the summarizer's token trigger, if any.
+        self.flush_at: int | None = (
+            min(threshold_below_trigger(flush_cfg, n) for n in limits) if limits else None
+        )
         self._name = name
+        self._strict = strict
         self._flush_model = flush_model
         self._key_fn = session_key
         self._chat_type = chat_type
         self._lock = threading.RLock()
         self._models: dict[str, BaseChatModel] = {}
+        self._last_model: BaseChatModel | None = None
         self._prompt_tokens: dict[str, int] = {}
         self._recorded: dict[str, set[str]] = {}
         self._pending_clear: set[str] = set()
+        self._pending_flush: set[str] = set()
         self.tools = self._build_tools()
 
     @property
@@ -271,7 +367,9 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
         """
         with self._lock:
             old = self.session_for(thread_id)
-            fresh = self.core.reset_session(old, source=source)
+            fresh = self.core.reset_session(
+                old, source=source, model=self._flush_callable(thread_id)
+            )
             self._recorded.pop(old.session_id, None)
             self._pending_clear.add(thread_id)
             return fresh
@@ -333,6 +431,8 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
                     continue
                 if not isinstance(message, (HumanMessage, AIMessage, ToolMessage)):
                     continue
+                if is_dropped_reply(message):
+                    continue
                 seen.add(message.id)
                 data = message_to_dict(message)
                 data["id"] = message.id
@@ -352,21 +452,55 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
         _, summary = self._last_summary(messages)
         if summary is None or summary.id is None:
             return None, None
+        state = self.core.flush_state.load(session.session_id)
+        if state.compaction_marker == summary.id:
+            return summary.id, state.cycle
+        flushed = state.flushed_cycle is not None and state.flushed_cycle == state.cycle
         # The marker makes this idempotent: one summary id advances the cycle once.
         cycle = self.core.compaction(session, marker=summary.id)
+        if not flushed and self.core.flush_possible():
+            self._unflushed(session, state.cycle)
         return summary.id, cycle
+
+    def _unflushed(self, session: Session, cycle: int) -> None:
+        where = (
+            "memmw runs the summarizer you passed, so this one is listed in create_agent"
+            if self.summarization is not None
+            else "a SummarizationMiddleware listed before memmw, or with a trigger below "
+            "the flush threshold"
+        )
+        message = (
+            f"session {session.session_id}: context was summarised (end of flush cycle "
+            f"{cycle}) without the memory flush, so the evicted messages were never saved "
+            f"({where}). Wire it as LangChainMemoryMiddleware(memory, "
+            "summarization=SummarizationMiddleware(...)) and do not list the summarizer "
+            "in create_agent yourself."
+        )
+        if self._strict:
+            raise WiringError(message)
+        log.error("%s", message)
 
     # -- token estimate --------------------------------------------------------------
     def _tokens(self, thread: str, session: Session, messages: Sequence[AnyMessage]) -> int:
-        dicts = [message_to_dict(m) for m in messages if not isinstance(m, SystemMessage)]
-        prompt_tokens = self._prompt_tokens.get(thread)
-        if prompt_tokens is None:
-            schemas = [t.openai_schema() for t in session.tools]
-            prompt_tokens = self.core.count_tokens(
-                [], system_prompt=self.core.system_prompt(session), tool_schemas=schemas
-            )
-        counted = prompt_tokens + self.core.tokens.count_messages(dicts)
-        # The provider's own count is more reliable, but only if it postdates the last
+        """Tokens of the next call, in the unit the flush threshold is measured in.
+
+        With a summarizer, its own counter over the state messages (what its trigger
+        compares); else memmw's counter over prompt, tools and messages. A provider's
+        reported total after the last compaction wins when larger.
+        """
+        if self.summarization is not None and self.flush_at is not None:
+            counter = getattr(self.summarization, "token_counter", None)
+            counted = int(counter(list(messages))) if callable(counter) else 0
+        else:
+            dicts = [message_to_dict(m) for m in messages if not isinstance(m, SystemMessage)]
+            prompt_tokens = self._prompt_tokens.get(thread)
+            if prompt_tokens is None:
+                schemas = [t.openai_schema() for t in session.tools]
+                prompt_tokens = self.core.count_tokens(
+                    [], system_prompt=self.core.system_prompt(session), tool_schemas=schemas
+                )
+            counted = prompt_tokens + self.core.tokens.count_messages(dicts)
+        # The provider's count is more reliable, but only if it postdates the last
         # compaction (an older reply reports the size of the pre-compaction context).
         start, _ = self._last_summary(messages)
         for message in reversed(messages[start + 1 :]):
@@ -375,11 +509,69 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
                 return max(counted, reported)
         return counted
 
+    def _agent_model(self, thread: str) -> BaseChatModel | None:
+        return self._flush_model or self._models.get(thread) or self._last_model
+
     def _flush_callable(self, thread: str) -> ChatModel | None:
-        model = self._flush_model or self._models.get(thread)
+        model = self._agent_model(thread)
         if model is None:
             return self.core.flush_model
         return langchain_chat_model(model)
+
+    def _summary_due(self, messages: Sequence[AnyMessage]) -> bool:
+        """Whether the owned summarizer would summarise ``messages`` now."""
+        summ = self.summarization
+        if summ is None:
+            return False
+        should = getattr(summ, "_should_summarize", None)
+        cutoff = getattr(summ, "_determine_cutoff_index", None)
+        counter = getattr(summ, "token_counter", None)
+        if not (callable(should) and callable(cutoff) and callable(counter)):
+            return False  # unknown version: the check after the summary call covers it
+        batch = list(messages)
+        try:
+            return bool(should(batch, counter(batch))) and int(cutoff(batch)) > 0
+        except Exception:
+            log.debug("cannot ask the summarizer whether it will run", exc_info=True)
+            return False
+
+    def _conversation(self, messages: Sequence[AnyMessage]) -> list[Message]:
+        return [
+            message_to_dict(m)
+            for m in messages
+            if not isinstance(m, SystemMessage) and not is_dropped_reply(m)
+        ]
+
+    def _flush_now(
+        self, thread: str, session: Session, messages: Sequence[AnyMessage], *, force: bool
+    ) -> bool:
+        """Run the flush if due (or ``force``: a compaction follows). False = deferred."""
+        if force and (self.core.flushed_this_cycle(session) or not self.core.flush_possible()):
+            return True
+        model = self._flush_callable(thread)
+        if model is None:
+            if force or self._flush_decision_due(thread, session, messages):
+                self._pending_flush.add(thread)  # the model call will run it first
+                return False
+            return True
+        self.core.before_model(
+            session,
+            self._conversation(messages),
+            tokens=self._tokens(thread, session, messages),
+            model=model,
+            threshold=self.flush_at,
+            force=force,
+        )
+        self._pending_flush.discard(thread)
+        return True
+
+    def _flush_decision_due(
+        self, thread: str, session: Session, messages: Sequence[AnyMessage]
+    ) -> bool:
+        decision = self.core.flush_decision(
+            session, self._tokens(thread, session, messages), threshold=self.flush_at
+        )
+        return decision.run
 
     # -- node hooks ------------------------------------------------------------------
     @hook_config(can_jump_to=["end"])
@@ -393,7 +585,9 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
         if command is not None and last is not None:
             self._record_new(session, messages[:-1])
             with self._lock:
-                fresh = self.core.command(session, last.text, source=command)
+                fresh = self.core.command(
+                    session, last.text, source=command, model=self._flush_callable(thread)
+                )
                 self._recorded.pop(session.session_id, None)
                 # The confirmation below is not part of the new session's history.
                 self._pending_clear.add(thread)
@@ -408,10 +602,16 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
                 self._pending_clear.discard(thread)
             keep = [last] if isinstance(last, HumanMessage) else []
             return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *keep]}
+        # Placeholders of dropped NO_REPLY answers are not sent to the model again.
+        dropped = [m.id for m in messages if is_dropped_reply(m) and m.id is not None]
+        if dropped:
+            return {"messages": [RemoveMessage(id=mid) for mid in dropped]}
         return None
 
-    def before_model(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Record new messages, count compactions, and flush when the threshold is reached."""
+    def _before(self, state: MemoryAgentState, runtime: Runtime[Any]) -> tuple[
+        str, Session, dict[str, Any], bool
+    ]:
+        """Record, count compactions, flush when due; True when the summarizer may run."""
         thread = _thread_id(runtime)
         session = self.session_for(thread)
         messages = state["messages"]
@@ -421,29 +621,77 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
             update["memmw_summary_id"] = summary_id
             update["memmw_compactions"] = int(state.get("memmw_compactions", 0)) + 1
         self._record_new(session, messages)
-        conversation = [message_to_dict(m) for m in messages if not isinstance(m, SystemMessage)]
-        outcome = self.core.before_model(
-            session,
-            conversation,
-            tokens=self._tokens(thread, session, messages),
-            model=self._flush_callable(thread),
-        )
-        if outcome.ran:
-            update["memmw_flush_cycle"] = outcome.decision.cycle
+        self._flush_now(thread, session, messages, force=False)
+        may_summarize = True
+        if self._summary_due(messages):
+            may_summarize = self._flush_now(thread, session, messages, force=True)
+        return thread, session, update, may_summarize
+
+    def _after_summary(
+        self,
+        thread: str,
+        session: Session,
+        state: MemoryAgentState,
+        result: dict[str, Any] | None,
+        update: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        if result and result.get("messages"):
+            # A summarizer whose decision we could not ask: flush before applying it.
+            if not self._flush_now(thread, session, state["messages"], force=True):
+                return update or None  # deferred: summarise on the next step instead
+            update.update(result)
+        flushed = self.core.flush_state.load(session.session_id).flushed_cycle
+        if flushed is not None and flushed != state.get("memmw_flush_cycle"):
+            update["memmw_flush_cycle"] = flushed
         return update or None
 
+    def before_model(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Record new messages, count compactions, flush when due, then summarise (if owned)."""
+        thread, session, update, may_summarize = self._before(state, runtime)
+        result = None
+        if self.summarization is not None and may_summarize:
+            result = self.summarization.before_model(state, runtime)
+        return self._after_summary(thread, session, state, result, update)
+
+    async def abefore_model(
+        self, state: MemoryAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of :meth:`before_model` (file work and the flush run in a thread)."""
+        thread, session, update, may_summarize = await asyncio.to_thread(
+            self._before, state, runtime
+        )
+        result = None
+        if self.summarization is not None and may_summarize:
+            result = await self.summarization.abefore_model(state, runtime)
+        return await asyncio.to_thread(
+            self._after_summary, thread, session, state, result, update
+        )
+
     def after_model(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Record the reply; drop a reply that is only ``NO_REPLY`` so it never reaches the user."""
+        """Record the reply; a ``NO_REPLY`` answer becomes an empty flagged placeholder.
+
+        The placeholder (same id, no text) replaces the silent answer, so the run never
+        ends with the user's own message as its last one; it is not sent to the model
+        again. A stripped token (``Done. NO_REPLY``) leaves only the visible text.
+        """
         session = self.session_for(_thread_id(runtime))
         messages = state["messages"]
         last = messages[-1] if messages else None
-        if isinstance(last, AIMessage) and not last.tool_calls and is_silent_reply(last.text):
-            self.core.after_model(session, message_to_dict(last), record=False)
-            if last.id is not None:
-                with self._lock:
-                    self._seen(session).add(last.id)
-                return {"messages": [RemoveMessage(id=last.id)]}
-            return None
+        if isinstance(last, AIMessage) and not last.tool_calls:
+            text = last.text
+            if is_dropped_reply(last) or (text.strip() and visible_text(text) is None):
+                self.core.after_model(session, message_to_dict(last), record=False)
+                if last.id is not None:
+                    with self._lock:
+                        self._seen(session).add(last.id)
+                if is_dropped_reply(last) and not text:
+                    return None  # the guard model already left the placeholder
+                return {"messages": [silent_placeholder(last)]}
+            cleaned = guard_message(last)
+            if cleaned is not last:
+                self._record_new(session, [*messages[:-1], cleaned])
+                self.core.after_model(session, message_to_dict(cleaned), record=False)
+                return {"messages": [cleaned]}
         self._record_new(session, messages)
         if isinstance(last, AIMessage):
             self.core.after_model(session, message_to_dict(last), record=False)
@@ -458,10 +706,18 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
     def _prepare(self, request: ModelRequest[Any]) -> tuple[str, Session, ModelRequest[Any]]:
         thread = _thread_id(request.runtime)
         session = self.session_for(thread)
-        self._models[thread] = request.model
+        if isinstance(request.model, BaseChatModel):
+            self._models[thread] = request.model
+            self._last_model = request.model
         self._detect_compaction(session, request.messages)
+        if thread in self._pending_flush or self._flush_decision_due(
+            thread, session, request.messages
+        ):
+            # First call of a thread or of a new process: the model is known only now.
+            self._flush_now(thread, session, request.messages, force=thread in self._pending_flush)
         names = _tool_names(request.tools)
         extra = self.core.system_prompt(session, "", tool_names=names).strip()
+        overrides: dict[str, Any] = {}
         if extra:
             current = request.system_message
             if current is None:
@@ -470,7 +726,15 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
                 system = SystemMessage(content=f"{current.content}\n\n{extra}")
             else:
                 system = SystemMessage(content=[*current.content, {"type": "text", "text": extra}])
-            request = request.override(system_message=system)
+            overrides["system_message"] = system
+        if any(is_dropped_reply(m) for m in request.messages):
+            overrides["messages"] = [m for m in request.messages if not is_dropped_reply(m)]
+        if isinstance(request.model, BaseChatModel) and not isinstance(
+            request.model, NoReplyGuardModel
+        ):
+            overrides["model"] = NoReplyGuardModel(inner=request.model)
+        if overrides:
+            request = request.override(**overrides)
         schemas: list[dict[str, Any]] = []
         for tool in request.tools:
             try:
@@ -486,18 +750,17 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
     def _overflow_flush(
         self, thread: str, session: Session, request: ModelRequest[Any], exc: BaseException
     ) -> None:
-        conversation = [
-            message_to_dict(m) for m in request.messages if not isinstance(m, SystemMessage)
-        ]
         self._record_new(session, request.messages)
-        self.core.on_model_error(session, exc, conversation, model=self._flush_callable(thread))
+        self.core.on_model_error(
+            session, exc, self._conversation(request.messages), model=self._flush_callable(thread)
+        )
 
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage:
-        """Inject the recall section and bootstrap; flush first on a context overflow."""
+        """Inject the prompt, guard ``NO_REPLY``, run a deferred flush; flush on overflow."""
         thread, session, request = self._prepare(request)
         try:
             return handler(request)
@@ -530,4 +793,5 @@ __all__ = [
     "is_summary_message",
     "langchain_chat_model",
     "message_to_dict",
+    "trigger_token_limits",
 ]

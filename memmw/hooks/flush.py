@@ -26,15 +26,43 @@ STATE_FILE = "flush-state.json"
 MAX_FLUSH_STEPS = 6
 
 
+def effective_reserve(config: FlushConfig, context_window: int | None = None) -> int:
+    """The reserve kept free below the window: ``reserve_tokens_floor``, at most half of it.
+
+    The reference subtracts the full floor (20000) from any window, so a window at or
+    below ``reserve + soft`` (a 16k model) gets threshold 0 and never flushes, and a loop
+    that compacts at ``window - reserve`` compacts on every message. memmw caps the
+    reserve at half the window instead: 200k and 40k+ windows keep the reference's
+    numbers, a 32k window reserves 16000 and a 16k window 8000.
+    """
+    window = context_window if context_window is not None else config.context_window
+    return min(config.reserve_tokens_floor, window // 2)
+
+
+def soft_threshold(config: FlushConfig, room: int) -> int:
+    """``min(soft_threshold_tokens, room // 2)``: the newer clamp for small windows."""
+    return min(config.soft_threshold_tokens, max(0, room) // 2)
+
+
 def flush_threshold(config: FlushConfig, context_window: int | None = None) -> int:
-    """``max(0, context_window - reserve_tokens_floor - soft_threshold_tokens)``.
+    """Tokens at which the flush fires: ``room - min(soft, room // 2)``.
+
+    ``room = context_window - reserve`` is where compaction happens (the reserve is
+    :func:`effective_reserve`), so the flush fires ``soft_threshold_tokens`` before it,
+    or half-way to it in a small window. Positive for every window of 2 tokens or more.
 
     Args:
         config: Flush settings (their ``context_window`` is used when none is given).
         context_window: The model's context window in tokens, when known.
     """
     window = context_window if context_window is not None else config.context_window
-    return max(0, window - config.reserve_tokens_floor - config.soft_threshold_tokens)
+    room = max(0, window - effective_reserve(config, window))
+    return max(0, room - soft_threshold(config, room))
+
+
+def threshold_below_trigger(config: FlushConfig, trigger_tokens: int) -> int:
+    """The flush threshold for a summarizer that compacts at ``trigger_tokens``."""
+    return max(1, trigger_tokens - soft_threshold(config, trigger_tokens))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +96,7 @@ def decide_flush(
     read_only: bool = False,
     context_window: int | None = None,
     heartbeat: bool = False,
+    threshold: int | None = None,
 ) -> FlushDecision:
     """Decide whether to run the pre-compaction flush (pure).
 
@@ -80,12 +109,15 @@ def decide_flush(
         tokens: Tokens the next model call will send.
         cycle: Current compaction cycle id (0 before the first compaction).
         flushed_cycle: Cycle id of the last flush, or None.
-        transcript_bytes: Size of the session transcript.
+        transcript_bytes: Transcript bytes written since the last compaction.
         read_only: True when the workspace cannot be written (the flush is skipped).
         context_window: Overrides ``config.context_window``.
         heartbeat: True for heartbeat runs (never flushed).
+        threshold: Token threshold to use instead of the window's (e.g. derived from a
+            summarizer's trigger).
     """
-    threshold = flush_threshold(config, context_window)
+    if threshold is None:
+        threshold = flush_threshold(config, context_window)
     base = {"tokens": tokens, "threshold": threshold, "cycle": cycle}
     if not config.enabled:
         return FlushDecision(run=False, reason="disabled", **base)
@@ -119,6 +151,8 @@ class SessionFlushState:
         flush_status: ``ok``, ``silent`` or ``failed`` for the last flush.
         compaction_marker: Identity of the last compaction seen (e.g. the summary
             message id), so one compaction is never counted twice.
+        compaction_bytes: Transcript size when the last compaction was recorded; the
+            ``force_flush_transcript_bytes`` trigger counts the bytes written since.
     """
 
     cycle: int = 0
@@ -126,6 +160,7 @@ class SessionFlushState:
     flushed_at: str | None = None
     flush_status: str | None = None
     compaction_marker: str | None = None
+    compaction_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (camelCase)."""
@@ -135,6 +170,7 @@ class SessionFlushState:
             "flushedAt": self.flushed_at,
             "flushStatus": self.flush_status,
             "compactionMarker": self.compaction_marker,
+            "compactionBytes": self.compaction_bytes,
         }
 
     @classmethod
@@ -142,6 +178,7 @@ class SessionFlushState:
         """Parse the JSON form; bad values fall back to defaults."""
         cycle = data.get("cycle")
         flushed = data.get("flushedCycle")
+        size = data.get("compactionBytes")
         return cls(
             cycle=cycle if isinstance(cycle, int) and cycle >= 0 else 0,
             flushed_cycle=flushed if isinstance(flushed, int) else None,
@@ -154,6 +191,7 @@ class SessionFlushState:
                 if isinstance(data.get("compactionMarker"), str)
                 else None
             ),
+            compaction_bytes=size if isinstance(size, int) and size >= 0 else 0,
         )
 
 
@@ -216,11 +254,14 @@ class FlushStateStore:
             lambda s: replace(s, flushed_cycle=cycle, flushed_at=now, flush_status=status),
         )
 
-    def record_compaction(self, session_id: str, marker: str | None = None) -> SessionFlushState:
+    def record_compaction(
+        self, session_id: str, marker: str | None = None, *, transcript_bytes: int = 0
+    ) -> SessionFlushState:
         """Advance the cycle id because a compaction really happened.
 
         With a ``marker`` (e.g. the summary message id) the same compaction reported twice
-        advances the cycle once.
+        advances the cycle once. ``transcript_bytes`` is the transcript size now: the
+        size trigger counts from here.
         """
 
         if marker is not None:
@@ -231,7 +272,12 @@ class FlushStateStore:
         def change(s: SessionFlushState) -> SessionFlushState:
             if marker is not None and marker == s.compaction_marker:
                 return s
-            return replace(s, cycle=s.cycle + 1, compaction_marker=marker or s.compaction_marker)
+            return replace(
+                s,
+                cycle=s.cycle + 1,
+                compaction_marker=marker or s.compaction_marker,
+                compaction_bytes=max(0, transcript_bytes),
+            )
 
         return self._update(session_id, change)
 
@@ -393,7 +439,10 @@ __all__ = [
     "FlushTurnResult",
     "SessionFlushState",
     "decide_flush",
+    "effective_reserve",
     "flush_threshold",
     "run_flush_turn",
     "run_flush_with_retry",
+    "soft_threshold",
+    "threshold_below_trigger",
 ]

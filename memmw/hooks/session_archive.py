@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import re
 import threading
@@ -10,7 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from memmw.prompts import is_silent_reply, strip_no_reply
+from memmw.chat import ChatModel, call_model
+from memmw.prompts import visible_text
 from memmw.transcripts import TranscriptMessage
 from memmw.workspace import atomic_write_text
 
@@ -31,6 +33,24 @@ _PROVIDER_ERROR = re.compile(
 )
 #: Answers with more words than this are prose, not a slug.
 _MAX_SLUG_WORDS = 6
+#: Chat-template special tokens and tool/role XML tags a transcript line may carry.
+_SPECIAL_TOKEN = re.compile(r"<\|[^|<>]{1,40}\|>")
+_ROLE_XML = re.compile(
+    r"</?(?:tool_call|tool_result|tool_use|function_calls?|function_results?|invoke|"
+    r"parameter|system|user|assistant|human|im_start|im_end)\b[^>]{0,200}>",
+    re.IGNORECASE,
+)
+SLUG_PROMPT = (
+    "Name this conversation for a file name: reply with a slug of one or two lowercase "
+    "English words joined by a hyphen, no file extension and nothing else "
+    "(examples: vendor-pitch, api-design, bug-fix, trip-planning)."
+)
+
+
+def clean_archive_text(text: str) -> str:
+    """Remove chat-template special tokens and tool/role XML tags from a line's text."""
+    text = _SPECIAL_TOKEN.sub("", text)
+    return _ROLE_XML.sub("", text).strip()
 
 
 def collect_archive_lines(
@@ -38,26 +58,34 @@ def collect_archive_lines(
 ) -> list[tuple[str, str]]:
     """The last ``limit`` user/assistant lines worth archiving, oldest first (pure).
 
-    Dropped: other roles, tool calls and results, slash commands, empty text and replies
-    that are only ``NO_REPLY``; a trailing ``NO_REPLY`` is stripped from other replies.
+    Dropped: other roles, tool calls and results, slash commands, empty text, silent
+    (``NO_REPLY``) replies and a row repeating the one before it (a mirrored message);
+    ``NO_REPLY`` tokens, special tokens and tool/role XML are stripped from the rest.
     """
     lines: list[tuple[str, str]] = []
     for message in messages:
         if message.role not in ("user", "assistant"):
             continue
-        text = message.text.strip()
+        text = clean_archive_text(message.text)
         if not text:
             continue
         if message.role == "user" and text.startswith("/"):
             continue
         if message.role == "assistant":
-            if is_silent_reply(text):
+            shown = visible_text(text)
+            if not shown:
                 continue
-            text = strip_no_reply(text)
-            if not text:
-                continue
+            text = shown
+        if lines and lines[-1] == (message.role, text):
+            continue
         lines.append((message.role, text))
     return lines[-limit:] if limit > 0 else []
+
+
+def archive_line(role: str, text: str) -> str:
+    """One archive line, ``role: "text"``: the text JSON-quoted, so a multi-line message
+    can never start a line of its own (no forged ``## headings`` or ``user:`` rows)."""
+    return f"{role}: {json.dumps(text, ensure_ascii=False)}"
 
 
 def clean_slug(raw: str | None) -> str | None:
@@ -109,6 +137,22 @@ def llm_slug(slug_fn: SlugFunction, conversation: str, timeout_s: float) -> str 
     return slug
 
 
+def model_slug_fn(model: ChatModel) -> SlugFunction:
+    """A slug function asking ``model`` (one call, no tools) for a 1-2 word slug."""
+
+    def ask(conversation: str) -> str:
+        reply = call_model(
+            model,
+            [
+                {"role": "system", "content": SLUG_PROMPT},
+                {"role": "user", "content": conversation[:SLUG_INPUT_CHARS]},
+            ],
+        )
+        return reply.text
+
+    return ask
+
+
 def archive_path(memory_dir: Path, day: dt.date, slug: str) -> Path:
     """``memory/<day>-<slug>.md``, with ``-2``, ``-3``... when the name is taken."""
     base = f"{day.isoformat()}-{slug}"
@@ -143,7 +187,7 @@ def render_archive(
         out.append(f"- **Source**: {source or 'unknown'}")
     if lines:
         out += ["", "## Conversation Summary", ""]
-        out += [f"{role}: {text}" for role, text in lines]
+        out += [archive_line(role, text) for role, text in lines]
     return "\n".join(out) + "\n"
 
 
@@ -189,7 +233,7 @@ def archive_session(request: ArchiveRequest) -> Path | None:
             return None
         slug = None
         if request.slug_fn is not None:
-            conversation = "\n".join(f"{role}: {text}" for role, text in lines)
+            conversation = "\n".join(archive_line(role, text) for role, text in lines)
             slug = llm_slug(request.slug_fn, conversation, request.slug_timeout_s)
         if slug is None:
             slug = request.now.strftime("%H%M")
@@ -218,12 +262,16 @@ def archive_session(request: ArchiveRequest) -> Path | None:
 
 __all__ = [
     "SLUG_MAX_CHARS",
+    "SLUG_PROMPT",
     "ArchiveRequest",
     "SlugFunction",
+    "archive_line",
     "archive_path",
     "archive_session",
+    "clean_archive_text",
     "clean_slug",
     "collect_archive_lines",
     "llm_slug",
+    "model_slug_fn",
     "render_archive",
 ]

@@ -23,6 +23,31 @@ FLUSH_MARK = "Memory flush before compaction"
 FILLER = "lorem ipsum dolor sit amet " * 90  # ~2400 chars, ~600 estimated tokens
 
 
+#: Every NO_REPLY form tried, and what a person may see of it (None = nothing at all).
+NO_REPLY_FORMS: list[tuple[str, str | None]] = [
+    ("NO_REPLY", None),
+    ("no_reply", None),
+    ("  NO_REPLY \n", None),
+    ("NO_REPLY.", None),
+    ("NO_REPLY!", None),
+    ("**NO_REPLY**", None),
+    ("`NO_REPLY`", None),
+    ("NO_REPLY: nothing to add", None),
+    ("NO_REPLY - not for me", None),
+    ('{"action": "NO_REPLY"}', None),
+    ('{ "action" : "no_reply" }', None),
+    ("Saved the note. NO_REPLY", "Saved the note."),
+    ("Done.**NO_REPLY**", "Done."),
+    ("ok NO_REPLY.", "ok"),
+    ("NO_REPLY\n\nHere is the answer.", "Here is the answer."),
+    ("No, I disagree.", "No, I disagree."),
+    ("NOPE", "NOPE"),
+    ("Plan N", "Plan N"),
+    ("FOO_NO_REPLY", "FOO_NO_REPLY"),
+    ("The NO_REPLY token is special.", "The NO_REPLY token is special."),
+]
+
+
 def fixed_clock() -> dt.datetime:
     return NOW
 

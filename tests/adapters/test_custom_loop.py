@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import threading
+from pathlib import Path
 from typing import Any
 
-from memmw.adapters.custom_loop import NEW_SESSION_REPLY, MemoryAgent
+import pytest
 
-from .conftest import FILLER, TODAY, Scenario, scripted_reply
+from memmw.adapters.custom_loop import NEW_SESSION_REPLY, MemoryAgent
+from memmw.config import FlushConfig, MemoryConfig
+from memmw.errors import ConfigError
+from memmw.hooks.registry import Event, HookContext
+from memmw.memory import Memory
+from memmw.middleware import MemoryMiddleware
+from memmw.tokens import TokenCounter
+
+from .conftest import (
+    FILLER,
+    NO_REPLY_FORMS,
+    TODAY,
+    Scenario,
+    fixed_clock,
+    make_workspace,
+    scripted_reply,
+)
 
 
 def make_agent(sc: Scenario, **kwargs: Any) -> MemoryAgent:
@@ -80,9 +99,9 @@ def test_new_writes_archive(scenario_factory) -> None:
     assert text.startswith("# Session: 2026-03-10 15:05:30 CET\n")
     assert "- **Session Key**: main" in text and f"- **Session ID**: {old_id}" in text
     assert "- **Source**: /new" in text
-    assert "user: Which port does the gateway use?" in text
-    assert "assistant: From memory:" in text
-    assert "user: Thanks, remember that I like tea" in text
+    assert 'user: "Which port does the gateway use?"' in text
+    assert 'assistant: "From memory:' in text
+    assert 'user: "Thanks, remember that I like tea"' in text
     assert "NO_REPLY" not in text and "/new" not in text.split("## Conversation Summary")[1]
     assert agent.session.session_id != old_id and agent.messages == []
     # The old transcript was rotated only after the archive read it.
@@ -182,3 +201,175 @@ def test_example_runs_offline() -> None:
     assert out.returncode == 0, out.stderr
     assert "studio.local" in out.stdout and "[flush] cycle 0" in out.stdout
     assert "archive: memory/" in out.stdout
+
+
+# -- windows, streaming, privacy, startup context ---------------------------------------
+
+
+def window_agent(tmp_path: Path, window: int, events: list[HookContext]) -> MemoryAgent:
+    ws = make_workspace(tmp_path / f"w{window}")
+    config = MemoryConfig(
+        provider="none",
+        user_timezone="Europe/Paris",
+        flush=FlushConfig(context_window=window),  # default reserve 20000, soft 4000
+    )
+    memory = Memory(workspace=ws, state_dir=tmp_path / f"w{window}" / "state", config=config)
+    mw = MemoryMiddleware(memory, clock=fixed_clock, token_counter=TokenCounter(use_tiktoken=False))
+    for event in Event:
+        mw.hooks.on(event, events.append)
+    sc = Scenario(workspace=ws, state_dir=tmp_path / "state", memory=memory, middleware=mw)
+
+    def model(messages: list[dict[str, Any]], tools: Any = None) -> Any:
+        return scripted_reply(sc, messages)
+
+    return MemoryAgent(model, memory, middleware=mw, keep_messages=2)
+
+
+@pytest.mark.parametrize("window", [16_000, 32_000, 200_000])
+def test_windows_flush_once_per_cycle(tmp_path: Path, window: int) -> None:
+    """16k used to get threshold 0 (never a flush) and compact on every message."""
+    events: list[HookContext] = []
+    agent = window_agent(tmp_path, window, events)
+    chunk = "word " * (window // 12)  # ~1/12 of the window per message (estimate: 4 chars)
+    turns = 0
+    while agent.compactions < 3 and turns < 100:
+        agent.chat(f"turn {turns}: {chunk}")
+        turns += 1
+    order = [e.event.value for e in events if e.event.value in ("flush", "compaction")]
+    assert order == ["flush", "compaction"] * 3
+    cycles = [e.data["outcome"].decision.cycle for e in events if e.event is Event.FLUSH]
+    assert cycles == [0, 1, 2]
+    agent.middleware.memory.close()
+
+
+@pytest.mark.parametrize("window", [16_000, 20_000, 24_000])
+def test_short_messages_never_compact_in_small_windows(tmp_path: Path, window: int) -> None:
+    events: list[HookContext] = []
+    agent = window_agent(tmp_path, window, events)
+    for i in range(10):
+        agent.chat(f"short message {i}")
+    assert agent.compactions == 0 and not [e for e in events if e.event is Event.FLUSH]
+    agent.middleware.memory.close()
+
+
+def test_window_too_small_for_the_prompt_is_refused(tmp_path: Path) -> None:
+    events: list[HookContext] = []
+    with pytest.raises(ConfigError, match=r"context window 400 with reserve 200"):
+        window_agent(tmp_path, 400, events)
+
+
+def test_compaction_always_follows_a_flush_even_when_the_threshold_is_jumped(
+    scenario_factory,
+) -> None:
+    sc = scenario_factory()
+    agent = make_agent(sc)
+    agent.chat("hello")
+    agent.chat("x " * 20_000)  # one message from far below the flush threshold to past compaction
+    agent.chat("and again")
+    order = [e.event.value for e in sc.events if e.event.value in ("flush", "compaction")]
+    assert order[:2] == ["flush", "compaction"]
+    assert sc.flush_events()[0].data["outcome"].decision.reason in ("tokens", "pre-compaction")
+
+
+@pytest.mark.parametrize(("text", "shown"), NO_REPLY_FORMS)
+@pytest.mark.parametrize("streamed", [False, True])
+def test_no_reply_forms(scenario_factory, text: str, shown: str | None, streamed: bool) -> None:
+    sc = scenario_factory()
+
+    def model(messages: list[dict[str, Any]], tools: Any = None) -> Any:
+        if streamed:
+            return iter([text[i : i + 2] for i in range(0, len(text), 2)])
+        return text
+
+    agent = MemoryAgent(model, sc.memory, middleware=sc.middleware)
+    deltas: list[str] = []
+    answer = agent.chat("hi", on_delta=deltas.append) if streamed else agent.chat("hi")
+    assert answer == shown
+    if streamed:
+        assert "".join(deltas).strip() == (shown or "")
+        assert shown is not None or deltas == []
+
+
+def test_group_prompt_has_no_private_line(scenario_factory) -> None:
+    """A DM archive said "my bank PIN is 1234"; it appeared in a group prompt."""
+    sc = scenario_factory()
+    private = make_agent(sc, session_key="agent:main:telegram:dm:7")
+    private.chat("my bank PIN is 1234")
+    private.chat("/new")
+    group = make_agent(sc, session_key="agent:main:telegram:group:42")
+    group.chat("hello group")
+    system = sc.main_calls[-1][0]["content"]
+    private_files = [sc.workspace / "MEMORY.md", sc.workspace / "USER.md"]
+    private_files += sorted((sc.workspace / "memory").glob("*.md"))
+    lines = {
+        ln.strip()
+        for p in private_files
+        for ln in p.read_text(encoding="utf-8").splitlines()
+        if len(ln.strip()) > 3 and not ln.startswith("# ")  # "# Memory" is in "## Memory Recall"
+    }
+    assert "1234" not in system
+    assert [ln for ln in lines if ln in system] == []
+
+
+def test_bare_new_gives_startup_context_private_only(scenario_factory) -> None:
+    sc = scenario_factory()
+    agent = make_agent(sc)
+    agent.chat("hello")
+    agent.chat("/new")
+    agent.chat("what were we doing?")
+    system = sc.main_calls[-1][0]["content"]
+    assert "## Recent daily memory (startup context)" in system
+    assert "untrusted daily memory" in system and "Deployed the billing service" in system
+    assert system.count("Deployed the billing service") == 1  # not in the bootstrap too
+    agent.chat("/new with an argument")
+    agent.chat("next")
+    assert "startup context" not in sc.main_calls[-1][0]["content"]
+    group = make_agent(sc, session_key="agent:main:slack:channel:x")
+    group.chat("hi")
+    group.chat("/reset")
+    group.chat("hi again")
+    assert "Deployed the billing service" not in sc.main_calls[-1][0]["content"]
+
+
+def test_llm_slug_from_the_agents_model(scenario_factory) -> None:
+    sc = scenario_factory()
+    sc.memory.config = sc.memory.config.replace(
+        session_memory=dataclasses.replace(sc.memory.config.session_memory, llm_slug=True)
+    )
+    sc.middleware.config = sc.memory.config
+    asked: list[str] = []
+
+    def model(messages: list[dict[str, Any]], tools: Any = None) -> Any:
+        if "slug" in str(messages[0]["content"]) and "file name" in str(messages[0]["content"]):
+            asked.append(str(messages[1]["content"]))
+            return "Billing Deploy."
+        return scripted_reply(sc, messages)
+
+    agent = MemoryAgent(model, sc.memory, middleware=sc.middleware)
+    agent.chat("we deployed billing")
+    agent.chat("/new")
+    assert (sc.workspace / "memory" / f"{TODAY}-billing-deploy.md").exists()
+    assert asked and 'user: "we deployed billing"' in asked[0]
+
+
+def test_llm_slug_timeout_falls_back_to_hhmm(scenario_factory) -> None:
+    sc = scenario_factory()
+    sc.memory.config = sc.memory.config.replace(
+        session_memory=dataclasses.replace(
+            sc.memory.config.session_memory, llm_slug=True, slug_timeout_s=0.2
+        )
+    )
+    sc.middleware.config = sc.memory.config
+    release = threading.Event()
+
+    def model(messages: list[dict[str, Any]], tools: Any = None) -> Any:
+        if "file name" in str(messages[0]["content"]):
+            release.wait(5)
+            return "too-late"
+        return scripted_reply(sc, messages)
+
+    agent = MemoryAgent(model, sc.memory, middleware=sc.middleware)
+    agent.chat("hello")
+    agent.chat("/new")
+    release.set()
+    assert (sc.workspace / "memory" / f"{TODAY}-1505.md").exists()

@@ -158,8 +158,8 @@ def test_new_message_writes_archive(scenario_factory) -> None:
     text = (sc.workspace / "memory" / f"{TODAY}-1505.md").read_text(encoding="utf-8")
     assert "- **Session Key**: agent:main:t1" in text and f"- **Session ID**: {old}" in text
     assert "- **Source**: /new" in text
-    assert "user: Which port does the gateway use?" in text
-    assert "assistant: From memory:" in text and "user: Thanks, remember that I like tea" in text
+    assert 'user: "Which port does the gateway use?"' in text
+    assert 'assistant: "From memory:' in text and 'user: "Thanks, remember that I like tea"' in text
     assert "NO_REPLY" not in text and "memory_search" not in text
     assert mw.session_for("t1").session_id != old
     # The next turn starts from a clean history.

@@ -12,9 +12,12 @@ from memmw.hooks.flush import (
     FlushDecision,
     FlushStateStore,
     decide_flush,
+    effective_reserve,
     flush_threshold,
     run_flush_turn,
     run_flush_with_retry,
+    soft_threshold,
+    threshold_below_trigger,
 )
 from memmw.tools import MemoryTool
 
@@ -24,7 +27,24 @@ CFG = FlushConfig(context_window=10_000, reserve_tokens_floor=2_000, soft_thresh
 def test_threshold_formula() -> None:
     assert flush_threshold(CFG) == 7_000
     assert flush_threshold(CFG, context_window=200_000) == 197_000
-    assert flush_threshold(FlushConfig(context_window=1000)) == 0  # never negative
+    # Defaults (reserve 20000, soft 4000): the original's numbers from 40k up ...
+    assert flush_threshold(FlushConfig()) == 176_000
+    assert flush_threshold(FlushConfig(), context_window=40_000) == 16_000
+    # ... and below, the reserve is at most half the window and soft half the rest, where
+    # the original gave 32k a threshold of 8000 and 16k (or less) 0: never a flush.
+    assert flush_threshold(FlushConfig(), context_window=32_000) == 12_000
+    assert flush_threshold(FlushConfig(), context_window=16_000) == 4_000
+    assert flush_threshold(FlushConfig(), context_window=1000) == 250
+    assert effective_reserve(FlushConfig(), 16_000) == 8_000
+    assert effective_reserve(FlushConfig(), 200_000) == 20_000
+
+
+def test_soft_threshold_clamp_and_trigger_derived_threshold() -> None:
+    assert soft_threshold(FlushConfig(), 6_000) == 3_000
+    assert soft_threshold(FlushConfig(), 100_000) == 4_000
+    assert threshold_below_trigger(FlushConfig(), 150_000) == 146_000
+    assert threshold_below_trigger(FlushConfig(), 3_000) == 1_500
+    assert threshold_below_trigger(FlushConfig(), 1) == 1
 
 
 def decide(**kw: Any) -> FlushDecision:
@@ -58,7 +78,9 @@ def test_disabled_and_no_threshold() -> None:
         == "disabled"
     )
     tiny = FlushConfig(context_window=100, force_flush_transcript_bytes=0)
-    assert decide_flush(tiny, tokens=10**9, cycle=0, flushed_cycle=None).reason == "no-threshold"
+    assert decide_flush(tiny, tokens=10**9, cycle=0, flushed_cycle=None).reason == "tokens"
+    none = decide_flush(tiny, tokens=10**9, cycle=0, flushed_cycle=None, threshold=0)
+    assert none.reason == "no-threshold"
 
 
 def test_transcript_bytes_trigger() -> None:
