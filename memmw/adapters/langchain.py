@@ -732,7 +732,7 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
         if isinstance(request.model, BaseChatModel) and not isinstance(
             request.model, NoReplyGuardModel
         ):
-            overrides["model"] = NoReplyGuardModel(inner=request.model)
+            overrides["model"] = NoReplyGuardModel.wrap(request.model)
         if overrides:
             request = request.override(**overrides)
         schemas: list[dict[str, Any]] = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 try:
@@ -74,11 +74,9 @@ def guard_message(message: AIMessage) -> AIMessage:
 
 
 def _config(run_manager: Any) -> RunnableConfig:
-    """Child config for the wrapped call: traced, but never streamed to the user itself."""
-    config: RunnableConfig = {"tags": [_NOSTREAM]}
-    if run_manager is not None:
-        config["callbacks"] = run_manager.get_child()
-    return config
+    """Config of the wrapped call: it keeps the run's callbacks (tracing) from the context,
+    but is tagged ``nostream`` so only the guarded text is streamed to the user."""
+    return {"tags": [_NOSTREAM], "run_name": "memmw_guarded_model"}
 
 
 class NoReplyGuardModel(BaseChatModel):
@@ -99,14 +97,17 @@ class NoReplyGuardModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "memmw-no-reply-guard"
 
-    @property
-    def profile(self) -> Any:  # type: ignore[override]
-        """The wrapped model's profile (context limits, capabilities)."""
-        return getattr(self.inner, "profile", None)
+    @classmethod
+    def wrap(cls, model: Any) -> NoReplyGuardModel:
+        """Guard ``model``, keeping its profile (context limits, capabilities)."""
+        profile: Any = getattr(model, "profile", None)
+        if not isinstance(profile, Mapping):
+            profile = None
+        return cls(inner=model, profile=profile)
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> NoReplyGuardModel:  # type: ignore[override]
         """Bind tools on the wrapped model and keep guarding it."""
-        return NoReplyGuardModel(inner=self.inner.bind_tools(tools, **kwargs))
+        return NoReplyGuardModel(inner=self.inner.bind_tools(tools, **kwargs), profile=self.profile)
 
     def _generate(
         self,
