@@ -344,11 +344,16 @@ def reply_agent(sc: Scenario, reply: str) -> Any:
 
 
 @pytest.mark.parametrize(("text", "shown"), NO_REPLY_FORMS)
-def test_no_reply_forms_invoke(scenario_factory, text: str, shown: str | None) -> None:
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_no_reply_forms_invoke(scenario_factory, text: str, shown: str | None, mode: str) -> None:
     sc: Scenario = scenario_factory()
     agent = reply_agent(sc, text)
     cfg = {"configurable": {"thread_id": "n"}}
-    result = agent.invoke({"messages": [HumanMessage("hi")]}, cfg)
+    payload = {"messages": [HumanMessage("hi")]}
+    if mode == "invoke":
+        result = agent.invoke(payload, cfg)
+    else:
+        result = asyncio.run(agent.ainvoke(payload, cfg))
     last = result["messages"][-1]
     assert isinstance(last, AIMessage)  # never the user's own message
     assert last.text == (shown or "")
@@ -372,7 +377,7 @@ def test_no_reply_forms_streamed(scenario_factory, text: str, shown: str | None)
     assert "".join(pieces).strip() == (shown or "")
 
 
-@pytest.mark.parametrize(("text", "shown"), NO_REPLY_FORMS[:6])
+@pytest.mark.parametrize(("text", "shown"), NO_REPLY_FORMS)
 def test_no_reply_forms_async_streamed(scenario_factory, text: str, shown: str | None) -> None:
     sc: Scenario = scenario_factory()
     agent = reply_agent(sc, text)
