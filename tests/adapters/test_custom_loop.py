@@ -222,7 +222,11 @@ def window_agent(tmp_path: Path, window: int, events: list[HookContext]) -> Memo
     def model(messages: list[dict[str, Any]], tools: Any = None) -> Any:
         return scripted_reply(sc, messages)
 
-    return MemoryAgent(model, memory, middleware=mw, keep_messages=2)
+    try:
+        return MemoryAgent(model, memory, middleware=mw, keep_messages=2)
+    except Exception:
+        memory.close()
+        raise
 
 
 @pytest.mark.parametrize("window", [16_000, 32_000, 200_000])

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,9 @@ def labels(text: str) -> set[str]:
     return set(re.findall(r"\bturn \d+:", text))
 
 
+OPENED: list[Any] = []
+
+
 def readme_agent(log: Log, checkpointer: Any) -> Any:
     """Run the README block as written, with scripted models in its free names."""
     namespace: dict[str, Any] = {
@@ -105,16 +109,19 @@ def readme_agent(log: Log, checkpointer: Any) -> Any:
         "checkpointer": checkpointer,
     }
     exec(readme_langchain_block(), namespace)  # the README's own code
+    OPENED.append(namespace["memory"])
     return namespace["agent"]
 
 
 @pytest.fixture
-def readme_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def readme_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MEMMW_PROVIDER", "none")
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "MEMORY.md").write_text("# Memory\n\n- The gateway runs on port 8443.\n")
-    return tmp_path
+    yield tmp_path
+    while OPENED:  # the README's Memory watches files: stop its threads
+        OPENED.pop().close()
 
 
 #: ~7500 estimated tokens: 20 of them reach the README's 150_000-token trigger.
