@@ -94,7 +94,7 @@ class Searcher:
         self._matrix: KeywordMatrix | None = None
         self._matrix_key: _MatrixKey | None = None
         self._vectors: VectorMatrix | None = None
-        self._vectors_key: tuple[int, str | None, tuple[str, ...]] | None = None
+        self._vectors_key: tuple[object, ...] | None = None
         self._lock = threading.Lock()
         self._building: threading.Thread | None = None
 
@@ -174,7 +174,15 @@ class Searcher:
         self, store: IndexStore, sources: Sequence[str], dims: int | None
     ) -> VectorMatrix:
         """Stored vectors of the current generation (reloaded when a sync or backfill wrote)."""
-        key = (store.generation(), store.get_meta("vector_generation"), tuple(sources))
+        # The epoch is the rebuild id: counters restart after a reset, the epoch never
+        # repeats, so a long-lived process never keeps another index's vectors.
+        key = (
+            store.generation(),
+            store.get_meta("vector_generation"),
+            tuple(sources),
+            store.get_meta("epoch"),
+            dims,
+        )
         with self._lock:
             if self._vectors is None or self._vectors_key != key:
                 self._vectors = load_vectors(store.conn, sources, dims)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fnmatch
 import logging
 import os
@@ -14,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from memmw.config import ExtraPath
-from memmw.errors import PathPolicyError
-from memmw.locks import exclusive_lock
+from memmw.errors import ContentPolicyError, PathPolicyError
+from memmw.locks import locked_fd
 from memmw.types import FileIssue
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,36 @@ class WorkspaceFile:
 def is_ignored_dir(name: str) -> bool:
     """True for hidden folders and tool folders that discovery and the watcher skip."""
     return name.startswith(".") or name in IGNORED_DIRS
+
+
+#: Characters never allowed in a note name memmw writes (controls, path separators).
+_BAD_NAME_CHAR = re.compile(r"[\x00-\x1f\x7f\\\\:*?\"<>|]")
+
+
+def unindexed_note_reason(rel: str) -> str | None:
+    """Why discovery would never index the note ``rel`` (``memory/...``), or None.
+
+    Appends refuse such targets: a note the index cannot see is a note the agent loses.
+    Hidden and tool folders (``memory/.drafts/``, ``memory/.git/``,
+    ``memory/node_modules/``), hidden files, names that are not valid UTF-8 (lone
+    surrogates from undecodable bytes) and names with control or reserved characters.
+    """
+    parts = PurePosixPath(rel).parts
+    for part in parts[:-1]:
+        if is_ignored_dir(part):
+            return f"{part}/ is a hidden or tool folder that memory search never indexes"
+    name = parts[-1] if parts else ""
+    if name.startswith("."):
+        return f"{name} is a hidden file that memory search never indexes"
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return "the file name is not valid UTF-8"
+    if _BAD_NAME_CHAR.search(rel):
+        return "the file name contains control or reserved characters"
+    if not name.lower().endswith(".md"):
+        return "only Markdown (.md) notes are indexed"
+    return None
 
 
 def relative_posix(path: Path, workspace: Path) -> str:
@@ -281,25 +312,131 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-def append_text(path: Path, text: str) -> int:
-    """Append ``text`` to a Markdown file under a lock, never rewriting what was there.
+#: Largest note memmw indexes (and lets an append grow a note to).
+MAX_NOTE_BYTES = 16 * 1024 * 1024
+#: Largest single append (UTF-8 bytes): a note is prose, not a data dump.
+MAX_APPEND_BYTES = 1024 * 1024
+#: How long an append waits for another memmw writer of the same note.
+APPEND_LOCK_TIMEOUT_S = 10.0
+#: C0 controls and DEL, except tab, LF and CR, which are ordinary text.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: Bytes read from a note's end to learn its line ending.
+_TAIL_BYTES = 4096
 
-    A newline separator is added when the file does not end with one. The new content is
-    written to a temporary copy and renamed into place, so a crash or a full disk leaves
-    either the old or the new file, never half of it. Symlinks are refused.
+
+def check_append_content(text: str) -> bytes:
+    """Validate text for :func:`append_text` and return it as UTF-8.
+
+    Raises:
+        ContentPolicyError: NUL bytes, other control characters (tab, LF and CR are
+            fine), lone surrogates that are not UTF-8, or more than ``MAX_APPEND_BYTES``.
+    """
+    if "\x00" in text:
+        raise ContentPolicyError(
+            "content contains a NUL byte, which would make the note unreadable; remove it"
+        )
+    bad = _CONTROL.search(text)
+    if bad is not None:
+        raise ContentPolicyError(
+            f"content contains the control character U+{ord(bad.group()):04X} at offset "
+            f"{bad.start()}; only tab, newline and carriage return are allowed"
+        )
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ContentPolicyError(
+            f"content is not valid UTF-8 text (lone surrogate at offset {exc.start})"
+        ) from exc
+    if len(data) > MAX_APPEND_BYTES:
+        raise ContentPolicyError(
+            f"content is too large ({len(data)} bytes; at most {MAX_APPEND_BYTES} per append);"
+            " split it or summarise it"
+        )
+    return data
+
+
+def _open_for_append(path: Path) -> int:
+    """Open ``path`` for appending without following symlinks or blocking on FIFOs.
+
+    ``O_NONBLOCK`` makes opening a FIFO without a reader fail at once (ENXIO) instead of
+    hanging, and the ``fstat`` afterwards refuses whatever else is not a regular file.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise PathPolicyError(f"{path.name}: refusing to write through a symlink")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise PathPolicyError(f"{path.name}: not a regular file; refusing to write to it")
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+            raise PathPolicyError(
+                f"{path.name}: not a regular file; refusing to write to it"
+            ) from exc
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PathPolicyError(f"{path.name}: not a regular file; refusing to write to it")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def append_text(path: Path, text: str) -> int:
+    """Append ``text`` to a Markdown file in place, never touching the bytes already there.
+
+    The note is opened with ``O_APPEND`` (so text another program appends meanwhile
+    survives) under a per-file lock shared by memmw's writers, and nothing before the end
+    is read back or rewritten: CRLF and bare CR line endings stay as they are. A line
+    break is written first only when the note lacks a final one, and the new text uses
+    the note's line ending. No temporary file is ever created; a killed append leaves at
+    most a partial last line. Symlinks, FIFOs, devices and other non-regular files are
+    refused without blocking.
 
     Returns:
         The number of characters appended (separator included).
+
+    Raises:
+        ContentPolicyError: the text breaks a content limit (see
+            :func:`check_append_content`) or would grow the note past ``MAX_NOTE_BYTES``.
+        PathPolicyError: the target is a symlink or not a regular file.
+        OSError: the write failed (full disk, permissions); bytes before it are intact.
     """
     path = Path(path)
-    if path.is_symlink():
-        raise PathPolicyError(f"{path.name}: refusing to write through a symlink")
+    check_append_content(text)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(path.parent):
-        existing = ""
-        if path.exists():
-            existing = path.read_text(encoding="utf-8")
-        sep = "" if not existing or existing.endswith("\n") else "\n"
-        addition = sep + text if text.endswith("\n") else sep + text + "\n"
-        atomic_write_text(path, existing + addition)
+    fd = _open_for_append(path)
+    try:
+        with locked_fd(fd, timeout=APPEND_LOCK_TIMEOUT_S, what=path.name):
+            size = os.fstat(fd).st_size
+            tail = os.pread(fd, min(size, _TAIL_BYTES), max(size - _TAIL_BYTES, 0))
+            newline = "\r\n" if b"\r\n" in tail else "\n"
+            body = text.replace("\r\n", "\n").replace("\n", newline)
+            if not body.endswith(newline):
+                body += newline
+            sep = "" if not tail or tail.endswith((b"\n", b"\r")) else newline
+            if tail.endswith(b"\r") and not tail.endswith(b"\r\n") and newline == "\n":
+                sep = ""  # a bare CR already ends the line for the readers that use it
+            addition = sep + body
+            data = addition.encode("utf-8")
+            if size + len(data) > MAX_NOTE_BYTES:
+                raise ContentPolicyError(
+                    f"{path.name} would grow too large (past {MAX_NOTE_BYTES // (1024 * 1024)} MiB, the"
+                    " largest note memmw indexes); start a new note instead"
+                )
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+    except TimeoutError as exc:
+        raise OSError(errno.EBUSY, f"{path.name} is locked by another memmw writer") from exc
+    finally:
+        os.close(fd)
     return len(addition)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
 from memmw.config import ExtraPath
-from memmw.errors import PathPolicyError
+from memmw.errors import ContentPolicyError, PathPolicyError
 from memmw.workspace import (
+    MAX_NOTE_BYTES,
     append_text,
     atomic_write_text,
     discover,
@@ -287,3 +289,110 @@ def test_append_refuses_symlinks(tmp_path: Path) -> None:
     with pytest.raises(PathPolicyError, match="symlink"):
         append_text(link, "y")
     assert real.read_text(encoding="utf-8") == "x\n"
+
+
+# ---------------------------------------------------------------------------------------
+# Appends that only append (issue 9, item 1)
+
+
+def test_append_keeps_text_another_writer_appends_through_an_open_handle(tmp_path: Path) -> None:
+    # An editor or `>>` that holds the note open must not lose what it writes after ours.
+    target = write(tmp_path / "memory" / "n.md", "one\n")
+    inode = os.stat(target).st_ino
+    with open(target, "ab") as other:
+        append_text(target, "two")
+        other.write(b"three\n")
+    assert target.read_bytes() == b"one\ntwo\nthree\n"
+    assert os.stat(target).st_ino == inode
+
+
+def test_append_never_rewrites_crlf_or_bare_cr(tmp_path: Path) -> None:
+    crlf = tmp_path / "memory" / "crlf.md"
+    crlf.parent.mkdir(parents=True)
+    crlf.write_bytes(b"a\r\nb\r\n")
+    append_text(crlf, "c\nd")
+    assert crlf.read_bytes() == b"a\r\nb\r\nc\r\nd\r\n"
+    cr = tmp_path / "memory" / "cr.md"
+    cr.write_bytes(b"x\ry")
+    append_text(cr, "z")
+    assert cr.read_bytes().startswith(b"x\ry")
+    assert cr.read_bytes() == b"x\ry\nz\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("a\x00b", "NUL"),
+        ("bell\x07", "control character"),
+        ("x" * (18 * 1024 * 1024), "too large"),
+        ("lone \udce9 surrogate", "UTF-8"),
+    ],
+)
+def test_append_refuses_content_that_would_break_the_note(
+    tmp_path: Path, content: str, why: str
+) -> None:
+    target = write(tmp_path / "memory" / "n.md", "keep\n")
+    with pytest.raises(ContentPolicyError, match=why):
+        append_text(target, content)
+    assert target.read_bytes() == b"keep\n"
+
+
+def test_append_refuses_growing_a_note_past_the_index_limit(tmp_path: Path) -> None:
+    target = tmp_path / "memory" / "big.md"
+    target.parent.mkdir(parents=True)
+    with open(target, "wb") as fh:
+        fh.truncate(MAX_NOTE_BYTES - 10)
+    with pytest.raises(ContentPolicyError, match="too large"):
+        append_text(target, "y" * 20)
+    assert target.stat().st_size == MAX_NOTE_BYTES - 10
+
+
+def test_append_refuses_a_fifo_without_blocking_and_keeps_the_lock_free(tmp_path: Path) -> None:
+    fifo = tmp_path / "memory" / "pipe.md"
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            append_text(fifo, "x")
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=5)
+    if thread.is_alive():  # unblock the stuck reader so the test run can end
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        os.close(fd)
+        thread.join(timeout=5)
+        pytest.fail("append_text blocked on a FIFO")
+    assert outcome and isinstance(outcome[0], PathPolicyError)
+    assert "not a regular file" in str(outcome[0])
+    # The folder is not left locked: a normal append beside it works at once.
+    assert append_text(tmp_path / "memory" / "ok.md", "fine") == len("fine\n")
+
+
+def test_append_leaves_no_temp_files_and_writes_in_place(tmp_path: Path) -> None:
+    target = write(tmp_path / "memory" / "n.md", "a\n")
+    for i in range(5):
+        append_text(target, f"line {i}")
+    assert sorted(p.name for p in target.parent.iterdir()) == ["n.md"]
+    assert target.read_text(encoding="utf-8").splitlines() == ["a"] + [f"line {i}" for i in range(5)]
+
+
+def test_append_from_many_threads_loses_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "memory" / "n.md"
+
+    def writer(k: int) -> None:
+        for i in range(40):
+            append_text(target, f"t{k}-{i}")
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lines = target.read_text(encoding="utf-8").splitlines()
+    assert sorted(lines) == sorted(f"t{k}-{i}" for k in range(4) for i in range(40))
