@@ -28,8 +28,15 @@ from memmw.index.schema import migrate
 from memmw.index.sqlitevec import SqliteVecIndex, sqlite_vec_status
 from memmw.index.store import IndexStore
 from memmw.index.sync import FileReadError, Indexer, Progress, ProviderIdentity, read_markdown
-from memmw.index.vectors import Backfill, BackfillReport, pending_count, provider_key
+from memmw.index.vectors import (
+    EMBEDDING_ERROR_KEY,
+    Backfill,
+    BackfillReport,
+    pending_count,
+    provider_key,
+)
 from memmw.locks import exclusive_lock
+from memmw.redaction import redact_secrets
 from memmw.search import Searcher, VectorLeg
 from memmw.text import cut_utf16, utf16_len
 from memmw.transcripts import sessions_dir
@@ -436,7 +443,9 @@ class Memory:
         try:
             qvec = np.asarray(provider.embed_query(query), dtype=np.float32)
         except Exception as exc:  # a dead provider degrades to keyword search
-            log.warning("query embedding failed; keyword-only results: %s", exc)
+            log.warning(
+                "query embedding failed; keyword-only results: %s", redact_secrets(str(exc))
+            )
             return (
                 None,
                 f"embedding provider failed ({type(exc).__name__}); keyword-only results",
@@ -643,6 +652,11 @@ class Memory:
                     }
                     raw = store.get_meta("identity")
                     vector["dims"] = json.loads(raw).get("vectorDims") if raw else None
+                    stored_error = store.get_meta(EMBEDDING_ERROR_KEY)
+                    if stored_error and vector["pending"]:
+                        # Persisted by whichever process embedded last: a fresh process's
+                        # status says why vectors are pending.
+                        vector["lastError"] = json.loads(stored_error).get("error")
         if self._backfill_report is not None and self._backfill_report.error:
             vector["lastError"] = self._backfill_report.error
         if deep and provider is not None:
@@ -655,7 +669,10 @@ class Memory:
                     "ms": round((time.perf_counter() - started) * 1000, 1),
                 }
             except Exception as exc:
-                embedding["probe"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+                embedding["probe"] = {
+                    "ok": False,
+                    "error": redact_secrets(f"{type(exc).__name__}: {exc}"),
+                }
         return {"embedding": embedding, "vector": vector, "cache": cache}
 
     def reset(self) -> None:
