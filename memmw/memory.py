@@ -27,7 +27,14 @@ from memmw.index.db import connect, fts5_available, snapshot, transaction
 from memmw.index.schema import migrate
 from memmw.index.sqlitevec import SqliteVecIndex, sqlite_vec_status
 from memmw.index.store import IndexStore
-from memmw.index.sync import FileReadError, Indexer, Progress, ProviderIdentity, read_markdown
+from memmw.index.sync import (
+    SCAN_ISSUES_KEY,
+    FileReadError,
+    Indexer,
+    Progress,
+    ProviderIdentity,
+    read_markdown,
+)
 from memmw.index.vectors import (
     EMBEDDING_ERROR_KEY,
     Backfill,
@@ -40,7 +47,7 @@ from memmw.redaction import redact_secrets
 from memmw.search import Searcher, VectorLeg
 from memmw.text import cut_utf16, utf16_len
 from memmw.transcripts import sessions_dir
-from memmw.types import ReadResult, SearchHit, Status, SyncReport
+from memmw.types import FileIssue, ReadResult, SearchHit, Status, SyncReport
 from memmw.workspace import discover, resolve_read_path
 
 log = logging.getLogger(__name__)
@@ -535,6 +542,7 @@ class Memory:
         """
         counts: dict[str, dict[str, int]] = {}
         last_sync: float | None = None
+        issues: tuple[FileIssue, ...] = ()
         details: dict[str, Any] = {}
         exists = self.db_path.exists()
         if exists:
@@ -544,6 +552,8 @@ class Memory:
                     counts = store.counts()
                     raw = store.get_meta("last_sync")
                     last_sync = float(raw) if raw else None
+                    raw_issues = store.get_meta(SCAN_ISSUES_KEY)
+                    issues = tuple(FileIssue(**i) for i in json.loads(raw_issues or "[]"))
                     if deep:
                         details["fts"] = {
                             "available": fts5_available(store.conn),
@@ -578,6 +588,7 @@ class Memory:
             provider=details["embedding"].get("provider") or "none",
             model=details["embedding"].get("model") or "fts-only",
             last_sync=last_sync,
+            issues=issues,
             details=details,
         )
 

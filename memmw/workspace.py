@@ -106,17 +106,63 @@ def _is_regular_file(path: Path) -> bool:
     return stat.S_ISREG(st.st_mode)
 
 
-def _walk_markdown(root: Path) -> Iterator[Path]:
-    """Yield regular ``.md`` files below ``root``, never following symlinks."""
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+def display_path(path: str) -> str:
+    """``path`` as printable UTF-8: undecodable bytes shown as ``\\xNN`` escapes."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+@dataclass
+class _Walk:
+    """What a walk found besides files: issues, and folders it could not list."""
+
+    workspace: Path
+    issues: list[FileIssue]
+    unlisted: list[str]
+
+    def rel(self, path: Path | str) -> str:
+        return display_path(relative_posix(Path(path), self.workspace))
+
+    def cannot_list(self, err: OSError) -> None:
+        where = self.rel(err.filename) if err.filename else "?"
+        self.unlisted.append(where)
+        reason = err.strerror or type(err).__name__
+        self.issues.append(
+            FileIssue(path=where + "/", reason=f"folder could not be listed ({reason}); skipped")
+        )
+
+
+def _walk_markdown(root: Path, walk: _Walk | None = None) -> Iterator[Path]:
+    """Yield regular ``.md`` files below ``root``, never following symlinks.
+
+    With ``walk``, folders that cannot be listed, names that are not valid UTF-8 and
+    ``.md`` entries that are not regular files (FIFOs, devices) are reported there.
+    """
+    onerror = walk.cannot_list if walk is not None else None
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=onerror):
         base = Path(dirpath)
         dirnames[:] = sorted(
             d for d in dirnames if not is_ignored_dir(d) and not (base / d).is_symlink()
         )
         for name in sorted(filenames):
             candidate = base / name
-            if name.lower().endswith(".md") and _is_regular_file(candidate):
+            if not name.lower().endswith(".md"):
+                continue
+            if display_path(name) != name:
+                if walk is not None:
+                    walk.issues.append(
+                        FileIssue(path=walk.rel(candidate), reason="file name is not valid UTF-8; skipped")
+                    )
+                continue
+            if _is_regular_file(candidate):
                 yield candidate
+            elif walk is not None and not os.path.islink(candidate):
+                walk.issues.append(
+                    FileIssue(path=walk.rel(candidate), reason="not a regular file; skipped")
+                )
 
 
 def _glob_match(rel: str, pattern: str) -> bool:
@@ -132,21 +178,51 @@ def resolve_extra_path(entry: ExtraPath, workspace: Path) -> Path:
     return raw if raw.is_absolute() else workspace / raw
 
 
+@dataclass(frozen=True, kw_only=True)
+class Discovery:
+    """Result of :func:`discover_all`.
+
+    Attributes:
+        files: The files to index, sorted by path.
+        issues: Paths skipped and why (undecodable names, FIFOs, unreadable folders...).
+        unlisted: Workspace-relative folders that could not be listed; files indexed
+            under them must be kept, not treated as deleted.
+    """
+
+    files: list[WorkspaceFile]
+    issues: list[FileIssue]
+    unlisted: tuple[str, ...] = ()
+
+    def may_have(self, path: str) -> bool:
+        """True when ``path`` lies under a folder that could not be listed."""
+        return any(u in (".", "") or path == u or path.startswith(u + "/") for u in self.unlisted)
+
+
 def discover(
     workspace: Path, extra_paths: Iterable[ExtraPath] = ()
 ) -> tuple[list[WorkspaceFile], list[FileIssue]]:
+    """Find every Markdown file memmw indexes (see :func:`discover_all`).
+
+    Returns:
+        The files (sorted by path) and the issues found.
+    """
+    found = discover_all(workspace, extra_paths)
+    return found.files, found.issues
+
+
+def discover_all(workspace: Path, extra_paths: Iterable[ExtraPath] = ()) -> Discovery:
     """Find every Markdown file memmw indexes.
 
     Root ``MEMORY.md``/``memory.md``/``USER.md``, ``memory/**/*.md`` and the extra paths.
     Symlinks and non-regular files are skipped, hidden and tool folders are not walked,
-    and files reached twice are de-duplicated by realpath.
-
-    Returns:
-        The files (sorted by path) and the issues found (missing extra paths, symlinks).
+    and files reached twice are de-duplicated by realpath. Odd entries never stop the
+    walk: names that are not valid UTF-8, FIFOs and devices, and folders that cannot be
+    listed (permissions, renamed meanwhile) are reported per path and skipped.
     """
     workspace = Path(os.path.abspath(workspace))
     found: list[WorkspaceFile] = []
-    issues: list[FileIssue] = []
+    walk = _Walk(workspace=workspace, issues=[], unlisted=[])
+    issues = walk.issues
     seen: set[str] = set()
 
     def add(abs_path: Path) -> None:
@@ -156,13 +232,19 @@ def discover(
         seen.add(real)
         found.append(WorkspaceFile(path=relative_posix(abs_path, workspace), abs_path=abs_path))
 
+    try:
+        top = set(os.listdir(workspace))
+    except OSError as exc:
+        exc.filename = exc.filename or str(workspace)
+        walk.cannot_list(exc)
+        top = set()
     for name in ROOT_FILES:
         candidate = workspace / name
-        if _is_regular_file(candidate) and candidate.name in os.listdir(workspace):
+        if name in top and _is_regular_file(candidate):
             add(candidate)
     memory_dir = workspace / MEMORY_DIR
     if memory_dir.is_dir() and not memory_dir.is_symlink():
-        for f in _walk_markdown(memory_dir):
+        for f in _walk_markdown(memory_dir, walk):
             add(f)
     for entry in extra_paths:
         target = resolve_extra_path(entry, workspace)
@@ -170,7 +252,7 @@ def discover(
             issues.append(FileIssue(path=entry.path, reason="extra path is a symlink; skipped"))
             continue
         if target.is_dir():
-            for f in _walk_markdown(target):
+            for f in _walk_markdown(target, walk):
                 rel = f.relative_to(target).as_posix()
                 if entry.pattern is None or _glob_match(rel, entry.pattern):
                     add(f)
@@ -182,7 +264,7 @@ def discover(
         else:
             issues.append(FileIssue(path=entry.path, reason="extra path does not exist"))
     found.sort(key=lambda f: f.path)
-    return found, issues
+    return Discovery(files=found, issues=issues, unlisted=tuple(walk.unlisted))
 
 
 def file_date(path: str) -> tuple[int, int, int] | None:

@@ -106,6 +106,8 @@ def is_session_file(name: str) -> bool:
     """True for transcript file names the sessions source indexes (see ``list_session_files``)."""
     if name.startswith(".") or ".bak." in name or name.endswith((".tmp", ".lock")):
         return False
+    if not name.isprintable() or any("\udc80" <= c <= "\udcff" for c in name):
+        return False  # undecodable bytes (surrogate escapes) cannot be stored as a path
     lowered = name.lower()
     if "trajectory" in lowered or "checkpoint" in lowered or "dream" in lowered:
         return False

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sqlite3
+import stat
 import time
 import uuid
 from collections.abc import Callable
@@ -28,9 +29,10 @@ from memmw.index.terms import TERMS_VERSION
 from memmw.locks import exclusive_lock, lock_path_for
 from memmw.types import FileIssue, SyncReport
 from memmw.workspace import (
+    MAX_NOTE_BYTES,
     MEMORY_DIR,
     WorkspaceFile,
-    discover,
+    discover_all,
     file_date,
     is_curated,
     resolve_extra_path,
@@ -39,9 +41,12 @@ from memmw.workspace import (
 log = logging.getLogger(__name__)
 
 #: Files larger than this are reported and skipped (memory files are small by nature).
-MAX_FILE_BYTES = 16 * 1024 * 1024
+MAX_FILE_BYTES = MAX_NOTE_BYTES
 #: How long a sync waits for another process's sync before giving up.
 WRITER_LOCK_TIMEOUT_S = 120.0
+
+#: Meta key with the paths the last sync skipped (JSON list of ``{path, reason}``).
+SCAN_ISSUES_KEY = "scan_issues"
 
 Progress = Callable[[int, int, str], None]
 
@@ -81,10 +86,20 @@ def read_markdown(path: Path) -> tuple[str, str, float, int]:
         FileReadError: binary content, invalid UTF-8, too large or unreadable.
     """
     try:
-        st = os.stat(path)
-        if st.st_size > MAX_FILE_BYTES:
+        # O_NONBLOCK: a file swapped for a FIFO after discovery must not hang the sync.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise FileReadError("not a regular file")
+            if st.st_size > MAX_FILE_BYTES:
+                raise FileReadError(f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                data = fh.read(MAX_FILE_BYTES + 1)
+        finally:
+            os.close(fd)
+        if len(data) > MAX_FILE_BYTES:
             raise FileReadError(f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
-        data = path.read_bytes()
     except OSError as exc:
         raise FileReadError(f"unreadable: {exc.strerror or exc}") from exc
     if b"\x00" in data:
@@ -214,6 +229,7 @@ class Indexer:
                     else:
                         counts = self._incremental(store, progress)
                     total = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+                    self._record_issues(store, counts.issues)
                 finally:
                     conn.close()
         except TimeoutError as exc:
@@ -243,8 +259,14 @@ class Indexer:
         progress: Progress | None,
     ) -> _Counts:
         """Index the workspace's files; ``existing`` maps path -> (hash, mtime, size)."""
-        files, issues = discover(self.workspace, self.config.extra_paths)
-        counts = _Counts(issues=list(issues))
+        if not self.workspace.is_dir():
+            # Renamed or unmounted mid-run: an empty walk must not drop every note.
+            raise IndexStoreError(
+                f"the workspace folder {self.workspace} is gone; the index was left as it was"
+            )
+        found = discover_all(self.workspace, self.config.extra_paths)
+        files = found.files
+        counts = _Counts(issues=list(found.issues))
         seen: set[str] = set()
         for i, file in enumerate(files):
             seen.add(file.path)
@@ -286,6 +308,8 @@ class Indexer:
             else:
                 counts.added += 1
         for path in existing.keys() - seen:
+            if found.may_have(path):
+                continue  # its folder could not be listed: not known to be deleted
             store.delete_file(path, "memory")
             counts.removed += 1
         self._index_sessions(store, counts)
@@ -393,6 +417,13 @@ class Indexer:
             for suffix in ("", "-journal", "-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(f"{tmp_path}{suffix}")
+
+    def _record_issues(self, store: IndexStore, issues: list[FileIssue]) -> None:
+        """Keep the last sync's skipped paths in the index so ``status`` can list them."""
+        value = json.dumps([{"path": i.path, "reason": i.reason} for i in issues[:200]])
+        if store.get_meta(SCAN_ISSUES_KEY) != value:
+            with transaction(store.conn):
+                store.set_meta(SCAN_ISSUES_KEY, value)
 
     def _remove_orphans(self) -> None:
         """Delete temporary databases left by a crashed rebuild (we hold the writer lock)."""
