@@ -20,6 +20,12 @@ import numpy as np
 
 from memmw.config import MemoryConfig, resolve_state_dir, resolve_workspace
 from memmw.embeddings.base import EmbeddingProvider
+from memmw.embeddings.breaker import (
+    BreakerPolicy,
+    CircuitBreaker,
+    CircuitOpenError,
+    GuardedEmbedder,
+)
 from memmw.embeddings.registry import ProviderSelection, create_provider
 from memmw.errors import ConfigError, MemmwError, PathPolicyError
 from memmw.freshness import Freshness
@@ -146,6 +152,9 @@ class Memory:
         self._stop = threading.Event()
         self._vec0: SqliteVecIndex | None = None
         self._has_index = False
+        #: Fail-fast guard of the embedding provider (see ``memmw.embeddings.breaker``).
+        self.breaker_policy = BreakerPolicy()
+        self._breaker: CircuitBreaker | None = None
         self._freshness = Freshness(
             run_sync=lambda: self.sync(embeddings="background"),
             workspace=self.workspace,
@@ -248,6 +257,16 @@ class Memory:
         """The active embedding provider, or None in keyword-only mode."""
         return self.selection.provider
 
+    def _provider_breaker(self, provider: EmbeddingProvider) -> CircuitBreaker:
+        """The circuit breaker of ``provider`` (made on first use, probes it when open)."""
+        if self._breaker is None:
+            self._breaker = CircuitBreaker(
+                lambda: provider.embed_query("memmw health probe"),
+                self.breaker_policy,
+                stop=self._stop,
+            )
+        return self._breaker
+
     def _provider_identity(self) -> ProviderIdentity:
         provider = self.provider
         if provider is None or not self.config.store.vector_enabled:
@@ -271,7 +290,7 @@ class Memory:
         backfill = Backfill(
             db_path=self.db_path,
             lock_path=self._indexer.lock_path,
-            provider=provider,
+            provider=GuardedEmbedder(provider, self._provider_breaker(provider)),
             provider_key=identity.provider_key,
             cache_enabled=self.config.cache.enabled,
             cache_max_entries=self.config.cache.max_entries,
@@ -447,8 +466,16 @@ class Memory:
             matrix = self._searcher.vector_matrix(store, self.config.sources, dims)
             if not len(matrix):
                 return None, None
+        breaker = self._provider_breaker(provider)
         try:
-            qvec = np.asarray(provider.embed_query(query), dtype=np.float32)
+            qvec = np.asarray(breaker.call(lambda: provider.embed_query(query)), dtype=np.float32)
+        except CircuitOpenError:
+            # Fail fast: a hung provider must not stall every search for its retry budget.
+            return (
+                None,
+                "the embedding provider is failing (circuit open); keyword-only results"
+                " until a background probe succeeds",
+            )
         except Exception as exc:  # a dead provider degrades to keyword search
             log.warning(
                 "query embedding failed; keyword-only results: %s", redact_secrets(str(exc))
@@ -670,6 +697,8 @@ class Memory:
                         vector["lastError"] = json.loads(stored_error).get("error")
         if self._backfill_report is not None and self._backfill_report.error:
             vector["lastError"] = self._backfill_report.error
+        if self._breaker is not None:
+            embedding["circuit"] = self._breaker.to_dict()
         if deep and provider is not None:
             started = time.perf_counter()
             try:
