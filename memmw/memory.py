@@ -27,9 +27,9 @@ from memmw.embeddings.breaker import (
     GuardedEmbedder,
 )
 from memmw.embeddings.registry import ProviderSelection, create_provider
-from memmw.errors import ConfigError, MemmwError, PathPolicyError
+from memmw.errors import ConfigError, IndexCorruptError, MemmwError, PathPolicyError
 from memmw.freshness import Freshness
-from memmw.index.db import connect, fts5_available, snapshot, transaction
+from memmw.index.db import connect, fts5_available, is_corruption, snapshot, transaction
 from memmw.index.schema import migrate
 from memmw.index.sqlitevec import SqliteVecIndex, sqlite_vec_status
 from memmw.index.store import IndexStore
@@ -143,6 +143,7 @@ class Memory:
         self._searcher = Searcher(self.config, connect=lambda: connect(self.db_path))
         self._conn: sqlite3.Connection | None = None
         self._conn_inode: int | None = None
+        self._conn_shm: int | None = None
         self._lock = threading.RLock()
         self._closed = False
         self._selection: ProviderSelection | None = None
@@ -202,18 +203,53 @@ class Memory:
             inode: int | None = os.stat(self.db_path).st_ino
         except FileNotFoundError:
             inode = None
-        if self._conn is not None and inode == self._conn_inode and inode is not None:
+        if (
+            self._conn is not None
+            and inode == self._conn_inode
+            and inode is not None
+            # An open WAL connection keeps its "-shm" alive; if it was deleted (or
+            # replaced) under us, this connection no longer sees other writers: reopen.
+            and self._shm_inode() == self._conn_shm
+        ):
             return self._conn
         if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+            # Replaced file or lost WAL: counters may repeat, so cached matrices can lie.
+            self._searcher.invalidate()
+        self._drop_reader()
         if inode is None:  # deleted meanwhile (another process ran reset): rebuild
             self.sync(embeddings="background")
-            inode = os.stat(self.db_path).st_ino
-        conn = connect(self.db_path)
-        migrate(conn, self.config.store.fts_tokenizer)
-        self._conn, self._conn_inode = conn, inode
+        try:
+            conn = self._open_reader()
+        except sqlite3.DatabaseError as exc:
+            if not is_corruption(exc):
+                raise
+            self.sync(embeddings="background")  # moves the damaged file aside, rebuilds
+            conn = self._open_reader()
+        self._conn, self._conn_inode = conn, os.stat(self.db_path).st_ino
+        self._conn_shm = self._shm_inode()
         return conn
+
+    def _shm_inode(self) -> int | None:
+        try:
+            return os.stat(f"{self.db_path}-shm").st_ino
+        except OSError:
+            return None
+
+    def _open_reader(self) -> sqlite3.Connection:
+        writer = connect(self.db_path)
+        try:
+            migrate(writer, self.config.store.fts_tokenizer)
+        finally:
+            writer.close()
+        # The long-lived reader is read-only: if another program deletes the -wal/-shm
+        # under it, closing it can never checkpoint a stale WAL over newer pages.
+        return connect(self.db_path, readonly=True)
+
+    def _drop_reader(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+            self._conn = None
 
     def _published(self) -> bool:
         """True once an index has been built (its identity is recorded)."""
@@ -396,17 +432,41 @@ class Memory:
                 self.sync(embeddings="background")
             elif self.config.sync.on_search:
                 self._freshness.on_search()  # a background sync if dirty; never waits
-            conn = self._reader()
-            with snapshot(conn):
-                store = IndexStore(conn, fts_tokenizer=self.config.store.fts_tokenizer)
-                vector_leg, warning = self._vector_leg(store, query)
-                outcome = self._searcher.search(
-                    store,
-                    query,
-                    max_results=max_results,
-                    min_score=min_score,
-                    vector_leg=vector_leg,
-                )
+            try:
+                return self._search_index(query, max_results, min_score)
+            except sqlite3.DatabaseError as exc:
+                if not is_corruption(exc):
+                    raise
+                # Damage found past the header (a torn page): rebuild, then answer.
+                log.warning("the index is damaged (%s); rebuilding it from the notes", exc)
+                self._drop_reader()
+                self._heal()
+                return self._search_index(query, max_results, min_score)
+
+    def _heal(self) -> None:
+        """Rebuild a damaged index from the Markdown files (moved aside if unreadable)."""
+        try:
+            self.sync(force=True, embeddings="background")
+        except sqlite3.DatabaseError as exc:
+            raise IndexCorruptError(
+                f"the index {self.db_path} is damaged ({exc}); run 'memmw reset' then "
+                "'memmw index' to rebuild it from the notes"
+            ) from exc
+
+    def _search_index(
+        self, query: str, max_results: int | None, min_score: float | None
+    ) -> _SearchResult:
+        conn = self._reader()
+        with snapshot(conn):
+            store = IndexStore(conn, fts_tokenizer=self.config.store.fts_tokenizer)
+            vector_leg, warning = self._vector_leg(store, query)
+            outcome = self._searcher.search(
+                store,
+                query,
+                max_results=max_results,
+                min_score=min_score,
+                vector_leg=vector_leg,
+            )
         return _SearchResult(outcome.hits, outcome.mode, warning)
 
     def prepare(self, timeout: float | None = None) -> None:

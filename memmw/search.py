@@ -98,6 +98,12 @@ class Searcher:
         self._lock = threading.Lock()
         self._building: threading.Thread | None = None
 
+    def invalidate(self) -> None:
+        """Forget the cached matrices (the index file was replaced or its WAL lost)."""
+        with self._lock:
+            self._matrix = self._matrix_key = None
+            self._vectors = self._vectors_key = None
+
     def keyword_matrix(self, store: IndexStore, sources: Sequence[str]) -> KeywordMatrix | None:
         """The BM25 matrix of the current generation, or None while a first build runs.
 

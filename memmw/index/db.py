@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,3 +68,35 @@ def fts5_available(conn: sqlite3.Connection) -> bool:
     except sqlite3.OperationalError:
         return False
     return True
+
+
+#: SQLite messages that mean the file itself is damaged (not busy, not read-only).
+_CORRUPTION = (
+    "file is not a database",
+    "database disk image is malformed",
+    "malformed database schema",
+    "file is encrypted or is not a database",
+)
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """True when ``exc`` says the database file is damaged (rebuild it, don't retry)."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    text = str(exc).lower()
+    return any(marker in text for marker in _CORRUPTION)
+
+
+def quarantine(path: Path) -> Path:
+    """Move a damaged database (and its ``-wal``/``-shm``) aside; returns the new name.
+
+    The copy is kept for inspection (``<name>.corrupt-<unix time>``); memmw never reads
+    it again.
+    """
+    target = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+    os.replace(path, target)
+    for suffix in ("-wal", "-shm", "-journal"):
+        side = Path(f"{path}{suffix}")
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(side, Path(f"{target}{suffix}"))
+    return target

@@ -20,8 +20,8 @@ from typing import Any
 
 from memmw.chunking import CHUNKING_VERSION, chunk_text
 from memmw.config import MemoryConfig
-from memmw.errors import IndexBusyError, IndexStoreError
-from memmw.index.db import connect, transaction
+from memmw.errors import IndexBusyError, IndexCorruptError, IndexStoreError
+from memmw.index.db import connect, is_corruption, quarantine, transaction
 from memmw.index.schema import migrate
 from memmw.index.sessions import list_session_files, session_document, session_index_path
 from memmw.index.store import IndexStore
@@ -206,32 +206,35 @@ class Indexer:
         try:
             with exclusive_lock(self.lock_path, timeout=WRITER_LOCK_TIMEOUT_S if wait else 0):
                 self._remove_orphans()
-                conn = connect(self.db_path)
                 try:
-                    migrate(conn, self.config.store.fts_tokenizer)
-                    store = IndexStore(conn, fts_tokenizer=self.config.store.fts_tokenizer)
-                    wanted = build_identity(self.config, self.workspace, self.provider)
-                    stored_raw = store.get_meta("identity")
-                    stored = json.loads(stored_raw) if stored_raw else None
-                    reason = "forced" if force else identity_change(stored, wanted)
-                    if (
-                        reason is not None
-                        and reason != "no-index"
-                        and not force
-                        and not self.config.auto_reindex
-                    ):
-                        raise IndexStoreError(
-                            f"the index was built with other settings ({reason}); "
-                            "run 'memmw index --force' to rebuild it"
-                        )
-                    if reason is not None:
-                        counts = self._rebuild(conn, store, wanted, progress)
-                    else:
-                        counts = self._incremental(store, progress)
-                    total = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-                    self._record_issues(store, counts.issues)
-                finally:
-                    conn.close()
+                    reason, counts, total = self._sync_locked(force, progress)
+                except sqlite3.DatabaseError as exc:
+                    if not is_corruption(exc):
+                        raise
+                    # The Markdown files are the source of truth: move the damaged index
+                    # aside and rebuild it from them, under the writer lock we hold.
+                    try:
+                        aside = quarantine(self.db_path)
+                    except OSError as move_exc:
+                        raise IndexCorruptError(
+                            f"the index {self.db_path} is damaged ({exc}) and could not be "
+                            f"moved aside ({move_exc.strerror or move_exc}); delete it or run "
+                            "'memmw reset', then 'memmw index' to rebuild it from the notes"
+                        ) from exc
+                    log.warning(
+                        "the index was damaged (%s); moved it to %s and rebuilt it from the"
+                        " Markdown files",
+                        exc,
+                        aside.name,
+                    )
+                    try:
+                        _reason, counts, total = self._sync_locked(True, progress)
+                    except sqlite3.DatabaseError as again:
+                        raise IndexCorruptError(
+                            f"the index {self.db_path} could not be rebuilt ({again}); run "
+                            "'memmw reset' then 'memmw index'"
+                        ) from again
+                    reason = "corrupt-index"
         except TimeoutError as exc:
             raise IndexBusyError(
                 f"another process is syncing {self.db_path.name}; try again shortly"
@@ -252,6 +255,38 @@ class Indexer:
         return report
 
     # -- internals -------------------------------------------------------------------
+    def _sync_locked(
+        self, force: bool, progress: Progress | None
+    ) -> tuple[str | None, _Counts, int]:
+        """One sync under the writer lock: ``(rebuild reason, counts, chunks in index)``."""
+        conn = connect(self.db_path)
+        try:
+            migrate(conn, self.config.store.fts_tokenizer)
+            store = IndexStore(conn, fts_tokenizer=self.config.store.fts_tokenizer)
+            wanted = build_identity(self.config, self.workspace, self.provider)
+            stored_raw = store.get_meta("identity")
+            stored = json.loads(stored_raw) if stored_raw else None
+            reason = "forced" if force else identity_change(stored, wanted)
+            if (
+                reason is not None
+                and reason != "no-index"
+                and not force
+                and not self.config.auto_reindex
+            ):
+                raise IndexStoreError(
+                    f"the index was built with other settings ({reason}); "
+                    "run 'memmw index --force' to rebuild it"
+                )
+            if reason is not None:
+                counts = self._rebuild(conn, store, wanted, progress)
+            else:
+                counts = self._incremental(store, progress)
+            total = int(conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+            self._record_issues(store, counts.issues)
+        finally:
+            conn.close()
+        return reason, counts, total
+
     def _index(
         self,
         store: IndexStore,
