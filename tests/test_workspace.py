@@ -396,3 +396,94 @@ def test_append_from_many_threads_loses_nothing(tmp_path: Path) -> None:
         t.join()
     lines = target.read_text(encoding="utf-8").splitlines()
     assert sorted(lines) == sorted(f"t{k}-{i}" for k in range(4) for i in range(40))
+
+
+# -- properties: append content and the path policy ---------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from memmw.workspace import discover_all, unindexed_note_reason  # noqa: E402
+
+PROPS = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@PROPS
+@given(before=st.binary(max_size=200), text=st.text(max_size=300))
+def test_append_either_refuses_and_keeps_the_note_or_only_adds_to_its_end(
+    tmp_path: Path, before: bytes, text: str
+) -> None:
+    note = tmp_path / "memory" / "p.md"
+    note.parent.mkdir(parents=True, exist_ok=True)
+    note.write_bytes(before)
+    try:
+        added = append_text(note, text)
+    except ContentPolicyError:
+        assert note.read_bytes() == before
+        return
+    after = note.read_bytes()
+    assert after.startswith(before)  # earlier bytes are never rewritten
+    tail = after[len(before):].decode("utf-8")
+    assert len(tail) == added and tail.endswith("\n")
+    needs_sep = bool(before) and not before.endswith((b"\n", b"\r"))
+    sep = ("\r\n" if tail.startswith("\r\n") else "\n") if needs_sep else ""
+    assert tail.startswith(sep)  # a separator only when the note lacked a final newline
+    assert tail[len(sep):].splitlines() == (text.splitlines() or [""])
+    assert "\x00" not in tail
+
+
+@PROPS
+@given(text=st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=300))
+def test_printable_text_is_always_accepted_and_the_note_stays_readable(
+    tmp_path: Path, text: str
+) -> None:
+    from memmw.index.sync import read_markdown
+
+    note = tmp_path / "memory" / "q.md"
+    note.unlink(missing_ok=True)
+    append_text(note, text)
+    body = read_markdown(note)[0]
+    assert text.replace("\r\n", "\n").rstrip("\n") in body.replace("\r\n", "\n")
+
+
+NAME_CHARS = st.characters(codec="utf-8", exclude_characters="/\\")
+
+
+@PROPS
+@given(
+    folders=st.lists(st.text(NAME_CHARS, min_size=1, max_size=12), max_size=2),
+    stem=st.text(NAME_CHARS, min_size=1, max_size=20),
+)
+def test_a_note_appends_accept_is_a_note_discovery_indexes(
+    tmp_path: Path, folders: list[str], stem: str
+) -> None:
+    ws = tmp_path / "ws"
+    rel = "/".join(["memory", *folders, stem + ".md"])
+    try:
+        rel, abs_path = resolve_read_path(ws, rel)
+    except PathPolicyError:
+        return
+    if not rel.startswith("memory/") or unindexed_note_reason(rel) is not None:
+        return
+    try:
+        append_text(abs_path, "note")
+    except OSError:
+        return  # the OS refused the name (too long, reserved): nothing to index either
+    assert rel in {f.path for f in discover_all(ws).files}
+    for p in sorted(ws.rglob("*"), reverse=True):
+        p.unlink() if p.is_file() else p.rmdir()
+
+
+@PROPS
+@given(raw=st.text(max_size=60))
+def test_the_read_policy_never_lets_a_path_escape(tmp_path: Path, raw: str) -> None:
+    ws = tmp_path / "ws"
+    try:
+        rel, abs_path = resolve_read_path(ws, raw)
+    except (PathPolicyError, ValueError):
+        return
+    assert rel.lower().endswith(".md")
+    assert os.path.commonpath([os.path.abspath(ws), abs_path]) == os.path.abspath(ws)
+    assert ".." not in Path(rel).parts
