@@ -29,7 +29,14 @@ from memmw.embeddings.breaker import (
 from memmw.embeddings.registry import ProviderSelection, create_provider
 from memmw.errors import ConfigError, IndexCorruptError, MemmwError, PathPolicyError
 from memmw.freshness import Freshness
-from memmw.index.db import connect, fts5_available, is_corruption, snapshot, transaction
+from memmw.index.db import (
+    connect,
+    fts5_available,
+    is_corruption,
+    is_writable_dir,
+    snapshot,
+    transaction,
+)
 from memmw.index.schema import migrate
 from memmw.index.sqlitevec import SqliteVecIndex, sqlite_vec_status
 from memmw.index.store import IndexStore
@@ -236,6 +243,8 @@ class Memory:
             return None
 
     def _open_reader(self) -> sqlite3.Connection:
+        if self._state_read_only():
+            return connect(self.db_path, readonly=True)  # search only: no migration
         writer = connect(self.db_path)
         try:
             migrate(writer, self.config.store.fts_tokenizer)
@@ -258,7 +267,7 @@ class Memory:
         if not self.db_path.exists():
             return False
         try:
-            conn = connect(self.db_path)
+            conn = connect(self.db_path, readonly=True)
         except sqlite3.Error:
             return False
         try:
@@ -271,6 +280,10 @@ class Memory:
         finally:
             conn.close()
         return self._has_index
+
+    def _state_read_only(self) -> bool:
+        """True when the index folder cannot be written (search works, syncs cannot)."""
+        return self.db_path.exists() and not is_writable_dir(self.db_path.parent)
 
     def _store(self) -> IndexStore:
         return IndexStore(self._reader(), fts_tokenizer=self.config.store.fts_tokenizer)
@@ -430,7 +443,7 @@ class Memory:
                 # returns; vectors follow in the background). If a background sync is
                 # building it right now, the writer lock makes this wait for it.
                 self.sync(embeddings="background")
-            elif self.config.sync.on_search:
+            elif self.config.sync.on_search and not self._state_read_only():
                 self._freshness.on_search()  # a background sync if dirty; never waits
             try:
                 return self._search_index(query, max_results, min_score)

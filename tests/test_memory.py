@@ -349,3 +349,43 @@ def test_deleted_wal_and_shm_under_a_live_process(ws: Path, tmp_path: Path) -> N
         subprocess.run([sys.executable, "-c", script, str(ws), str(state)], check=True, env=env)
         hits = live.search("zeppelin hangar")
         assert hits and hits[0].path == "memory/2026-02-01.md"
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to drop privileges"
+)
+def test_search_works_on_a_read_only_state_dir() -> None:
+    import shutil
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="memmw-ro-", dir="/tmp"))
+    try:
+        ws, state = root / "ws", root / "state"
+        write(ws / "MEMORY.md", "# Facts\n- The gateway runs on port 8080.\n")
+        with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as mem:
+            mem.sync()
+        for path in [root, *root.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)  # readable, writable by root only
+        script = (
+            "import sys; from memmw import Memory, MemoryConfig;"
+            "m = Memory(workspace=sys.argv[1], state_dir=sys.argv[2],"
+            " config=MemoryConfig(provider='none'));"
+            "print(m.search('gateway')[0].path); print(m.status().files)"
+        )
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("setpriv (util-linux) is needed to drop privileges")
+        nobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable]
+        probe = subprocess.run(
+            [*nobody, "-c", "import memmw"], env=env, capture_output=True, text=True
+        )
+        if probe.returncode != 0:
+            pytest.skip(f"the unprivileged user cannot import memmw here: {probe.stderr[-200:]}")
+        out = subprocess.run(
+            [*nobody, "-c", script, str(ws), str(state)], env=env, capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.split() == ["MEMORY.md", "1"]
+    finally:
+        shutil.rmtree(root)
