@@ -315,3 +315,18 @@ def test_document_requests_honour_timeout_s(hanging_url: str) -> None:
         p.embed_documents(["a note"])
     elapsed = time.monotonic() - started
     assert elapsed < 0.3 * 2 + 0.05 + 1.0  # timeout_s x tries + backoff + slack, not 120 s
+
+
+def test_an_error_body_that_echoes_the_key_is_redacted(
+    openai_stub: Stub, fast_retry: RetryPolicy, caplog: pytest.LogCaptureFixture
+) -> None:
+    server, app = openai_stub
+    key = "sk-proj-Zyxwvutsrqponmlkjihgfedcba0123456789"
+    app.always_fail = (
+        401,
+        {"error": {"message": f"Incorrect API key provided: {key}", "type": "auth", "code": None}},
+    )
+    p = _provider(server, fast_retry)
+    with pytest.raises(ProviderError) as info:
+        p.embed_query("hi")
+    assert key not in str(info.value) and "401" in str(info.value)
