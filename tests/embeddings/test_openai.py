@@ -318,7 +318,7 @@ def test_document_requests_honour_timeout_s(hanging_url: str) -> None:
 
 
 def test_an_error_body_that_echoes_the_key_is_redacted(
-    openai_stub: Stub, fast_retry: RetryPolicy, caplog: pytest.LogCaptureFixture
+    openai_stub: Stub, fast_retry: RetryPolicy
 ) -> None:
     server, app = openai_stub
     key = "sk-proj-Zyxwvutsrqponmlkjihgfedcba0123456789"
