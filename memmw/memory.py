@@ -27,7 +27,13 @@ from memmw.embeddings.breaker import (
     GuardedEmbedder,
 )
 from memmw.embeddings.registry import ProviderSelection, create_provider
-from memmw.errors import ConfigError, IndexCorruptError, MemmwError, PathPolicyError
+from memmw.errors import (
+    ConfigError,
+    IndexCorruptError,
+    MemmwError,
+    PathPolicyError,
+    ProviderError,
+)
 from memmw.freshness import Freshness
 from memmw.index.db import (
     connect,
@@ -65,6 +71,8 @@ from memmw.workspace import discover, resolve_read_path
 
 log = logging.getLogger(__name__)
 
+#: Providers reached over HTTP: their query embedding is bounded by one timeout.
+REMOTE_PROVIDERS = frozenset({"openai", "gemini"})
 _AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -541,7 +549,7 @@ class Memory:
                 return None, None
         breaker = self._provider_breaker(provider)
         try:
-            qvec = np.asarray(breaker.call(lambda: provider.embed_query(query)), dtype=np.float32)
+            qvec = np.asarray(self._embed_query(provider, breaker, query), dtype=np.float32)
         except CircuitOpenError:
             # Fail fast: a hung provider must not stall every search for its retry budget.
             return (
@@ -566,6 +574,45 @@ class Memory:
             return (lambda limit: vec0.search(unit, limit, allowed)), None
         calibrate = self.config.query.hybrid.calibrate_vectors
         return (lambda limit: matrix.search(unit, limit, calibrate=calibrate)), None
+
+    def _embed_query(
+        self, provider: EmbeddingProvider, breaker: CircuitBreaker, query: str
+    ) -> list[float]:
+        """Embed a query through the breaker; remote providers get one timeout, not retries.
+
+        A search wants an answer now: waiting out a remote provider's whole retry budget
+        (``timeout_s`` x tries plus backoff) would stall it, so the call runs in a helper
+        thread and the search goes keyword-only after about one ``remote.timeout_s``.
+        """
+        if provider.id not in REMOTE_PROVIDERS:
+            result: list[float] = breaker.call(lambda: provider.embed_query(query))
+            return result
+        breaker.check()
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                box["vector"] = provider.embed_query(query)
+            except BaseException as exc:  # handed to the waiting search
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="memmw-query-embed", daemon=True).start()
+        deadline = self.config.remote.timeout_s * 1.2 + 0.2
+        if not done.wait(deadline):
+            error = ProviderError(
+                f"query embedding took longer than remote.timeout_s ({deadline:.1f}s)"
+            )
+            breaker.failure(error)
+            raise error
+        if "error" in box:
+            breaker.failure(box["error"])
+            raise box["error"]
+        breaker.success()
+        vector: list[float] = box["vector"]
+        return vector
 
     def _sqlite_vec(self) -> SqliteVecIndex:
         if self._vec0 is None:
