@@ -377,6 +377,26 @@ class RemoteConfig(_Section):
         self._int_range("non_batch_concurrency", 1, 64)
         object.__setattr__(self, "headers", dict(self.headers))
 
+    def __repr__(self) -> str:
+        # Header values (Authorization, api-key) and URL passwords are credentials: a
+        # repr lands in logs, tracebacks and bug reports, so show their names only.
+        headers = {k: "***" for k in self.headers}
+        return (
+            f"RemoteConfig(base_url={_mask_url(self.base_url)!r}, "
+            f"api_key={'***' if self.api_key else None!r}, headers={headers!r}, "
+            f"dimensions={self.dimensions!r}, timeout_s={self.timeout_s!r}, "
+            f"non_batch_concurrency={self.non_batch_concurrency!r}, batch={self.batch!r})"
+        )
+
+
+def _mask_url(url: str | None) -> str | None:
+    """``url`` with the password of ``user:password@`` and secret query values masked."""
+    if not url:
+        return url
+    from memmw.redaction import redact_secrets
+
+    return re.sub(r"(://[^/\s:@]*):[^@/\s]*@", r"\1:***@", redact_secrets(url))
+
 
 @dataclass(frozen=True, kw_only=True)
 class LocalConfig(_Section):

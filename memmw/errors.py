@@ -15,8 +15,20 @@ class PathPolicyError(MemmwError, PermissionError):
     """A path is outside what memmw may read or write (escape, symlink, not Markdown)."""
 
 
+class ContentPolicyError(MemmwError, ValueError):
+    """Text memmw refuses to write (too large, NUL bytes, control characters, not UTF-8)."""
+
+
 class IndexStoreError(MemmwError):
     """The derived SQLite index could not be opened, migrated or written."""
+
+
+class IndexCorruptError(IndexStoreError):
+    """The index file is damaged (not a database, malformed) and could not be rebuilt.
+
+    The Markdown files are the source of truth and are untouched: ``memmw reset`` then
+    ``memmw index`` rebuilds the index from them.
+    """
 
 
 class IndexBusyError(IndexStoreError):
@@ -33,7 +45,9 @@ class ProviderUnavailableError(ProviderError):
 
 __all__ = [
     "ConfigError",
+    "ContentPolicyError",
     "IndexBusyError",
+    "IndexCorruptError",
     "IndexStoreError",
     "MemmwError",
     "PathPolicyError",

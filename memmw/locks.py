@@ -66,6 +66,36 @@ def exclusive_lock(path: str | os.PathLike[str], *, timeout: float | None = None
         tlock.release()
 
 
+@contextlib.contextmanager
+def locked_fd(fd: int, *, timeout: float, what: str = "file") -> Iterator[None]:
+    """Hold an exclusive ``flock`` on an already open descriptor for the block.
+
+    ``flock`` locks belong to the open file description, so two descriptors of one file
+    exclude each other even inside one process: this serialises memmw's own threads and
+    processes without a sidecar lock file. Programs that do not lock (editors, ``>>``)
+    are not excluded; ``O_APPEND`` keeps their writes and ours whole.
+
+    Raises:
+        TimeoutError: the lock was not acquired within ``timeout`` seconds.
+    """
+    if not _HAVE_FCNTL:  # pragma: no cover - Windows: O_APPEND is what we have
+        yield
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"lock busy: {what}") from None
+            time.sleep(0.005)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
 def lock_path_for(path: Path) -> Path:
     """The sidecar lock file used for ``path`` (``<path>.lock``)."""
     return path.with_name(path.name + ".lock")

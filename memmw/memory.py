@@ -20,24 +20,59 @@ import numpy as np
 
 from memmw.config import MemoryConfig, resolve_state_dir, resolve_workspace
 from memmw.embeddings.base import EmbeddingProvider
+from memmw.embeddings.breaker import (
+    BreakerPolicy,
+    CircuitBreaker,
+    CircuitOpenError,
+    GuardedEmbedder,
+)
 from memmw.embeddings.registry import ProviderSelection, create_provider
-from memmw.errors import ConfigError, MemmwError, PathPolicyError
+from memmw.errors import (
+    ConfigError,
+    IndexCorruptError,
+    MemmwError,
+    PathPolicyError,
+    ProviderError,
+)
 from memmw.freshness import Freshness
-from memmw.index.db import connect, fts5_available, snapshot, transaction
+from memmw.index.db import (
+    connect,
+    fts5_available,
+    is_corruption,
+    is_writable_dir,
+    snapshot,
+    transaction,
+)
 from memmw.index.schema import migrate
 from memmw.index.sqlitevec import SqliteVecIndex, sqlite_vec_status
 from memmw.index.store import IndexStore
-from memmw.index.sync import FileReadError, Indexer, Progress, ProviderIdentity, read_markdown
-from memmw.index.vectors import Backfill, BackfillReport, pending_count, provider_key
+from memmw.index.sync import (
+    SCAN_ISSUES_KEY,
+    FileReadError,
+    Indexer,
+    Progress,
+    ProviderIdentity,
+    read_markdown,
+)
+from memmw.index.vectors import (
+    EMBEDDING_ERROR_KEY,
+    Backfill,
+    BackfillReport,
+    pending_count,
+    provider_key,
+)
 from memmw.locks import exclusive_lock
+from memmw.redaction import redact_secrets
 from memmw.search import Searcher, VectorLeg
 from memmw.text import cut_utf16, utf16_len
 from memmw.transcripts import sessions_dir
-from memmw.types import ReadResult, SearchHit, Status, SyncReport
+from memmw.types import FileIssue, ReadResult, SearchHit, Status, SyncReport
 from memmw.workspace import discover, resolve_read_path
 
 log = logging.getLogger(__name__)
 
+#: Providers reached over HTTP: their query embedding is bounded by one timeout.
+REMOTE_PROVIDERS = frozenset({"openai", "gemini"})
 _AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -123,6 +158,7 @@ class Memory:
         self._searcher = Searcher(self.config, connect=lambda: connect(self.db_path))
         self._conn: sqlite3.Connection | None = None
         self._conn_inode: int | None = None
+        self._conn_shm: int | None = None
         self._lock = threading.RLock()
         self._closed = False
         self._selection: ProviderSelection | None = None
@@ -132,6 +168,9 @@ class Memory:
         self._stop = threading.Event()
         self._vec0: SqliteVecIndex | None = None
         self._has_index = False
+        #: Fail-fast guard of the embedding provider (see ``memmw.embeddings.breaker``).
+        self.breaker_policy = BreakerPolicy()
+        self._breaker: CircuitBreaker | None = None
         self._freshness = Freshness(
             run_sync=lambda: self.sync(embeddings="background"),
             workspace=self.workspace,
@@ -179,18 +218,55 @@ class Memory:
             inode: int | None = os.stat(self.db_path).st_ino
         except FileNotFoundError:
             inode = None
-        if self._conn is not None and inode == self._conn_inode and inode is not None:
+        if (
+            self._conn is not None
+            and inode == self._conn_inode
+            and inode is not None
+            # An open WAL connection keeps its "-shm" alive; if it was deleted (or
+            # replaced) under us, this connection no longer sees other writers: reopen.
+            and self._shm_inode() == self._conn_shm
+        ):
             return self._conn
         if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+            # Replaced file or lost WAL: counters may repeat, so cached matrices can lie.
+            self._searcher.invalidate()
+        self._drop_reader()
         if inode is None:  # deleted meanwhile (another process ran reset): rebuild
             self.sync(embeddings="background")
-            inode = os.stat(self.db_path).st_ino
-        conn = connect(self.db_path)
-        migrate(conn, self.config.store.fts_tokenizer)
-        self._conn, self._conn_inode = conn, inode
+        try:
+            conn = self._open_reader()
+        except sqlite3.DatabaseError as exc:
+            if not is_corruption(exc):
+                raise
+            self.sync(embeddings="background")  # moves the damaged file aside, rebuilds
+            conn = self._open_reader()
+        self._conn, self._conn_inode = conn, os.stat(self.db_path).st_ino
+        self._conn_shm = self._shm_inode()
         return conn
+
+    def _shm_inode(self) -> int | None:
+        try:
+            return os.stat(f"{self.db_path}-shm").st_ino
+        except OSError:
+            return None
+
+    def _open_reader(self) -> sqlite3.Connection:
+        if self._state_read_only():
+            return connect(self.db_path, readonly=True)  # search only: no migration
+        writer = connect(self.db_path)
+        try:
+            migrate(writer, self.config.store.fts_tokenizer)
+        finally:
+            writer.close()
+        # The long-lived reader is read-only: if another program deletes the -wal/-shm
+        # under it, closing it can never checkpoint a stale WAL over newer pages.
+        return connect(self.db_path, readonly=True)
+
+    def _drop_reader(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+            self._conn = None
 
     def _published(self) -> bool:
         """True once an index has been built (its identity is recorded)."""
@@ -199,7 +275,7 @@ class Memory:
         if not self.db_path.exists():
             return False
         try:
-            conn = connect(self.db_path)
+            conn = connect(self.db_path, readonly=True)
         except sqlite3.Error:
             return False
         try:
@@ -212,6 +288,10 @@ class Memory:
         finally:
             conn.close()
         return self._has_index
+
+    def _state_read_only(self) -> bool:
+        """True when the index folder cannot be written (search works, syncs cannot)."""
+        return self.db_path.exists() and not is_writable_dir(self.db_path.parent)
 
     def _store(self) -> IndexStore:
         return IndexStore(self._reader(), fts_tokenizer=self.config.store.fts_tokenizer)
@@ -233,6 +313,16 @@ class Memory:
     def provider(self) -> EmbeddingProvider | None:
         """The active embedding provider, or None in keyword-only mode."""
         return self.selection.provider
+
+    def _provider_breaker(self, provider: EmbeddingProvider) -> CircuitBreaker:
+        """The circuit breaker of ``provider`` (made on first use, probes it when open)."""
+        if self._breaker is None:
+            self._breaker = CircuitBreaker(
+                lambda: provider.embed_query("memmw health probe"),
+                self.breaker_policy,
+                stop=self._stop,
+            )
+        return self._breaker
 
     def _provider_identity(self) -> ProviderIdentity:
         provider = self.provider
@@ -257,7 +347,7 @@ class Memory:
         backfill = Backfill(
             db_path=self.db_path,
             lock_path=self._indexer.lock_path,
-            provider=provider,
+            provider=GuardedEmbedder(provider, self._provider_breaker(provider)),
             provider_key=identity.provider_key,
             cache_enabled=self.config.cache.enabled,
             cache_max_entries=self.config.cache.max_entries,
@@ -361,19 +451,43 @@ class Memory:
                 # returns; vectors follow in the background). If a background sync is
                 # building it right now, the writer lock makes this wait for it.
                 self.sync(embeddings="background")
-            elif self.config.sync.on_search:
+            elif self.config.sync.on_search and not self._state_read_only():
                 self._freshness.on_search()  # a background sync if dirty; never waits
-            conn = self._reader()
-            with snapshot(conn):
-                store = IndexStore(conn, fts_tokenizer=self.config.store.fts_tokenizer)
-                vector_leg, warning = self._vector_leg(store, query)
-                outcome = self._searcher.search(
-                    store,
-                    query,
-                    max_results=max_results,
-                    min_score=min_score,
-                    vector_leg=vector_leg,
-                )
+            try:
+                return self._search_index(query, max_results, min_score)
+            except sqlite3.DatabaseError as exc:
+                if not is_corruption(exc):
+                    raise
+                # Damage found past the header (a torn page): rebuild, then answer.
+                log.warning("the index is damaged (%s); rebuilding it from the notes", exc)
+                self._drop_reader()
+                self._heal()
+                return self._search_index(query, max_results, min_score)
+
+    def _heal(self) -> None:
+        """Rebuild a damaged index from the Markdown files (moved aside if unreadable)."""
+        try:
+            self.sync(force=True, embeddings="background")
+        except sqlite3.DatabaseError as exc:
+            raise IndexCorruptError(
+                f"the index {self.db_path} is damaged ({exc}); run 'memmw reset' then "
+                "'memmw index' to rebuild it from the notes"
+            ) from exc
+
+    def _search_index(
+        self, query: str, max_results: int | None, min_score: float | None
+    ) -> _SearchResult:
+        conn = self._reader()
+        with snapshot(conn):
+            store = IndexStore(conn, fts_tokenizer=self.config.store.fts_tokenizer)
+            vector_leg, warning = self._vector_leg(store, query)
+            outcome = self._searcher.search(
+                store,
+                query,
+                max_results=max_results,
+                min_score=min_score,
+                vector_leg=vector_leg,
+            )
         return _SearchResult(outcome.hits, outcome.mode, warning)
 
     def prepare(self, timeout: float | None = None) -> None:
@@ -433,10 +547,20 @@ class Memory:
             matrix = self._searcher.vector_matrix(store, self.config.sources, dims)
             if not len(matrix):
                 return None, None
+        breaker = self._provider_breaker(provider)
         try:
-            qvec = np.asarray(provider.embed_query(query), dtype=np.float32)
+            qvec = np.asarray(self._embed_query(provider, breaker, query), dtype=np.float32)
+        except CircuitOpenError:
+            # Fail fast: a hung provider must not stall every search for its retry budget.
+            return (
+                None,
+                "the embedding provider is failing (circuit open); keyword-only results"
+                " until a background probe succeeds",
+            )
         except Exception as exc:  # a dead provider degrades to keyword search
-            log.warning("query embedding failed; keyword-only results: %s", exc)
+            log.warning(
+                "query embedding failed; keyword-only results: %s", redact_secrets(str(exc))
+            )
             return (
                 None,
                 f"embedding provider failed ({type(exc).__name__}); keyword-only results",
@@ -450,6 +574,45 @@ class Memory:
             return (lambda limit: vec0.search(unit, limit, allowed)), None
         calibrate = self.config.query.hybrid.calibrate_vectors
         return (lambda limit: matrix.search(unit, limit, calibrate=calibrate)), None
+
+    def _embed_query(
+        self, provider: EmbeddingProvider, breaker: CircuitBreaker, query: str
+    ) -> list[float]:
+        """Embed a query through the breaker; remote providers get one timeout, not retries.
+
+        A search wants an answer now: waiting out a remote provider's whole retry budget
+        (``timeout_s`` x tries plus backoff) would stall it, so the call runs in a helper
+        thread and the search goes keyword-only after about one ``remote.timeout_s``.
+        """
+        if provider.id not in REMOTE_PROVIDERS:
+            result: list[float] = breaker.call(lambda: provider.embed_query(query))
+            return result
+        breaker.check()
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                box["vector"] = provider.embed_query(query)
+            except BaseException as exc:  # handed to the waiting search
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="memmw-query-embed", daemon=True).start()
+        deadline = self.config.remote.timeout_s * 1.2 + 0.2
+        if not done.wait(deadline):
+            error = ProviderError(
+                f"query embedding took longer than remote.timeout_s ({deadline:.1f}s)"
+            )
+            breaker.failure(error)
+            raise error
+        if "error" in box:
+            breaker.failure(box["error"])
+            raise box["error"]
+        breaker.success()
+        vector: list[float] = box["vector"]
+        return vector
 
     def _sqlite_vec(self) -> SqliteVecIndex:
         if self._vec0 is None:
@@ -526,6 +689,7 @@ class Memory:
         """
         counts: dict[str, dict[str, int]] = {}
         last_sync: float | None = None
+        issues: tuple[FileIssue, ...] = ()
         details: dict[str, Any] = {}
         exists = self.db_path.exists()
         if exists:
@@ -535,6 +699,8 @@ class Memory:
                     counts = store.counts()
                     raw = store.get_meta("last_sync")
                     last_sync = float(raw) if raw else None
+                    raw_issues = store.get_meta(SCAN_ISSUES_KEY)
+                    issues = tuple(FileIssue(**i) for i in json.loads(raw_issues or "[]"))
                     if deep:
                         details["fts"] = {
                             "available": fts5_available(store.conn),
@@ -569,6 +735,7 @@ class Memory:
             provider=details["embedding"].get("provider") or "none",
             model=details["embedding"].get("model") or "fts-only",
             last_sync=last_sync,
+            issues=issues,
             details=details,
         )
 
@@ -643,8 +810,15 @@ class Memory:
                     }
                     raw = store.get_meta("identity")
                     vector["dims"] = json.loads(raw).get("vectorDims") if raw else None
+                    stored_error = store.get_meta(EMBEDDING_ERROR_KEY)
+                    if stored_error and vector["pending"]:
+                        # Persisted by whichever process embedded last: a fresh process's
+                        # status says why vectors are pending.
+                        vector["lastError"] = json.loads(stored_error).get("error")
         if self._backfill_report is not None and self._backfill_report.error:
             vector["lastError"] = self._backfill_report.error
+        if self._breaker is not None:
+            embedding["circuit"] = self._breaker.to_dict()
         if deep and provider is not None:
             started = time.perf_counter()
             try:
@@ -655,7 +829,10 @@ class Memory:
                     "ms": round((time.perf_counter() - started) * 1000, 1),
                 }
             except Exception as exc:
-                embedding["probe"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+                embedding["probe"] = {
+                    "ok": False,
+                    "error": redact_secrets(f"{type(exc).__name__}: {exc}"),
+                }
         return {"embedding": embedding, "vector": vector, "cache": cache}
 
     def reset(self) -> None:

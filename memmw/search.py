@@ -94,9 +94,15 @@ class Searcher:
         self._matrix: KeywordMatrix | None = None
         self._matrix_key: _MatrixKey | None = None
         self._vectors: VectorMatrix | None = None
-        self._vectors_key: tuple[int, str | None, tuple[str, ...]] | None = None
+        self._vectors_key: tuple[object, ...] | None = None
         self._lock = threading.Lock()
         self._building: threading.Thread | None = None
+
+    def invalidate(self) -> None:
+        """Forget the cached matrices (the index file was replaced or its WAL lost)."""
+        with self._lock:
+            self._matrix = self._matrix_key = None
+            self._vectors = self._vectors_key = None
 
     def keyword_matrix(self, store: IndexStore, sources: Sequence[str]) -> KeywordMatrix | None:
         """The BM25 matrix of the current generation, or None while a first build runs.
@@ -174,7 +180,15 @@ class Searcher:
         self, store: IndexStore, sources: Sequence[str], dims: int | None
     ) -> VectorMatrix:
         """Stored vectors of the current generation (reloaded when a sync or backfill wrote)."""
-        key = (store.generation(), store.get_meta("vector_generation"), tuple(sources))
+        # The epoch is the rebuild id: counters restart after a reset, the epoch never
+        # repeats, so a long-lived process never keeps another index's vectors.
+        key = (
+            store.generation(),
+            store.get_meta("vector_generation"),
+            tuple(sources),
+            store.get_meta("epoch"),
+            dims,
+        )
         with self._lock:
             if self._vectors is None or self._vectors_key != key:
                 self._vectors = load_vectors(store.conn, sources, dims)

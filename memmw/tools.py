@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from memmw.config import MemoryConfig
-from memmw.errors import PathPolicyError
+from memmw.errors import ContentPolicyError, IndexCorruptError, IndexStoreError, PathPolicyError
 from memmw.prompts import APPEND_TOOL, GET_TOOL, SEARCH_TOOL, daily_note_path, describe_sources
+from memmw.redaction import redact_secrets
 from memmw.sessions import citations_enabled
 from memmw.timeutil import Clock, user_now
 from memmw.types import ReadResult
-from memmw.workspace import ROOT_FILES, append_text, resolve_read_path
+from memmw.workspace import ROOT_FILES, append_text, resolve_read_path, unindexed_note_reason
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ class MemoryTool:
         except Exception as exc:  # the contract: never raise into the agent loop
             log.warning("%s failed unexpectedly: %s", self.name, type(exc).__name__)
             log.debug("%s failure", self.name, exc_info=True)
-            return {"error": f"{type(exc).__name__}: {exc}", "disabled": False}
+            return {"error": redact_secrets(f"{type(exc).__name__}: {exc}"), "disabled": False}
 
     def invoke_json(self, args: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
         """Run the tool and return the payload as pretty-printed JSON text."""
@@ -183,9 +184,23 @@ def _integer(args: Mapping[str, Any], *names: str, minimum: int = 1) -> int | No
 
 def unavailable_payload(error: BaseException | str) -> Payload:
     """The ``memory_search`` payload when the engine failed: results empty plus guidance."""
-    text = str(error) or type(error).__name__
+    text = redact_secrets(str(error) or type(error).__name__)
     lowered = text.lower()
-    if "insufficient_quota" in lowered or "quota" in lowered or "429" in lowered:
+    if isinstance(error, IndexStoreError):
+        # Not a provider problem: telling the agent to check keys would send it astray.
+        damaged = isinstance(error, IndexCorruptError)
+        warning = (
+            "Memory search is unavailable: the memory index is damaged."
+            if damaged
+            else "Memory search is unavailable: the memory index could not be opened."
+        )
+        action = (
+            "The Markdown notes are intact; rebuild the index from them with "
+            "'memmw reset' then 'memmw index' (memory_get still reads notes meanwhile)."
+            if damaged
+            else "Retry shortly; if it persists, rebuild the index with 'memmw index --force'."
+        )
+    elif "insufficient_quota" in lowered or "quota" in lowered or "429" in lowered:
         warning = "Memory search is unavailable: the embedding provider's quota is exhausted."
         action = (
             "Top up the embedding provider account or switch memory to another provider "
@@ -336,13 +351,27 @@ def append_tool_payload(
             "path": rel,
             "error": f"only memory/*.md notes can be appended; use {default_path}",
         }
+    else:
+        unindexed = unindexed_note_reason(rel)
+        if unindexed is not None:
+            return {
+                "status": "error",
+                "path": rel,
+                "error": f"{unindexed}; append to {default_path} instead",
+            }
     if read_only if read_only is not None else not workspace_is_writable(workspace):
         return {"status": "error", "path": rel, "error": "the memory workspace is read-only"}
     try:
         appended = append_text(abs_path, content)
+    except ContentPolicyError as exc:
+        return {"status": "error", "path": rel, "error": f"nothing was written: {exc}"}
     except (OSError, PathPolicyError) as exc:
         log.warning("memory_append failed: %s", type(exc).__name__)
-        return {"status": "error", "path": rel, "error": f"{type(exc).__name__}: {exc}"}
+        return {
+            "status": "error",
+            "path": rel,
+            "error": redact_secrets(f"{type(exc).__name__}: {exc}"),
+        }
     log.info("memory_append wrote %d chars to %s", appended, rel)
     return {"status": "ok", "path": rel, "appended": appended}
 

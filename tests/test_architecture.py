@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "memmw.locks": 0,
     "memmw.timeutil": 0,
     "memmw.sessions": 0,
+    "memmw.redaction": 0,
     # workspace, text
     "memmw.workspace": 1,
     "memmw.text": 1,

@@ -17,6 +17,7 @@ from memmw.config import (
     MMRConfig,
     QueryConfig,
     ReadConfig,
+    RemoteConfig,
     SessionSyncConfig,
     StoreConfig,
     SyncConfig,
@@ -39,6 +40,7 @@ SECTIONS = (
     SessionSyncConfig,
     CacheConfig,
     ReadConfig,
+    RemoteConfig,
     FlushConfig,
 )
 
@@ -329,3 +331,18 @@ def test_state_dir_and_workspace_resolution(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert resolve_workspace(None) == tmp_path
     assert resolve_state_dir(None).name == ".memmw"
+
+
+def test_repr_hides_header_values_keys_and_url_passwords() -> None:
+    config = MemoryConfig(
+        remote=RemoteConfig(
+            base_url="https://bob:hunter2pass@proxy.example/v1?api_key=qwerty123456",
+            api_key="sk-live-abcdefghijklmnop0123",
+            headers={"Authorization": "Bearer abcdefgh12345678", "X-Api-Key": "zz9-plural-z"},
+        )
+    )
+    text = repr(config)
+    for secret in ("hunter2pass", "qwerty123456", "sk-live-abcdefghijklmnop0123",
+                   "abcdefgh12345678", "zz9-plural-z"):
+        assert secret not in text, secret
+    assert "Authorization" in text and "proxy.example" in text and "bob" in text

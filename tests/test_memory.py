@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from memmw import Memory, MemoryConfig, StoreConfig
 from memmw.config import ReadConfig
-from memmw.errors import ConfigError, PathPolicyError
+from memmw.errors import ConfigError, IndexCorruptError, PathPolicyError
 from memmw.memory import read_window
 
 KEYWORD_ONLY = MemoryConfig(provider="none")
@@ -277,3 +279,113 @@ def test_status_of_a_fresh_process_tells_whether_files_changed(ws: Path, tmp_pat
     write(ws / "memory" / "2026-05-05.md", "A new note.\n")
     with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as fresh:
         assert fresh.status().dirty is True
+
+
+# -- self-healing and honest state (issue 9, item 6) --------------------------------------
+
+
+def damage(db: Path) -> None:
+    """Overwrite the index with garbage, the way a torn copy or a bad disk leaves it."""
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    db.write_bytes(b"this is not a database\n" * 512)
+
+
+def test_a_damaged_index_is_moved_aside_and_rebuilt(ws: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as first:
+        first.sync()
+        db = first.db_path
+    damage(db)
+    with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as mem:
+        assert mem.search("gateway")[0].path == "MEMORY.md"
+        assert mem.status().files == 4
+    assert [p.name for p in db.parent.glob("*.corrupt-*")]  # kept for inspection
+
+
+def test_a_live_process_heals_an_index_damaged_under_it(mem: Memory) -> None:
+    mem.sync()
+    mem.search("gateway")
+    damage(mem.db_path)
+    report = mem.sync()
+    assert report.reason == "corrupt-index" and report.full_rebuild
+    assert mem.search("gateway")[0].path == "MEMORY.md"
+
+
+def test_an_index_that_cannot_be_healed_is_reported_as_damaged(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memmw.index import sync as sync_mod
+    from memmw.tools import build_memory_tools, tools_by_name
+
+    mem.sync()
+    damage(mem.db_path)
+
+    def cannot_move(path: Path) -> Path:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(sync_mod, "quarantine", cannot_move)
+    with pytest.raises(IndexCorruptError, match="memmw reset"):
+        mem.sync()
+    payload = tools_by_name(build_memory_tools(mem))["memory_search"].invoke({"query": "gateway"})
+    assert payload["unavailable"] and "damaged" in payload["warning"]
+    assert "memmw reset" in payload["action"] and "key" not in payload["action"]
+
+
+def test_deleted_wal_and_shm_under_a_live_process(ws: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as live:
+        live.sync()
+        assert live.search("gateway")
+        for suffix in ("-wal", "-shm"):
+            Path(f"{live.db_path}{suffix}").unlink(missing_ok=True)
+        write(ws / "memory" / "2026-02-01.md", "The zeppelin hangar opens in May.\n")
+        script = (
+            "import sys; from memmw import Memory, MemoryConfig;"
+            "m = Memory(workspace=sys.argv[1], state_dir=sys.argv[2],"
+            " config=MemoryConfig(provider='none')); m.sync(); m.close()"
+        )
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        subprocess.run([sys.executable, "-c", script, str(ws), str(state)], check=True, env=env)
+        hits = live.search("zeppelin hangar")
+        assert hits and hits[0].path == "memory/2026-02-01.md"
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to drop privileges"
+)
+def test_search_works_on_a_read_only_state_dir() -> None:
+    import shutil
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="memmw-ro-", dir="/tmp"))
+    try:
+        ws, state = root / "ws", root / "state"
+        write(ws / "MEMORY.md", "# Facts\n- The gateway runs on port 8080.\n")
+        with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as mem:
+            mem.sync()
+        for path in [root, *root.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)  # readable, writable by root only
+        script = (
+            "import sys; from memmw import Memory, MemoryConfig;"
+            "m = Memory(workspace=sys.argv[1], state_dir=sys.argv[2],"
+            " config=MemoryConfig(provider='none'));"
+            "print(m.search('gateway')[0].path); print(m.status().files)"
+        )
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("setpriv (util-linux) is needed to drop privileges")
+        nobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable]
+        probe = subprocess.run(
+            [*nobody, "-c", "import memmw"], env=env, capture_output=True, text=True
+        )
+        if probe.returncode != 0:
+            pytest.skip(f"the unprivileged user cannot import memmw here: {probe.stderr[-200:]}")
+        out = subprocess.run(
+            [*nobody, "-c", script, str(ws), str(state)], env=env, capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.split() == ["MEMORY.md", "1"]
+    finally:
+        shutil.rmtree(root)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -212,3 +214,97 @@ def test_runtime_fallback_switches_model_rebuilds_and_says_so(ws: Path, tmp_path
     finally:
         unregister_provider("flaky")
         unregister_provider("backup")
+
+
+# -- vectors that can be trusted (issue 9, item 4) ----------------------------------------
+
+
+class Lying(FakeEmbeddingProvider):
+    """Answers texts that mention ``trigger`` with a bad vector."""
+
+    def __init__(self, bad: list[float], trigger: str = "heron", **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.bad, self.trigger = bad, trigger
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        good = super().embed_documents(texts)
+        return [self.bad if self.trigger in t else v for t, v in zip(texts, good, strict=True)]
+
+
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [([float("nan")] * 32, "NaN"), ([float("inf")] + [0.0] * 31, "NaN or infinite"),
+     ([0.0] * 32, "zero vector"), ([0.1] * 24, "24 dimensions")],
+    ids=["nan", "inf", "zero", "wrong-dims"],
+)
+def test_bad_vectors_are_never_stored_or_cached(
+    ws: Path, tmp_path: Path, bad: list[float], why: str
+) -> None:
+    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+        mem._selection = dataclasses.replace(mem.selection, provider=Lying(bad, dims=32))
+        report = mem.sync()
+        assert report.embedded == 4  # the heron chunk was refused
+        assert count(mem.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 4
+        assert count(mem.db_path, "SELECT COUNT(*) FROM embedding_cache") == 4
+        assert count(mem.db_path, "SELECT COUNT(*) FROM chunk_vectors WHERE"
+                     " length(embedding) != 128") == 0
+        vector = mem.status().to_dict()["vector"]
+        assert vector["pending"] == 1 and why in vector["lastError"]
+        # The refused chunk is still found by keywords.
+        assert mem.search("heron lake")[0].path == "memory/2026-01-03.md"
+
+
+def test_a_server_that_changes_dimension_never_mixes_sizes(ws: Path, tmp_path: Path) -> None:
+    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+        mem._selection = dataclasses.replace(mem.selection, provider=Lying([0.1] * 24, "otter", dims=32))
+        mem.sync()
+        # The server now answers 24-dim vectors for the same model and endpoint.
+        write(ws / "memory" / "2026-01-04.md", "The otter swims upstream.\n")
+        mem.sync()
+        assert count(mem.db_path, "SELECT COUNT(DISTINCT length(embedding)) FROM chunk_vectors") == 1
+        assert count(mem.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 5
+        assert "24 dimensions" in mem.status().to_dict()["vector"]["lastError"]
+
+
+def test_a_stale_embedder_never_writes_into_an_index_rebuilt_for_another_model(
+    ws: Path, tmp_path: Path
+) -> None:
+    state = tmp_path / "s"
+    with Memory(ws, state, config=FAKE) as primary, Memory(ws, state, config=FAKE) as other:
+        primary.sync(embeddings="skip")
+        fake(other).model = "fake-other-model"  # e.g. a fallback provider took over
+        other.sync(embeddings="skip")  # rebuilds the index for the other model
+        report = primary.embed_pending()  # the first process's background embedder runs
+        assert report is not None and report.error is not None
+        assert "fake-other-model" in report.error
+        assert count(primary.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 0
+        other.embed_pending()
+        assert count(other.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 5
+
+
+def test_vector_cache_follows_a_reset_even_when_counters_restart(ws: Path, tmp_path: Path) -> None:
+    state = tmp_path / "s"
+    with Memory(ws, state, config=FAKE) as long_lived:
+        long_lived.sync()
+        long_lived.search("gateway")  # caches the vector matrix
+        cached = long_lived._searcher._vectors
+        assert cached is not None and len(cached) == 5
+        # Another process: reset (delete the index) and index different notes.
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{long_lived.db_path}{suffix}").unlink(missing_ok=True)
+        write(ws / "memory" / "2026-01-02.md", "The otter swims upstream at dawn.\n")
+        with Memory(ws, state, config=FAKE) as cli:
+            cli.sync()
+        long_lived.search("otter")
+        fresh = long_lived._searcher._vectors
+        assert fresh is not cached
+
+
+def test_last_embedding_error_survives_a_restart(ws: Path, tmp_path: Path) -> None:
+    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+        fake(mem).fail(error=ProviderError("HTTP 401: bad key sk-abc123def456ghi"))
+        mem.sync()
+    with Memory(ws, tmp_path / "s", config=FAKE) as fresh:
+        vector = fresh.status().to_dict()["vector"]
+        assert vector["pending"] == 5 and "401" in vector["lastError"]
+        assert "sk-abc123def456ghi" not in vector["lastError"]

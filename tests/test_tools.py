@@ -181,3 +181,42 @@ def test_unexpected_handler_errors_become_payloads(memory: Memory) -> None:
     tool = tools(memory)["memory_search"]
     exploding = type(tool)(tool.name, "d", {}, lambda args: 1 / 0)  # type: ignore[arg-type,return-value]
     assert "ZeroDivisionError" in exploding.invoke({})["error"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "memory/.drafts/idea.md",
+        "memory/.git/notes.md",
+        "memory/node_modules/x.md",
+        "memory/__pycache__/x.md",
+        "memory/.hidden.md",
+        "memory/caf\udce9.md",
+        "memory/tab\there.md",
+    ],
+)
+def test_append_refuses_targets_discovery_never_indexes(memory: Memory, path: str) -> None:
+    out = tools(memory)["memory_append"].invoke({"content": "x", "path": path})
+    assert out["status"] == "error", path
+    assert "memory/2026-03-11.md" in out["error"]  # says where to write instead
+    assert not any(p.name.startswith(("idea", "notes", "x.md", ".hidden", "caf", "tab"))
+                   for p in (memory.workspace / "memory").rglob("*"))
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [("a\x00b", "NUL"), ("\x1b[31mred", "control character"), ("x" * (2 << 20), "too large")],
+)
+def test_append_reports_refused_content(memory: Memory, content: str, why: str) -> None:
+    out = tools(memory)["memory_append"].invoke({"content": content})
+    assert out["status"] == "error" and why in out["error"]
+    assert "nothing was written" in out["error"]
+    assert not (memory.workspace / "memory" / "2026-03-11.md").exists()
+
+
+def test_appended_note_is_found_by_search(memory: Memory) -> None:
+    # The round trip an agent relies on: what it appends, search finds.
+    out = tools(memory)["memory_append"].invoke({"content": "- the badger code is 7-alpha"})
+    assert out["status"] == "ok"
+    memory.sync()
+    assert any(h.path == "memory/2026-03-11.md" for h in memory.search("badger"))

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
 from memmw.config import ExtraPath
-from memmw.errors import PathPolicyError
+from memmw.errors import ContentPolicyError, PathPolicyError
 from memmw.workspace import (
+    MAX_NOTE_BYTES,
     append_text,
     atomic_write_text,
     discover,
@@ -287,3 +289,201 @@ def test_append_refuses_symlinks(tmp_path: Path) -> None:
     with pytest.raises(PathPolicyError, match="symlink"):
         append_text(link, "y")
     assert real.read_text(encoding="utf-8") == "x\n"
+
+
+# ---------------------------------------------------------------------------------------
+# Appends that only append (issue 9, item 1)
+
+
+def test_append_keeps_text_another_writer_appends_through_an_open_handle(tmp_path: Path) -> None:
+    # An editor or `>>` that holds the note open must not lose what it writes after ours.
+    target = write(tmp_path / "memory" / "n.md", "one\n")
+    inode = os.stat(target).st_ino
+    with open(target, "ab") as other:
+        append_text(target, "two")
+        other.write(b"three\n")
+    assert target.read_bytes() == b"one\ntwo\nthree\n"
+    assert os.stat(target).st_ino == inode
+
+
+def test_append_never_rewrites_crlf_or_bare_cr(tmp_path: Path) -> None:
+    crlf = tmp_path / "memory" / "crlf.md"
+    crlf.parent.mkdir(parents=True)
+    crlf.write_bytes(b"a\r\nb\r\n")
+    append_text(crlf, "c\nd")
+    assert crlf.read_bytes() == b"a\r\nb\r\nc\r\nd\r\n"
+    cr = tmp_path / "memory" / "cr.md"
+    cr.write_bytes(b"x\ry")
+    append_text(cr, "z")
+    assert cr.read_bytes().startswith(b"x\ry")
+    assert cr.read_bytes() == b"x\ry\nz\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("a\x00b", "NUL"),
+        ("bell\x07", "control character"),
+        ("x" * (18 * 1024 * 1024), "too large"),
+        ("lone \udce9 surrogate", "UTF-8"),
+    ],
+)
+def test_append_refuses_content_that_would_break_the_note(
+    tmp_path: Path, content: str, why: str
+) -> None:
+    target = write(tmp_path / "memory" / "n.md", "keep\n")
+    with pytest.raises(ContentPolicyError, match=why):
+        append_text(target, content)
+    assert target.read_bytes() == b"keep\n"
+
+
+def test_append_refuses_growing_a_note_past_the_index_limit(tmp_path: Path) -> None:
+    target = tmp_path / "memory" / "big.md"
+    target.parent.mkdir(parents=True)
+    with open(target, "wb") as fh:
+        fh.truncate(MAX_NOTE_BYTES - 10)
+    with pytest.raises(ContentPolicyError, match="too large"):
+        append_text(target, "y" * 20)
+    assert target.stat().st_size == MAX_NOTE_BYTES - 10
+
+
+def test_append_refuses_a_fifo_without_blocking_and_keeps_the_lock_free(tmp_path: Path) -> None:
+    fifo = tmp_path / "memory" / "pipe.md"
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            append_text(fifo, "x")
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=5)
+    if thread.is_alive():  # unblock the stuck reader so the test run can end
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        os.close(fd)
+        thread.join(timeout=5)
+        pytest.fail("append_text blocked on a FIFO")
+    assert outcome and isinstance(outcome[0], PathPolicyError)
+    assert "not a regular file" in str(outcome[0])
+    # The folder is not left locked: a normal append beside it works at once.
+    assert append_text(tmp_path / "memory" / "ok.md", "fine") == len("fine\n")
+
+
+def test_append_leaves_no_temp_files_and_writes_in_place(tmp_path: Path) -> None:
+    target = write(tmp_path / "memory" / "n.md", "a\n")
+    for i in range(5):
+        append_text(target, f"line {i}")
+    assert sorted(p.name for p in target.parent.iterdir()) == ["n.md"]
+    assert target.read_text(encoding="utf-8").splitlines() == ["a"] + [f"line {i}" for i in range(5)]
+
+
+def test_append_from_many_threads_loses_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "memory" / "n.md"
+
+    def writer(k: int) -> None:
+        for i in range(40):
+            append_text(target, f"t{k}-{i}")
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lines = target.read_text(encoding="utf-8").splitlines()
+    assert sorted(lines) == sorted(f"t{k}-{i}" for k in range(4) for i in range(40))
+
+
+# -- properties: append content and the path policy ---------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from memmw.workspace import discover_all, unindexed_note_reason  # noqa: E402
+
+PROPS = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@PROPS
+@given(before=st.binary(max_size=200), text=st.text(max_size=300))
+def test_append_either_refuses_and_keeps_the_note_or_only_adds_to_its_end(
+    tmp_path: Path, before: bytes, text: str
+) -> None:
+    note = tmp_path / "memory" / "p.md"
+    note.parent.mkdir(parents=True, exist_ok=True)
+    note.write_bytes(before)
+    try:
+        added = append_text(note, text)
+    except ContentPolicyError:
+        assert note.read_bytes() == before
+        return
+    after = note.read_bytes()
+    assert after.startswith(before)  # earlier bytes are never rewritten
+    tail = after[len(before):].decode("utf-8")
+    assert len(tail) == added and tail.endswith("\n")
+    needs_sep = bool(before) and not before.endswith((b"\n", b"\r"))
+    sep = ("\r\n" if tail.startswith("\r\n") else "\n") if needs_sep else ""
+    assert tail.startswith(sep)  # a separator only when the note lacked a final newline
+    assert tail[len(sep):].splitlines() == (text.splitlines() or [""])
+    assert "\x00" not in tail
+
+
+@PROPS
+@given(text=st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=300))
+def test_printable_text_is_always_accepted_and_the_note_stays_readable(
+    tmp_path: Path, text: str
+) -> None:
+    from memmw.index.sync import read_markdown
+
+    note = tmp_path / "memory" / "q.md"
+    note.unlink(missing_ok=True)
+    append_text(note, text)
+    body = read_markdown(note)[0]
+    assert text.replace("\r\n", "\n").rstrip("\n") in body.replace("\r\n", "\n")
+
+
+NAME_CHARS = st.characters(codec="utf-8", exclude_characters="/\\")
+
+
+@PROPS
+@given(
+    folders=st.lists(st.text(NAME_CHARS, min_size=1, max_size=12), max_size=2),
+    stem=st.text(NAME_CHARS, min_size=1, max_size=20),
+)
+def test_a_note_appends_accept_is_a_note_discovery_indexes(
+    tmp_path: Path, folders: list[str], stem: str
+) -> None:
+    ws = tmp_path / "ws"
+    rel = "/".join(["memory", *folders, stem + ".md"])
+    try:
+        rel, abs_path = resolve_read_path(ws, rel)
+    except PathPolicyError:
+        return
+    if not rel.startswith("memory/") or unindexed_note_reason(rel) is not None:
+        return
+    try:
+        append_text(abs_path, "note")
+    except OSError:
+        return  # the OS refused the name (too long, reserved): nothing to index either
+    assert rel in {f.path for f in discover_all(ws).files}
+    for p in sorted(ws.rglob("*"), reverse=True):
+        p.unlink() if p.is_file() else p.rmdir()
+
+
+@PROPS
+@given(raw=st.text(max_size=60))
+def test_the_read_policy_never_lets_a_path_escape(tmp_path: Path, raw: str) -> None:
+    ws = tmp_path / "ws"
+    try:
+        rel, abs_path = resolve_read_path(ws, raw)
+    except (PathPolicyError, ValueError):
+        return
+    assert rel.lower().endswith(".md")
+    assert os.path.commonpath([os.path.abspath(ws), abs_path]) == os.path.abspath(ws)
+    assert ".." not in Path(rel).parts

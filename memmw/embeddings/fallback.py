@@ -9,6 +9,7 @@ from typing import NoReturn, TypeVar
 
 from memmw.embeddings.base import EmbeddingProvider
 from memmw.errors import ProviderError
+from memmw.redaction import redact_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -164,7 +165,7 @@ class FallbackProvider:
 def _reraise(exc: Exception) -> NoReturn:
     if isinstance(exc, ProviderError):
         raise exc
-    raise ProviderError(f"{type(exc).__name__}: {exc}") from exc
+    raise ProviderError(redact_secrets(f"{type(exc).__name__}: {exc}")) from exc
 
 
 __all__ = ["FallbackProvider"]

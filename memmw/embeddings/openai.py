@@ -34,8 +34,6 @@ DEFAULT_MODEL = "text-embedding-3-small"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: Most requests one OpenAI batch may hold.
 BATCH_MAX_REQUESTS = 50_000
-#: Timeout for document embedding requests (queries use ``remote.timeout_s``).
-DOCUMENT_TIMEOUT_S = 120.0
 
 _KNOWN_DIMS = {
     "text-embedding-3-small": 1536,
@@ -93,7 +91,7 @@ class OpenAIEmbeddingProvider(RemoteSettings):
             base_url: OpenAI-compatible endpoint (``.../v1``); default the OpenAI API.
             headers: Extra HTTP headers sent with every request.
             dimensions: Requested output dimensionality (passed only when set).
-            timeout_s: Timeout of query requests (document requests allow 2 minutes).
+            timeout_s: Timeout of every request, queries and documents alike.
             concurrency: Plain requests in flight at once.
             batch: Batch API settings (off by default).
             retry: Retry policy for every HTTP call (default ``retry.DEFAULT_RETRY``).
@@ -130,7 +128,7 @@ class OpenAIEmbeddingProvider(RemoteSettings):
             api_key=key,
             base_url=self._base_url,
             default_headers=self._headers or None,
-            timeout=max(timeout_s, DOCUMENT_TIMEOUT_S),
+            timeout=timeout_s,
             max_retries=0,  # memmw's own retry policy applies
         )
 
@@ -178,7 +176,7 @@ class OpenAIEmbeddingProvider(RemoteSettings):
                 return combine_pieces(vectors, owner, sizes, len(texts))
         return embed_with_limits(
             texts,
-            lambda batch: self._request(batch, max(self._timeout_s, DOCUMENT_TIMEOUT_S)),
+            lambda batch: self._request(batch, self._timeout_s),
             max_input_bytes=self.max_input_bytes,
             max_request_bytes=DEFAULT_REQUEST_MAX_BYTES,
             concurrency=self._concurrency,

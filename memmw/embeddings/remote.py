@@ -14,6 +14,7 @@ from memmw.embeddings.batchapi import BatchGuard
 from memmw.embeddings.batching import max_input_bytes_for
 from memmw.embeddings.retry import RetryPolicy
 from memmw.errors import ProviderError
+from memmw.redaction import redact_secrets
 
 
 def env_key(*names: str) -> str | None:
@@ -40,12 +41,15 @@ def provider_error(
 
     Args:
         provider: Registry name for the message.
-        exc: The underlying error (its text never contains the key).
+        exc: The underlying error (secrets in its text are redacted).
         what: What was being done.
     """
     status = getattr(exc, "status_code", None) or getattr(exc, "code", None)
     status_text = f" (status {status})" if isinstance(status, int) else ""
-    return ProviderError(f"{provider} {what} failed{status_text}: {type(exc).__name__}: {exc}")
+    # Some servers echo the request (and its key) in their error body: redact it here,
+    # before the text reaches logs, stored errors or the agent.
+    detail = redact_secrets(f"{type(exc).__name__}: {exc}")
+    return ProviderError(f"{provider} {what} failed{status_text}: {detail}")
 
 
 __all__ = ["env_key", "fingerprint", "provider_error"]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import logging
+import math
 import random
 import re
 import time
@@ -77,6 +80,40 @@ def is_retryable(exc: BaseException) -> bool:
     return bool(_RETRYABLE_TEXT.search(str(exc)))
 
 
+def retry_after_s(exc: BaseException) -> float | None:
+    """Seconds the server asked to wait (``Retry-After``/``retry-after-ms``), or None.
+
+    Reads the headers of the HTTP response attached to SDK errors (``exc.response``) or
+    to the error itself; accepts delta-seconds and HTTP dates.
+    """
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        headers = getattr(exc, "headers", None)
+    if headers is None or not hasattr(headers, "get"):
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000.0)
+        value = headers.get("retry-after")
+    except Exception:  # an odd headers object: no hint
+        return None
+    if value is None:
+        return None
+    text = str(value).strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.timezone.utc)
+        seconds = (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
 @dataclass(frozen=True, kw_only=True)
 class RetryPolicy:
     """How often and how patiently to retry a provider call.
@@ -86,6 +123,8 @@ class RetryPolicy:
         base_delay_s: Delay before the second try; it doubles after each failure.
         max_delay_s: Cap on the delay before jitter.
         jitter: Extra random share of the delay (0.2 = up to +20%).
+        max_retry_after_s: Longest ``Retry-After`` honoured; a server asking for more is
+            not retried (the error surfaces at once instead of stalling the caller).
         sleep: Sleep function (inject a fake one in tests).
         rng: Source of uniform random numbers in [0, 1) for the jitter.
     """
@@ -94,6 +133,7 @@ class RetryPolicy:
     base_delay_s: float = 0.5
     max_delay_s: float = 8.0
     jitter: float = 0.2
+    max_retry_after_s: float = 30.0
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
     rng: Callable[[], float] = field(default=random.random, repr=False)
 
@@ -118,6 +158,17 @@ class RetryPolicy:
                 if failures >= self.attempts or not is_retryable(exc):
                     raise
                 wait = self.delay(failures)
+                asked = retry_after_s(exc)
+                if asked is not None:
+                    if asked > self.max_retry_after_s:
+                        logger.warning(
+                            "%s: server asks to retry in %.0fs (cap %.0fs); giving up",
+                            what,
+                            asked,
+                            self.max_retry_after_s,
+                        )
+                        raise
+                    wait = max(wait, asked)
                 logger.warning(
                     "%s failed (%s), retry %d/%d in %.2fs",
                     what,
@@ -131,4 +182,10 @@ class RetryPolicy:
 
 DEFAULT_RETRY = RetryPolicy()
 
-__all__ = ["DEFAULT_RETRY", "RetryPolicy", "is_quota_error", "is_retryable"]
+__all__ = [
+    "DEFAULT_RETRY",
+    "RetryPolicy",
+    "is_quota_error",
+    "is_retryable",
+    "retry_after_s",
+]

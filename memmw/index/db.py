@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
+import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,23 +18,48 @@ def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
 
     Args:
         path: Database file (created unless ``readonly``).
-        readonly: Open with ``mode=ro`` (the file must exist).
+        readonly: Open with ``mode=ro`` (the file must exist), ``immutable`` when its
+            folder is read-only.
     """
     if readonly:
-        conn = sqlite3.connect(
-            f"file:{Path(path).as_posix()}?mode=ro",
-            uri=True,
-            check_same_thread=False,
-            isolation_level=None,
-        )
-    else:
-        conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        return _connect_readonly(Path(path))
+    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    if not readonly:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
     return conn
+
+
+def _connect_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection; ``immutable`` when the folder cannot hold a ``-shm``.
+
+    A WAL database normally needs its ``-shm`` file, which a read-only state folder
+    cannot create; opened ``immutable`` SQLite reads the file as it is, which is all a
+    search on a read-only state folder can do anyway (nobody can write there either).
+    """
+    uri = f"file:{urllib.parse.quote(path.as_posix())}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+    try:
+        conn.execute("PRAGMA schema_version").fetchone()
+    except sqlite3.OperationalError:
+        conn.close()
+        if os.access(path.parent, os.W_OK) or not os.path.exists(path):
+            raise
+        conn = sqlite3.connect(
+            uri + "&immutable=1", uri=True, check_same_thread=False, isolation_level=None
+        )
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+def is_writable_dir(path: Path) -> bool:
+    """True when files can be created in ``path`` (or it can be created)."""
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return os.access(candidate, os.W_OK | os.X_OK)
+    return False
 
 
 @contextlib.contextmanager
@@ -66,3 +94,35 @@ def fts5_available(conn: sqlite3.Connection) -> bool:
     except sqlite3.OperationalError:
         return False
     return True
+
+
+#: SQLite messages that mean the file itself is damaged (not busy, not read-only).
+_CORRUPTION = (
+    "file is not a database",
+    "database disk image is malformed",
+    "malformed database schema",
+    "file is encrypted or is not a database",
+)
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """True when ``exc`` says the database file is damaged (rebuild it, don't retry)."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    text = str(exc).lower()
+    return any(marker in text for marker in _CORRUPTION)
+
+
+def quarantine(path: Path) -> Path:
+    """Move a damaged database (and its ``-wal``/``-shm``) aside; returns the new name.
+
+    The copy is kept for inspection (``<name>.corrupt-<unix time>``); memmw never reads
+    it again.
+    """
+    target = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+    os.replace(path, target)
+    for suffix in ("-wal", "-shm", "-journal"):
+        side = Path(f"{path}{suffix}")
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(side, Path(f"{target}{suffix}"))
+    return target

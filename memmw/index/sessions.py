@@ -12,67 +12,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memmw.chunking import Chunk, chunk_text
+from memmw.redaction import REDACTED, StreamRedactor, redact_secrets
 from memmw.transcripts import read_transcript
 
 log = logging.getLogger(__name__)
 
 #: Indexed paths of transcripts are ``sessions/<file name>``.
 SESSIONS_PREFIX = "sessions"
-REDACTED = "[REDACTED]"
 
 _ROLES = {"user": "User", "assistant": "Assistant"}
 _WS = re.compile(r"\s+")
 _DELTA_READ = 64 * 1024
-
-# Order matters: specific key shapes first, then generic assignments and tokens.
-_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # PEM private keys (whitespace is collapsed before redaction, so one line).
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----"),
-     REDACTED),
-    # Anthropic (sk-ant-...), OpenAI (sk-..., sk-proj-..., sk-svcacct-...), generic sk_live.
-    (re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{16,}"), REDACTED),
-    (re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"), REDACTED),
-    (re.compile(r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"), REDACTED),
-    # Google API keys and OAuth tokens.
-    (re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"), REDACTED),
-    (re.compile(r"\bya29\.[0-9A-Za-z_\-]{20,}"), REDACTED),
-    # GitHub tokens (classic and fine-grained).
-    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"), REDACTED),
-    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{40,}"), REDACTED),
-    # AWS access key ids; secret keys are caught by the assignment rule below.
-    (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"), REDACTED),
-    # Slack tokens.
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), REDACTED),
-    # JSON Web Tokens.
-    (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), REDACTED),
-    # Authorization headers: "Bearer <token>", "Basic <b64>".
-    (re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=\-]{8,}", re.IGNORECASE),
-     rf"\1 {REDACTED}"),
-    # key=value / key: value / "key": "value" for secret-looking names.
-    (re.compile(
-        r"""(?ix)
-        (\b[\w.\-]*?(?:api[_\-]?key|apikey|secret|token|passw(?:or)?d|passwd|pwd
-            |access[_\-]?key|private[_\-]?key|credentials?)(?:[_\-]?(?:id|value|key))?
-            ["']?\s*[:=]\s*)
-        (["']?)([^\s"',;]{4,})(\2)
-        """),
-     rf"\1\2{REDACTED}\4"),
-    # Credentials embedded in URLs: scheme://user:password@host
-    (re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@]+):([^\s@/]{3,})@", re.IGNORECASE),
-     rf"\1:{REDACTED}@"),
-)
-
-
-def redact_secrets(text: str) -> str:
-    """Replace API keys, bearer tokens, passwords and similar secrets with ``[REDACTED]``.
-
-    Covers OpenAI/Anthropic/Google/GitHub/AWS/Slack key shapes, JWTs, ``Bearer``/``Basic``
-    credentials, ``api_key=...``-style assignments (also ``"token": "..."`` in JSON) and
-    passwords in URLs. Redaction is best effort: it errs on the side of hiding a value.
-    """
-    for pattern, replacement in _SECRET_PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
 
 
 def collapse_whitespace(text: str) -> str:
@@ -86,7 +36,7 @@ class SessionDocument:
 
     Attributes:
         text: One line per user/assistant message (``User: ...``/``Assistant: ...``),
-            whitespace collapsed and secrets redacted.
+            whitespace collapsed and secrets redacted (see :mod:`memmw.redaction`).
         line_map: ``line_map[i]`` is the JSONL line (1-based) of ``text`` line ``i + 1``.
         hash: sha256 of the text plus the line map (the file's identity in the index).
         messages: Number of indexed messages.
@@ -106,11 +56,14 @@ def session_document(path: str | os.PathLike[str]) -> SessionDocument:
     """Read a JSONL transcript into a :class:`SessionDocument` (a missing file is empty)."""
     lines: list[str] = []
     line_map: list[int] = []
+    # One redactor for the whole transcript: a key pasted over two messages is hidden
+    # whole. Redaction runs before whitespace is collapsed so multi-line blocks match.
+    redactor = StreamRedactor()
     for message in read_transcript(path):
         label = _ROLES.get(message.role)
         if label is None:
             continue
-        text = redact_secrets(collapse_whitespace(message.text))
+        text = collapse_whitespace(redactor.redact(message.text))
         if not text:
             continue
         lines.append(f"{label}: {text}")
@@ -153,6 +106,8 @@ def is_session_file(name: str) -> bool:
     """True for transcript file names the sessions source indexes (see ``list_session_files``)."""
     if name.startswith(".") or ".bak." in name or name.endswith((".tmp", ".lock")):
         return False
+    if not name.isprintable() or any("\udc80" <= c <= "\udcff" for c in name):
+        return False  # undecodable bytes (surrogate escapes) cannot be stored as a path
     lowered = name.lower()
     if "trajectory" in lowered or "checkpoint" in lowered or "dream" in lowered:
         return False

@@ -79,7 +79,10 @@ class SqliteVecIndex:
 
     def refresh(self, dims: int) -> None:
         """Create or update the ``vec0`` table to match ``chunk_vectors``."""
-        state = f"{self._meta('generation')}:{self._meta('vector_generation')}:{dims}"
+        state = (
+            f"{self._meta('epoch')}:{self._meta('generation')}:"
+            f"{self._meta('vector_generation')}:{dims}"
+        )
         if self._meta("vec0_state") == state:
             return
         with exclusive_lock(self.lock_path):

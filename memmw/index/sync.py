@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sqlite3
+import stat
 import time
 import uuid
 from collections.abc import Callable
@@ -19,8 +20,8 @@ from typing import Any
 
 from memmw.chunking import CHUNKING_VERSION, chunk_text
 from memmw.config import MemoryConfig
-from memmw.errors import IndexBusyError, IndexStoreError
-from memmw.index.db import connect, transaction
+from memmw.errors import IndexBusyError, IndexCorruptError, IndexStoreError
+from memmw.index.db import connect, is_corruption, quarantine, transaction
 from memmw.index.schema import migrate
 from memmw.index.sessions import list_session_files, session_document, session_index_path
 from memmw.index.store import IndexStore
@@ -28,9 +29,10 @@ from memmw.index.terms import TERMS_VERSION
 from memmw.locks import exclusive_lock, lock_path_for
 from memmw.types import FileIssue, SyncReport
 from memmw.workspace import (
+    MAX_NOTE_BYTES,
     MEMORY_DIR,
     WorkspaceFile,
-    discover,
+    discover_all,
     file_date,
     is_curated,
     resolve_extra_path,
@@ -39,9 +41,12 @@ from memmw.workspace import (
 log = logging.getLogger(__name__)
 
 #: Files larger than this are reported and skipped (memory files are small by nature).
-MAX_FILE_BYTES = 16 * 1024 * 1024
+MAX_FILE_BYTES = MAX_NOTE_BYTES
 #: How long a sync waits for another process's sync before giving up.
 WRITER_LOCK_TIMEOUT_S = 120.0
+
+#: Meta key with the paths the last sync skipped (JSON list of ``{path, reason}``).
+SCAN_ISSUES_KEY = "scan_issues"
 
 Progress = Callable[[int, int, str], None]
 
@@ -81,10 +86,20 @@ def read_markdown(path: Path) -> tuple[str, str, float, int]:
         FileReadError: binary content, invalid UTF-8, too large or unreadable.
     """
     try:
-        st = os.stat(path)
-        if st.st_size > MAX_FILE_BYTES:
+        # O_NONBLOCK: a file swapped for a FIFO after discovery must not hang the sync.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise FileReadError("not a regular file")
+            if st.st_size > MAX_FILE_BYTES:
+                raise FileReadError(f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                data = fh.read(MAX_FILE_BYTES + 1)
+        finally:
+            os.close(fd)
+        if len(data) > MAX_FILE_BYTES:
             raise FileReadError(f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
-        data = path.read_bytes()
     except OSError as exc:
         raise FileReadError(f"unreadable: {exc.strerror or exc}") from exc
     if b"\x00" in data:
@@ -191,31 +206,35 @@ class Indexer:
         try:
             with exclusive_lock(self.lock_path, timeout=WRITER_LOCK_TIMEOUT_S if wait else 0):
                 self._remove_orphans()
-                conn = connect(self.db_path)
                 try:
-                    migrate(conn, self.config.store.fts_tokenizer)
-                    store = IndexStore(conn, fts_tokenizer=self.config.store.fts_tokenizer)
-                    wanted = build_identity(self.config, self.workspace, self.provider)
-                    stored_raw = store.get_meta("identity")
-                    stored = json.loads(stored_raw) if stored_raw else None
-                    reason = "forced" if force else identity_change(stored, wanted)
-                    if (
-                        reason is not None
-                        and reason != "no-index"
-                        and not force
-                        and not self.config.auto_reindex
-                    ):
-                        raise IndexStoreError(
-                            f"the index was built with other settings ({reason}); "
-                            "run 'memmw index --force' to rebuild it"
-                        )
-                    if reason is not None:
-                        counts = self._rebuild(conn, store, wanted, progress)
-                    else:
-                        counts = self._incremental(store, progress)
-                    total = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-                finally:
-                    conn.close()
+                    reason, counts, total = self._sync_locked(force, progress)
+                except sqlite3.DatabaseError as exc:
+                    if not is_corruption(exc):
+                        raise
+                    # The Markdown files are the source of truth: move the damaged index
+                    # aside and rebuild it from them, under the writer lock we hold.
+                    try:
+                        aside = quarantine(self.db_path)
+                    except OSError as move_exc:
+                        raise IndexCorruptError(
+                            f"the index {self.db_path} is damaged ({exc}) and could not be "
+                            f"moved aside ({move_exc.strerror or move_exc}); delete it or run "
+                            "'memmw reset', then 'memmw index' to rebuild it from the notes"
+                        ) from exc
+                    log.warning(
+                        "the index was damaged (%s); moved it to %s and rebuilt it from the"
+                        " Markdown files",
+                        exc,
+                        aside.name,
+                    )
+                    try:
+                        _reason, counts, total = self._sync_locked(True, progress)
+                    except sqlite3.DatabaseError as again:
+                        raise IndexCorruptError(
+                            f"the index {self.db_path} could not be rebuilt ({again}); run "
+                            "'memmw reset' then 'memmw index'"
+                        ) from again
+                    reason = "corrupt-index"
         except TimeoutError as exc:
             raise IndexBusyError(
                 f"another process is syncing {self.db_path.name}; try again shortly"
@@ -236,6 +255,38 @@ class Indexer:
         return report
 
     # -- internals -------------------------------------------------------------------
+    def _sync_locked(
+        self, force: bool, progress: Progress | None
+    ) -> tuple[str | None, _Counts, int]:
+        """One sync under the writer lock: ``(rebuild reason, counts, chunks in index)``."""
+        conn = connect(self.db_path)
+        try:
+            migrate(conn, self.config.store.fts_tokenizer)
+            store = IndexStore(conn, fts_tokenizer=self.config.store.fts_tokenizer)
+            wanted = build_identity(self.config, self.workspace, self.provider)
+            stored_raw = store.get_meta("identity")
+            stored = json.loads(stored_raw) if stored_raw else None
+            reason = "forced" if force else identity_change(stored, wanted)
+            if (
+                reason is not None
+                and reason != "no-index"
+                and not force
+                and not self.config.auto_reindex
+            ):
+                raise IndexStoreError(
+                    f"the index was built with other settings ({reason}); "
+                    "run 'memmw index --force' to rebuild it"
+                )
+            if reason is not None:
+                counts = self._rebuild(conn, store, wanted, progress)
+            else:
+                counts = self._incremental(store, progress)
+            total = int(conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+            self._record_issues(store, counts.issues)
+        finally:
+            conn.close()
+        return reason, counts, total
+
     def _index(
         self,
         store: IndexStore,
@@ -243,8 +294,14 @@ class Indexer:
         progress: Progress | None,
     ) -> _Counts:
         """Index the workspace's files; ``existing`` maps path -> (hash, mtime, size)."""
-        files, issues = discover(self.workspace, self.config.extra_paths)
-        counts = _Counts(issues=list(issues))
+        if not self.workspace.is_dir():
+            # Renamed or unmounted mid-run: an empty walk must not drop every note.
+            raise IndexStoreError(
+                f"the workspace folder {self.workspace} is gone; the index was left as it was"
+            )
+        found = discover_all(self.workspace, self.config.extra_paths)
+        files = found.files
+        counts = _Counts(issues=list(found.issues))
         seen: set[str] = set()
         for i, file in enumerate(files):
             seen.add(file.path)
@@ -286,6 +343,8 @@ class Indexer:
             else:
                 counts.added += 1
         for path in existing.keys() - seen:
+            if found.may_have(path):
+                continue  # its folder could not be listed: not known to be deleted
             store.delete_file(path, "memory")
             counts.removed += 1
         self._index_sessions(store, counts)
@@ -393,6 +452,13 @@ class Indexer:
             for suffix in ("", "-journal", "-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(f"{tmp_path}{suffix}")
+
+    def _record_issues(self, store: IndexStore, issues: list[FileIssue]) -> None:
+        """Keep the last sync's skipped paths in the index so ``status`` can list them."""
+        value = json.dumps([{"path": i.path, "reason": i.reason} for i in issues[:200]])
+        if store.get_meta(SCAN_ISSUES_KEY) != value:
+            with transaction(store.conn):
+                store.set_meta(SCAN_ISSUES_KEY, value)
 
     def _remove_orphans(self) -> None:
         """Delete temporary databases left by a crashed rebuild (we hold the writer lock)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import sys
@@ -18,7 +19,8 @@ import pytest
 from memmw.embeddings.retry import RetryPolicy
 from memmw.testing import fake_vector
 
-Response = tuple[int, Any]
+#: (status, JSON payload or bytes) or (status, payload, extra headers)
+Response = tuple[Any, ...]
 
 
 @dataclass
@@ -58,13 +60,19 @@ class StubServer:
                     body,
                 )
                 stub.requests.append(rec)
-                status, payload = stub.app(rec)
+                answer = stub.app(rec)
+                status, payload = answer[0], answer[1]
+                extra: dict[str, str] = answer[2] if len(answer) > 2 else {}  # type: ignore[misc]
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
+                for name, value in extra.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                # The client may have timed out and left (hang tests).
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.wfile.write(data)
 
             do_GET = do_POST = do_DELETE = _handle
 
@@ -318,3 +326,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         handle = getattr(utils, name, None)
         if handle is not None and not handle.closed:
             handle.close()
+
+
+@pytest.fixture()
+def hanging_url() -> Iterator[str]:
+    """A TCP server on 127.0.0.1 that accepts connections and never answers."""
+    import socket
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # the kernel completes handshakes; nobody ever reads or replies
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        sock.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from typing import Any
 
 import pytest
@@ -276,3 +277,56 @@ def test_batch_timeout_is_retried_once(openai_stub: Stub, fast_retry: RetryPolic
     assert len(cancels) == 2
     assert p.batch_guard.failures == 1  # the pair counts as one failure
     assert server.paths()[-1] == "/v1/embeddings"
+
+
+# -- bounded waiting (issue 9, item 5) ---------------------------------------------------
+
+
+def test_retry_after_is_honoured(
+    openai_stub: Stub, fast_retry: RetryPolicy, sleeps: list[float]
+) -> None:
+    server, app = openai_stub
+    limited = {"error": {"message": "Rate limit reached", "type": "requests", "code": None}}
+    app.failures = [(429, limited, {"Retry-After": "20"})]
+    p = _provider(server, fast_retry)
+    assert len(p.embed_query("hi")) == 8
+    assert sleeps == [20.0]  # not the 0.6 s backoff
+
+
+def test_retry_after_beyond_the_cap_fails_at_once(
+    openai_stub: Stub, fast_retry: RetryPolicy, sleeps: list[float]
+) -> None:
+    server, app = openai_stub
+    limited = {"error": {"message": "Rate limit reached", "type": "requests", "code": None}}
+    app.failures = [(429, limited, {"Retry-After": "3600"})]
+    p = _provider(server, fast_retry)
+    with pytest.raises(ProviderError, match="429"):
+        p.embed_query("hi")
+    assert sleeps == [] and len(server.requests) == 1
+
+
+def test_document_requests_honour_timeout_s(hanging_url: str) -> None:
+    retry = RetryPolicy(attempts=2, base_delay_s=0.05, jitter=0.0)
+    p = OpenAIEmbeddingProvider(
+        api_key="sk-test", base_url=hanging_url + "/v1", retry=retry, timeout_s=0.3
+    )
+    started = time.monotonic()
+    with pytest.raises(ProviderError):
+        p.embed_documents(["a note"])
+    elapsed = time.monotonic() - started
+    assert elapsed < 0.3 * 2 + 0.05 + 1.0  # timeout_s x tries + backoff + slack, not 120 s
+
+
+def test_an_error_body_that_echoes_the_key_is_redacted(
+    openai_stub: Stub, fast_retry: RetryPolicy
+) -> None:
+    server, app = openai_stub
+    key = "sk-proj-Zyxwvutsrqponmlkjihgfedcba0123456789"
+    app.always_fail = (
+        401,
+        {"error": {"message": f"Incorrect API key provided: {key}", "type": "auth", "code": None}},
+    )
+    p = _provider(server, fast_retry)
+    with pytest.raises(ProviderError) as info:
+        p.embed_query("hi")
+    assert key not in str(info.value) and "401" in str(info.value)

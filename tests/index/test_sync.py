@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import calendar
+import contextlib
 import hashlib
 import os
 import signal
@@ -10,7 +11,9 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,7 @@ from memmw.index import sync as sync_mod
 from memmw.index.store import IndexStore, chunk_id
 from memmw.index.sync import FileReadError, Indexer, decay_timestamp, read_markdown
 from memmw.locks import exclusive_lock
+from memmw.types import SyncReport
 from memmw.workspace import WorkspaceFile
 
 KEYWORD_ONLY = MemoryConfig(provider="none")
@@ -260,14 +264,14 @@ def test_broken_files_are_reported_and_skipped(ws: Path, tmp_path: Path, monkeyp
     (ws / "memory" / "latin1.md").write_bytes("Café crème brûlée\n".encode("latin-1"))
     locked = write(ws / "memory" / "locked.md", "secret words\n")
     write(ws / "memory" / "huge.md", "word " * 100)
-    original = Path.read_bytes
+    original = os.open
 
-    def read_bytes(self: Path) -> bytes:
-        if self.name == "locked.md":
-            raise PermissionError(13, "Permission denied", str(self))
-        return original(self)
+    def os_open(path: str, flags: int, *args: int) -> int:
+        if os.fspath(path).endswith("locked.md"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return original(path, flags, *args)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(os, "open", os_open)
     monkeypatch.setattr(sync_mod, "MAX_FILE_BYTES", 300)
     with open_memory(ws, tmp_path / "state") as mem:
         report = mem.sync()
@@ -568,3 +572,96 @@ def test_sigkill_mid_rebuild_leaves_an_orphan_that_is_cleaned(tmp_path: Path) ->
     with open_memory(ws, state) as mem:
         mem.sync()
     assert tmp_files(state) == []
+
+
+# -- names and files never stop a sync (issue 9, item 3) ----------------------------------
+
+
+def issue_paths(mem: Memory) -> dict[str, str]:
+    return {i["path"]: i["reason"] for i in mem.status().to_dict()["scan"]["issues"]}
+
+
+def test_an_undecodable_file_name_is_reported_and_skipped(ws: Path, tmp_path: Path) -> None:
+    bad = os.path.join(os.fsencode(ws / "memory"), b"caf\xe9.md")
+    with open(bad, "wb") as fh:
+        fh.write(b"Latin-1 named note about espresso.\n")
+    with open_memory(ws, tmp_path / "s") as mem:
+        report = mem.sync()
+        assert report.files_added == 4
+        assert any("caf\\xe9.md" in i.path for i in report.issues)
+        assert "memory/caf\\xe9.md" in issue_paths(mem)
+        assert mem.search("kubernetes migration")[0].path == "memory/2026-01-02.md"
+
+
+def bounded(fn: Callable[[], object], fifo: Path, timeout: float = 5.0) -> object:
+    """Run ``fn`` in a thread; fail (after unblocking a stuck FIFO reader) if it hangs."""
+    box: list[object] = []
+
+    def run() -> None:
+        try:
+            box.append(fn())
+        except BaseException as exc:
+            box.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(timeout)
+        pytest.fail("blocked on a FIFO")
+    return box[0]
+
+
+def test_a_fifo_named_md_is_reported_and_never_read(ws: Path, tmp_path: Path) -> None:
+    fifo = ws / "memory" / "pipe.md"
+    os.mkfifo(fifo)
+    with open_memory(ws, tmp_path / "s") as mem:
+        report = bounded(mem.sync, fifo)
+        assert isinstance(report, SyncReport) and report.files_added == 4
+        assert issue_paths(mem)["memory/pipe.md"].startswith("not a regular file")
+
+
+def test_read_markdown_refuses_a_fifo_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "x.md"
+    os.mkfifo(fifo)
+    outcome = bounded(lambda: read_markdown(fifo), fifo)
+    assert isinstance(outcome, FileReadError) and "not a regular file" in str(outcome)
+
+
+def test_a_folder_that_cannot_be_listed_keeps_its_indexed_files(
+    ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with open_memory(ws, tmp_path / "s") as mem:
+        mem.sync()
+        real_scandir = os.scandir
+        topics = str(ws / "memory" / "topics")
+
+        def scandir(path: object = ".") -> object:
+            if os.fspath(path) == topics:  # type: ignore[arg-type]
+                raise PermissionError(13, "Permission denied", topics)
+            return real_scandir(path)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "scandir", scandir)
+        report = mem.sync()
+        assert report.files_removed == 0
+        assert mem.search("basil")[0].path == "memory/topics/garden.md"
+        assert "Permission denied" in issue_paths(mem)["memory/topics/"]
+
+
+def test_a_workspace_renamed_mid_sync_drops_nothing(ws: Path, tmp_path: Path) -> None:
+    with open_memory(ws, tmp_path / "s") as mem:
+        mem.sync()
+        ws.rename(tmp_path / "ws-renamed")
+        with pytest.raises(IndexStoreError, match="gone"):
+            mem.sync()
+        (tmp_path / "ws-renamed").rename(ws)
+        assert mem.status().files == 4
+
+
+def test_an_undecodable_transcript_name_never_stops_a_sync(tmp_path: Path) -> None:
+    from memmw.index.sessions import is_session_file
+
+    assert not is_session_file("caf\udce9.jsonl")
+    assert is_session_file("café.jsonl")

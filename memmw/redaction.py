@@ -1,0 +1,351 @@
+"""Secret redaction for everything memmw stores or prints: transcripts, errors, logs, reprs."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+REDACTED = "[REDACTED]"
+
+# ---------------------------------------------------------------------------------------
+# Private key blocks: PEM and PGP, across lines and across messages.
+
+_BLOCK_LABEL = r"(?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?"
+_BEGIN = re.compile(rf"-----\s*BEGIN {_BLOCK_LABEL}\s*-----")
+_END = re.compile(rf"-----\s*END {_BLOCK_LABEL}\s*-----")
+_WHOLE_BLOCK = re.compile(rf"{_BEGIN.pattern}.*?{_END.pattern}", re.DOTALL)
+#: A key body continued from an earlier message: base64 lines then the END marker.
+_TAIL_OF_BLOCK = re.compile(rf"\A[A-Za-z0-9+/=\s:\-.,]*?{_END.pattern}", re.DOTALL)
+#: An OpenSSH key body without markers still looks like this (base64, "b3BlbnNzaC1rZXk").
+_OPENSSH_BODY = re.compile(r"b3BlbnNzaC1rZXktdjE[A-Za-z0-9+/=\s]{20,}")
+
+
+def _redact_blocks(text: str, in_block: bool) -> tuple[str, bool]:
+    """Redact private key blocks; returns the text and whether a block is still open."""
+    if in_block:
+        end = _END.search(text)
+        if end is None:
+            return REDACTED, True
+        text = REDACTED + text[end.end() :]
+    else:
+        tail = _TAIL_OF_BLOCK.match(text)
+        if tail is not None and _BEGIN.search(tail.group()) is None:
+            # A message that ends a key begun elsewhere (split paste, transcript cut).
+            text = REDACTED + text[tail.end() :]
+    text = _WHOLE_BLOCK.sub(REDACTED, text)
+    begin = _BEGIN.search(text)
+    if begin is not None:  # unterminated: hide the rest, and the next messages until END
+        return text[: begin.start()] + REDACTED, True
+    return _OPENSSH_BODY.sub(REDACTED, text), False
+
+
+# ---------------------------------------------------------------------------------------
+# Token shapes (provider-specific prefixes; precise, so no false alarms on prose).
+
+_AWS_PREFIXES = ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA", "ABIA", "ACCA")
+
+#: (literal triggers, pattern): a rule runs only when one of its triggers is in the text,
+#: which keeps redaction of an ordinary message to a few substring checks.
+_TOKEN_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
+    (triggers, re.compile(p))
+    for triggers, p in (
+        # Anthropic, OpenAI (sk-, sk-proj-, sk-svcacct-, sk-admin-), short sk- keys too.
+        (("sk-",), r"\bsk-ant-[A-Za-z0-9_\-]{8,}"),
+        (("sk-",), r"\bsk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_\-]{12,}"),
+        (("sk-",), r"\bsk-[A-Za-z0-9]{20,}"),
+        (("sk-",), r"\bsk-(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{8,}"),
+        (("k_live_", "k_test_"), r"\b[rsp]k_(?:live|test)_[A-Za-z0-9]{8,}"),  # Stripe
+        (("whsec_",), r"\bwhsec_[A-Za-z0-9]{16,}"),  # Stripe webhook secret
+        (("AIza",), r"\bAIza[0-9A-Za-z_\-]{35}"),  # Google API key
+        (("ya29.",), r"\bya29\.[0-9A-Za-z_\-]{20,}"),  # Google OAuth token
+        (("GOCSPX-",), r"\bGOCSPX-[A-Za-z0-9_\-]{20,}"),  # Google OAuth client secret
+        (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"\bgh[pousr]_[A-Za-z0-9]{30,}"),  # GitHub
+        (("github_pat_",), r"\bgithub_pat_[A-Za-z0-9_]{40,}"),
+        (("glpat-",), r"\bglpat-[A-Za-z0-9_\-]{20,}"),  # GitLab
+        (_AWS_PREFIXES, rf"\b(?:{'|'.join(_AWS_PREFIXES)})[0-9A-Z]{{16}}\b"),  # AWS key ids
+        (("xox",), r"\bxox[abposre]-[A-Za-z0-9\-]{10,}"),  # Slack tokens
+        (("xapp-",), r"\bxapp-\d-[A-Za-z0-9\-]{10,}"),
+        (("hooks.slack.com",),
+         r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]+"),
+        (("/api/webhooks/",), r"https?://discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]+"),
+        ((".webhook.office.com",), r"https?://[a-z0-9\-]+\.webhook\.office\.com/[^\s\"'<>]+"),
+        (("eyJ",), r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),  # JWT
+        (("SG.",), r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),  # SendGrid
+        (("AC", "SK"), r"\b(?:AC|SK)[0-9a-f]{32}\b"),  # Twilio
+        (("npm_",), r"\bnpm_[A-Za-z0-9]{36}\b"),  # npm
+        (("pypi-",), r"\bpypi-AgE[A-Za-z0-9_\-]{50,}"),  # PyPI
+        (("hf_",), r"\bhf_[A-Za-z0-9]{30,}"),  # Hugging Face
+        (("dop_v1_",), r"\bdop_v1_[a-f0-9]{64}\b"),  # DigitalOcean
+        ((":AA",), r"\b\d{8,10}:AA[A-Za-z0-9_\-]{33}\b"),  # Telegram bot
+        (("key-",), r"\bkey-[0-9a-f]{32}\b"),  # Mailgun
+        (("sq0",), r"\bsq0(?:atp|csp)-[A-Za-z0-9_\-]{22,}"),  # Square
+        (("shpat_", "shpca_", "shppa_", "shpss_"), r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b"),
+        (("glc_",), r"\bglc_[A-Za-z0-9+/=]{32,}"),  # Grafana
+        (("AGE-SECRET-KEY-",), r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}\b"),  # age
+    )
+)
+
+# ---------------------------------------------------------------------------------------
+# Assignments and prose: "api_key=...", "AccountKey=...", "my password is ...", PINs.
+
+_SECRET_NAME = (
+    r"[\w.\-]*?(?:api[_\-]?key|apikey|secret|token|passw(?:or)?d|passwd|pwd|passphrase"
+    r"|access[_\-]?key|private[_\-]?key|credentials?|account[_\-]?key|shared[_\-]?access[_\-]?key"
+    r"|client[_\-]?secret|auth|sig|signature)(?:[_\-]?(?:id|value|key))?"
+)
+_ASSIGNMENT = re.compile(
+    rf"""(?ix)
+    (\b{_SECRET_NAME}["']?\s*[:=]\s*)   # name, optional quote, := with spaces
+    (["']?)([^\s"',;]{{4,}})(\2)
+    """
+)
+#: Connection strings: ``AccountKey=...;`` and ``Password=...;`` keep the separator.
+_CONN_STRING = re.compile(
+    r"(?i)\b((?:Account|SharedAccess|Primary|Secondary)Key|SharedAccessSignature"
+    r"|Password|Pwd)=([^;\s]+)"
+)
+_URL_USERINFO = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@]+):([^\s@/]{3,})@", re.IGNORECASE)
+_AUTH_HEADER = re.compile(r"\b(Bearer|Basic|Token|Digest)\s+[A-Za-z0-9._~+/=\-]{8,}", re.IGNORECASE)
+#: "my password is X", "the passphrase was: X", "password for the NAS is X".
+_PROSE_SECRET = re.compile(
+    r"""(?ix)
+    \b(pass(?:word|wd|phrase|code)|pass\ phrase|pwd|secret\ key|client\ secret|api\ key|access\ key
+       |security\ answer|recovery\ code|seed\ phrase|mnemonic)
+    ((?:\s+(?:for|to|of|on)\s+(?:the\ |my\ |our\ )?[\w.@\-]+(?:\s+[\w.@\-]+)?)?
+     \s*(?:\bis\b|\bwas\b|\bare\b|:|=|\bto\b|-)\s*)
+    (["'`]?)([^\s"'`]{3,})
+    """
+)
+#: Passphrases, seed phrases and mnemonics are several words: hide them to the line end.
+_PROSE_PHRASE = re.compile(
+    r"""(?ix)
+    \b((?:pass\ ?phrase|seed\ phrase|mnemonic|recovery\ phrase)
+     (?:\s+(?:for|to|of|on)\s+(?:the\ |my\ )?[\w.@\-]+)?
+     \s*(?:\bis\b|\bwas\b|:|=)\s*)
+    ([^\n]+)
+    """
+)
+_PIN = re.compile(
+    r"""(?ix)
+    \b((?:pin|pin\ code|pin\ number|passcode|security\ code|unlock\ code|cvv|cvc|cvv2)
+     (?:\s+(?:for|to|of|on)\s+(?:the\ |my\ |our\ )?[\w\-]+(?:\s+[\w\-]+)?)?
+     \s*(?:\bis\b|\bwas\b|:|=|-|\#)?\s*)
+    (\d(?:[\s\-]?\d){2,9})\b
+    """
+)
+#: A 40-character AWS secret access key written anywhere (prose included): base64
+#: alphabet, mixed case and at least one digit or ``/``/``+`` (so words and hex SHAs pass).
+_AWS_SECRET = re.compile(
+    r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])"
+    r"(?=[A-Za-z0-9/+]*[0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
+)
+
+
+_NAME_WORDS = ("key", "secret", "token", "pass", "pwd", "credential", "auth", "sig")
+_PROSE_WORDS = (
+    "pass", "pwd", "secret", "api key", "access key", "security answer", "recovery code",
+    "seed phrase", "mnemonic",
+)
+_PIN_WORDS = ("pin", "passcode", "security code", "unlock code", "cvv", "cvc")
+#: A run of 40 key characters: only then can an AWS secret key be present.
+_LONG_RUN = re.compile(r"[A-Za-z0-9/+]{40}")
+
+
+def _has(text: str, words: Iterable[str]) -> bool:
+    return any(w in text for w in words)
+
+
+def _sub_rules(text: str) -> str:
+    # Literal gates first: most messages hold no secret and skip nearly every regex.
+    for triggers, pattern in _TOKEN_RULES:
+        if _has(text, triggers):
+            text = pattern.sub(REDACTED, text)
+    lower = text.lower()
+    if "://" in text and "@" in text:
+        text = _URL_USERINFO.sub(rf"\1:{REDACTED}@", text)
+    if _has(lower, ("bearer", "basic", "token", "digest")):
+        text = _AUTH_HEADER.sub(rf"\1 {REDACTED}", text)
+    has_assign = "=" in text or ":" in text
+    if has_assign and _has(lower, ("key", "password", "pwd", "signature")):
+        text = _CONN_STRING.sub(rf"\1={REDACTED}", text)
+    if _has(lower, ("phrase", "mnemonic")):
+        text = _PROSE_PHRASE.sub(rf"\1{REDACTED}", text)
+    if has_assign and _has(lower, _NAME_WORDS):
+        text = _ASSIGNMENT.sub(rf"\1\2{REDACTED}\4", text)
+    if _has(lower, _PROSE_WORDS):
+        text = _PROSE_SECRET.sub(_keep_redacted(rf"\1\2\3{REDACTED}"), text)
+    if _has(lower, _PIN_WORDS):
+        text = _PIN.sub(rf"\1{REDACTED}", text)
+    if _LONG_RUN.search(text):
+        text = _AWS_SECRET.sub(REDACTED, text)
+    return text
+
+
+def _keep_redacted(template: str) -> Callable[[re.Match[str]], str]:
+    """A replacement that leaves an already redacted value alone (idempotence)."""
+
+    def repl(m: re.Match[str]) -> str:
+        if m.group(4).startswith(REDACTED):
+            return m.group(0)
+        return m.expand(template)
+
+    return repl
+
+
+# ---------------------------------------------------------------------------------------
+# detect-secrets (Yelp), when installed: its maintained regex plugins add what ours lack.
+
+#: Plugins left out: IP addresses are not secrets, entropy and keyword plugins are
+#: built for source code and flag prose (ours cover keywords in prose).
+_SKIPPED_PLUGINS = frozenset(
+    {
+        "IPPublicDetector",
+        "KeywordDetector",
+        "Base64HighEntropyString",
+        "HexHighEntropyString",
+    }
+)
+
+
+@dataclass
+class _DetectSecrets:
+    patterns: list[re.Pattern[str]] = field(default_factory=list)
+    loaded: bool = False
+
+
+_detect = _DetectSecrets()
+
+
+def _detect_secrets_patterns() -> Sequence[re.Pattern[str]]:
+    """The denylist regexes of detect-secrets' regex plugins ([] when not installed)."""
+    if _detect.loaded:
+        return _detect.patterns
+    _detect.loaded = True
+    try:
+        from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+        from detect_secrets.plugins.base import RegexBasedDetector
+    except ImportError:
+        log.debug("detect-secrets not installed; built-in redaction rules only")
+        return _detect.patterns
+    plugins: dict[str, type] = get_mapping_from_secret_type_to_class()
+    for cls in plugins.values():
+        if cls.__name__ in _SKIPPED_PLUGINS or not issubclass(cls, RegexBasedDetector):
+            continue
+        denylist = getattr(cls, "denylist", ())
+        if not isinstance(denylist, (tuple, list)):
+            continue
+        for pattern in denylist:
+            if isinstance(pattern, re.Pattern) and isinstance(pattern.pattern, str):
+                _detect.patterns.append(pattern)
+    return _detect.patterns
+
+
+#: detect-secrets' rules look for keys: long runs of key characters with a digit.
+_KEYLIKE = re.compile(r"[A-Za-z0-9+/=_.\-]{10,}")
+
+
+def _sub_detect_secrets(text: str) -> str:
+    if not any(any(c.isdigit() for c in m.group()) for m in _KEYLIKE.finditer(text)):
+        return text
+    for pattern in _detect_secrets_patterns():
+        text = pattern.sub(_replace_secret_group, text)
+    return text
+
+
+def _replace_secret_group(m: re.Match[str]) -> str:
+    """Replace the captured secret (the last non-empty group) or the whole match."""
+    whole = m.group(0)
+    for i in range(m.re.groups, 0, -1):
+        value = m.group(i)
+        if value and len(value) >= 4 and REDACTED not in value:
+            start, end = m.start(i) - m.start(0), m.end(i) - m.start(0)
+            return whole[:start] + REDACTED + whole[end:]
+    return whole if REDACTED in whole else REDACTED
+
+
+# ---------------------------------------------------------------------------------------
+# Public API
+
+
+def redact_secrets(text: str) -> str:
+    """Replace credentials in ``text`` with ``[REDACTED]``.
+
+    Covers private key blocks (PEM, PGP, OpenSSH; across lines, and an unterminated
+    block to the end of the text), provider tokens (OpenAI, Anthropic, Google, GitHub,
+    GitLab, AWS, Slack and its webhooks, Stripe, SendGrid, Twilio, npm, PyPI, Hugging
+    Face, Telegram, JWTs and more), ``Bearer``/``Basic`` credentials, ``key=value``
+    assignments with a secret-looking name, connection strings (``AccountKey=``,
+    ``Password=``), passwords in URLs, AWS secret keys in prose, and prose such as
+    "my password is ...", "passphrase: ..." and PINs. When the ``detect-secrets``
+    package is installed its regex plugins run too. Redaction errs on the side of
+    hiding: it is idempotent and never reveals more than its input.
+    """
+    if not text:
+        return text
+    out, _open = _redact_blocks(text, False)
+    return _sub_detect_secrets(_sub_rules(out))
+
+
+@dataclass
+class StreamRedactor:
+    """Redacts a sequence of messages, carrying an open private key block across them.
+
+    A key pasted over two messages (BEGIN in one, END in the next) is hidden whole:
+    every message after an unterminated BEGIN is redacted up to the END marker.
+    """
+
+    in_block: bool = False
+
+    def redact(self, text: str) -> str:
+        """Redact one message (see :func:`redact_secrets`), updating the block state."""
+        if not text:
+            return text
+        out, self.in_block = _redact_blocks(text, self.in_block)
+        return _sub_detect_secrets(_sub_rules(out))
+
+
+def redact_all(texts: Iterable[str]) -> list[str]:
+    """Redact messages in order with one :class:`StreamRedactor`."""
+    stream = StreamRedactor()
+    return [stream.redact(t) for t in texts]
+
+
+def redact_value(value: object) -> str:
+    """``repr``-safe text of a value that may hold a secret (errors, config values)."""
+    return redact_secrets(str(value))
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts secrets from messages, arguments and tracebacks.
+
+    Attach it to a handler (``handler.addFilter(RedactingFilter())``) to scrub every
+    record that handler emits; memmw's own CLI logging can use it the same way.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Redact ``record`` in place; never drops it."""
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format string is the caller's bug; leave it
+            return True
+        clean = redact_secrets(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
+            formatted = logging.Formatter().formatException(record.exc_info)
+            record.exc_text = redact_secrets(formatted)
+        return True
+
+
+__all__ = [
+    "REDACTED",
+    "RedactingFilter",
+    "StreamRedactor",
+    "redact_all",
+    "redact_secrets",
+    "redact_value",
+]

@@ -1,0 +1,119 @@
+"""The provider circuit breaker: opens on repeated failures, fails fast, a probe closes it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memmw import Memory, MemoryConfig
+from memmw.config import RemoteConfig
+from memmw.embeddings.breaker import BreakerPolicy, CircuitBreaker, CircuitOpenError
+from memmw.errors import ProviderError
+from memmw.testing import require_optional
+
+
+def test_opens_after_the_threshold_and_fails_fast() -> None:
+    calls: list[str] = []
+    breaker = CircuitBreaker(lambda: None, BreakerPolicy(failure_threshold=2, probe_interval_s=60))
+
+    def boom() -> None:
+        calls.append("x")
+        raise ProviderError("timed out")
+
+    for _ in range(2):
+        with pytest.raises(ProviderError):
+            breaker.call(boom)
+    assert breaker.is_open
+    with pytest.raises(CircuitOpenError, match="timed out"):
+        breaker.call(boom)
+    assert len(calls) == 2  # the third call never reached the provider
+    breaker._stop.set()
+
+
+def test_a_success_resets_the_count() -> None:
+    breaker = CircuitBreaker(lambda: None, BreakerPolicy(failure_threshold=2))
+    with pytest.raises(ValueError):
+        breaker.call(lambda: (_ for _ in ()).throw(ValueError("x")))
+    assert breaker.call(lambda: 7) == 7
+    with pytest.raises(ValueError):
+        breaker.call(lambda: (_ for _ in ()).throw(ValueError("x")))
+    assert not breaker.is_open
+
+
+def test_background_probe_closes_the_circuit() -> None:
+    healthy = threading.Event()
+
+    def probe() -> None:
+        if not healthy.is_set():
+            raise ProviderError("still down")
+
+    stop = threading.Event()
+    breaker = CircuitBreaker(
+        probe, BreakerPolicy(failure_threshold=1, probe_interval_s=0.02), stop=stop
+    )
+    breaker.failure(ProviderError("down with key sk-abc123def456ghi"))
+    assert breaker.is_open and "sk-abc123def456ghi" not in (breaker.last_error or "")
+    time.sleep(0.1)
+    assert breaker.is_open and breaker.probes >= 1
+    healthy.set()
+    deadline = time.monotonic() + 5
+    while breaker.is_open and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not breaker.is_open
+    stop.set()
+
+
+def test_search_on_a_hung_provider_is_fast_once_the_breaker_opens(
+    openai_stub: Any, tmp_path: Path
+) -> None:
+    require_optional("openai", "openai")
+    server, app = openai_stub
+    hang = threading.Event()
+    answer = app._embeddings
+
+    def embeddings(body: Any) -> Any:
+        if hang.is_set():
+            time.sleep(3)  # far beyond timeout_s: the client gives up first
+        return answer(body)
+
+    app._embeddings = embeddings
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "2026-01-02.md").write_text("We planned the kubernetes migration.\n")
+    config = MemoryConfig(
+        provider="openai",
+        remote=RemoteConfig(base_url=server.url + "/v1", api_key="sk-test", timeout_s=0.2),
+    )
+    with Memory(ws, tmp_path / "state", config=config) as mem:
+        mem.breaker_policy = BreakerPolicy(failure_threshold=2, probe_interval_s=60)
+        assert mem.sync().embedded == 1
+        assert mem.search_payload("kubernetes")["mode"] == "hybrid"
+        hang.set()
+        (ws / "memory" / "2026-01-03.md").write_text("The heron nests by the lake.\n")
+        started = time.monotonic()
+        report = mem.sync()  # waits for embeddings: bounded by timeout_s x tries
+        sync_s = time.monotonic() - started
+        assert report.embedded == 0
+        # 3 tries x 0.2 s + 0.6 s + 1.2 s backoff (jitter included) = 2.4 s at most, plus slack
+        assert sync_s < 4.0
+        started = time.monotonic()
+        first = mem.search_payload("kubernetes")  # second failure: the circuit opens
+        assert first["mode"] == "fts-only"
+        assert time.monotonic() - started < 1.0  # one timeout (0.2 s), not the retry budget
+        timings = []
+        for _ in range(10):
+            t0 = time.monotonic()
+            payload = mem.search_payload("kubernetes migration")
+            timings.append(time.monotonic() - t0)
+        assert payload["results"][0]["path"] == "memory/2026-01-02.md"
+        assert payload["mode"] == "fts-only" and "circuit open" in payload["warning"]
+        assert max(timings) < 1.0
+        started = time.monotonic()
+        mem.sync()  # a sync while open does not wait on the provider either
+        assert time.monotonic() - started < 1.0
+        status = mem.status().to_dict()
+        assert status["embedding"]["circuit"]["state"] == "open"
