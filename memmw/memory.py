@@ -23,6 +23,9 @@ from memmw.embeddings.base import EmbeddingProvider
 from memmw.embeddings.registry import ProviderSelection, create_provider
 from memmw.errors import ConfigError, MemmwError, PathPolicyError
 from memmw.freshness import Freshness
+from memmw.graph.engine import ForgetResult, GraphEngine
+from memmw.graph.search import FactHit
+from memmw.graph.telemetry import TelemetryLog, telemetry_path
 from memmw.index.db import connect, fts5_available, snapshot, transaction
 from memmw.index.schema import migrate
 from memmw.index.sqlitevec import SqliteVecIndex, sqlite_vec_status
@@ -140,6 +143,19 @@ class Memory:
             config=self.config.sync,
             name=agent_id,
         )
+        # -- knowledge graph (issue 13): facts, activation, forget, telemetry --
+        self.graph_engine = GraphEngine(
+            db_path=self.db_path,
+            reader=self._reader,
+            lock=self._lock,
+            ensure_index=self._ensure_index,
+            workspace=self.workspace,
+            extra_paths=self.config.extra_paths,
+            telemetry=TelemetryLog(
+                telemetry_path(self.state_dir, agent_id),
+                enabled=self.config.active_memory.telemetry,
+            ),
+        )
         if watch:
             self.start_watching()
 
@@ -158,6 +174,7 @@ class Memory:
     def close(self) -> None:
         """Close the index connection (stops the watcher, background syncs and embedding)."""
         self._freshness.close()
+        self.graph_engine.close()
         self._stop.set()
         thread = self._backfill_thread
         if thread is not None:
@@ -212,6 +229,11 @@ class Memory:
         finally:
             conn.close()
         return self._has_index
+
+    def _ensure_index(self) -> None:
+        """Build the index when none was published yet (keyword search ready on return)."""
+        if not self._published():
+            self.sync(embeddings="background")
 
     def _store(self) -> IndexStore:
         return IndexStore(self._reader(), fts_tokenizer=self.config.store.fts_tokenizer)
@@ -355,6 +377,17 @@ class Memory:
             return _SearchResult([], "fts-only", None)
         if max_results is not None and max_results < 1:
             raise ConfigError(f"max_results must be >= 1; got {max_results}")
+        started = time.perf_counter()
+        result = self._search_locked(query, max_results, min_score)
+        try:  # telemetry and activation never fail a search
+            self.graph_engine.on_search(result.hits, (time.perf_counter() - started) * 1000, query)
+        except Exception:
+            log.debug("graph bookkeeping after search failed", exc_info=True)
+        return result
+
+    def _search_locked(
+        self, query: str, max_results: int | None, min_score: float | None
+    ) -> _SearchResult:
         with self._lock:
             if not self._published():
                 # Nothing published yet: build it (keyword search is ready when this
@@ -657,6 +690,59 @@ class Memory:
             except Exception as exc:
                 embedding["probe"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         return {"embedding": embedding, "vector": vector, "cache": cache}
+
+    # -- knowledge graph (issue 13) ----------------------------------------------------
+    def facts(
+        self,
+        query: str,
+        max_results: int = 10,
+        *,
+        include_history: bool | None = None,
+        include_private: bool = True,
+    ) -> list[FactHit]:
+        """Four-phase fact search over the graph derived from the notes.
+
+        Phases: entities named in the query (names, aliases, fuzzy) with the facts the
+        question asks about; the rest of those entities' facts and relations; full-text
+        facts; full-text relations. Superseded values come only with ``include_history``
+        (default: when the query asks about the past); retracted entries never.
+        """
+        return self.graph_engine.facts(
+            query,
+            max_results=max_results,
+            threshold=self.config.active_memory.threshold,
+            include_history=include_history,
+            include_private=include_private,
+        )
+
+    def facts_payload(
+        self, query: str, max_results: int | None = None, *, citations: bool = True,
+        include_private: bool = True,
+    ) -> dict[str, Any]:
+        """The ``memory_facts`` tool payload (also what ``memmw facts --json`` prints)."""
+        hits = self.facts(query, max_results or 10, include_private=include_private)
+        return {"results": [h.to_payload(citations=citations) for h in hits]}
+
+    def forget(
+        self,
+        citation: str | None = None,
+        *,
+        entity: str | None = None,
+        key: str | None = None,
+        reason: str = "",
+    ) -> ForgetResult:
+        """Retract an entry in the Markdown (struck through and annotated, never deleted).
+
+        Name it by ``citation`` (``path#L12``) or by ``entity`` and ``key`` (every value
+        of that fact). The index is synced so search and facts skip it at once.
+
+        Raises:
+            memmw.graph.engine.ForgetError: nothing to retract there.
+            PathPolicyError: the path is not a memory file.
+        """
+        result = self.graph_engine.forget(citation, entity=entity, key=key, reason=reason)
+        self.sync(embeddings="background")
+        return result
 
     def reset(self) -> None:
         """Delete the derived index (never a Markdown file); the next sync rebuilds it."""

@@ -20,6 +20,8 @@ from typing import Any
 from memmw.chunking import CHUNKING_VERSION, chunk_text
 from memmw.config import MemoryConfig
 from memmw.errors import IndexBusyError, IndexStoreError
+from memmw.graph.syntax import mask_retracted
+from memmw.index import graph as graph_index
 from memmw.index.db import connect, transaction
 from memmw.index.schema import migrate
 from memmw.index.sessions import list_session_files, session_document, session_index_path
@@ -213,6 +215,8 @@ class Indexer:
                         counts = self._rebuild(conn, store, wanted, progress)
                     else:
                         counts = self._incremental(store, progress)
+                    with transaction(conn):
+                        graph_index.decay_activation(conn)  # at most once a day
                     total = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
                 finally:
                     conn.close()
@@ -245,6 +249,8 @@ class Indexer:
         """Index the workspace's files; ``existing`` maps path -> (hash, mtime, size)."""
         files, issues = discover(self.workspace, self.config.extra_paths)
         counts = _Counts(issues=list(issues))
+        # Graph rows of unchanged files are re-derived once when the parser changed.
+        graph_stale = store.get_meta("graph_version") != graph_index.GRAPH_VERSION
         seen: set[str] = set()
         for i, file in enumerate(files):
             seen.add(file.path)
@@ -263,9 +269,12 @@ class Indexer:
                     # Same content, touched: keep the stat current so status can tell
                     # changed files by a stat alone.
                     store.update_file_stat(file.path, file.source, mtime=mtime, size=size)
+                if graph_stale:
+                    graph_index.write_note(store.conn, path=file.path, source=file.source, text=text)
                 continue
             chunks = chunk_text(
-                text,
+                # Retracted entries stay in the note but are not searchable.
+                mask_retracted(text),
                 tokens=self.config.chunking.tokens,
                 overlap=self.config.chunking.overlap,
                 per_entry=is_curated(file.path),
@@ -280,6 +289,7 @@ class Indexer:
                 chunks=chunks,
                 model=self.provider.model,
             )
+            graph_index.write_note(store.conn, path=file.path, source=file.source, text=text)
             counts.chunks += len(written)
             if file.path in existing:
                 counts.changed += 1
@@ -289,6 +299,13 @@ class Indexer:
             store.delete_file(path, "memory")
             counts.removed += 1
         self._index_sessions(store, counts)
+        if counts.modified or graph_stale:
+            graph_index.refresh_supersession(store.conn)
+            graph_index.refresh_cooccurrences(store.conn)
+            graph_index.seed_activation(store.conn)
+            if graph_stale and not counts.modified:
+                store.bump_generation()  # readers cache the graph by generation
+            store.set_meta("graph_version", graph_index.GRAPH_VERSION)
         if progress is not None:
             progress(len(files), len(files), "")
         return counts
@@ -369,6 +386,8 @@ class Indexer:
                     "INSERT OR IGNORE INTO embedding_cache VALUES (?,?,?,?,?,?,?)",
                     live.execute("SELECT * FROM embedding_cache"),
                 )
+                # Activation is use, not content: it survives a rebuild like the cache.
+                graph_index.copy_activation(live, tmp)
                 # Continue the live rowid sequence so a chunk rowid is never reused, even
                 # across a rebuild (caches of other processes rely on it).
                 seq = live.execute("SELECT seq FROM sqlite_sequence WHERE name='chunks'").fetchone()
