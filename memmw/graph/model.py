@@ -28,10 +28,15 @@ def tier(activation: float) -> str:
 
 
 def importance_of(raw: int | None, origin: str) -> float:
-    """0..1 importance: ``<!-- importance: N -->`` is N/10; else 0.8 curated, 0.6 notes."""
+    """0..1 importance: ``<!-- importance: N -->`` is N/10.
+
+    Without one, an entry written in the fact syntax is durable by intent (0.8,
+    permanent); the parser gives ``[category]`` observations 6 (kept 30 days). Untrusted
+    origins never count as permanent.
+    """
     if raw is not None:
         return max(1, min(10, int(raw))) / 10
-    return 0.8 if origin == "owner" else 0.6
+    return 0.8 if origin in ("owner", "agent") else 0.6
 
 
 def retained(importance: float, born: float | None, last_access: float | None, now: float) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -294,7 +295,7 @@ def search_facts(
         matches: Pre-computed entity matches of ``query``.
     """
     stamp = time.time() if now is None else now
-    words = [normalize(w) for w in terms(query)]
+    words = re.findall(r"\w+", normalize(query)) + terms(query)
     history = include_history if include_history is not None else bool(HISTORY_WORDS & set(words))
     qterms = set(query_terms(query))
     intent_keys = {k for w in words for k in INTENTS.get(w, ())}

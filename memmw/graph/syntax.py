@@ -82,6 +82,8 @@ PROSE_VERBS = (
     "uses",
     "depends on",
 )
+#: Importance (1..10) of a ``[category] text`` observation without an annotation.
+OBSERVATION_IMPORTANCE = 6
 ALIAS_KEYS = frozenset(("aka", "alias", "aliases", "also known as", "nickname", "nicknames"))
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -396,6 +398,8 @@ class _Parser:
         kv = _KEY_VALUE.match(body) if obs is None else None
         if obs is not None:
             key, value = obs.group(1).strip(), obs.group(2).strip()
+            # Observations are softer than facts: kept 30 days unless marked important.
+            importance = OBSERVATION_IMPORTANCE if importance is None else importance
         elif kv is not None and _valid_key(kv.group(2).strip()):
             key, value = kv.group(2).strip(), kv.group(4).strip()
         else:
