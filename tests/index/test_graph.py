@@ -137,3 +137,19 @@ def test_provenance_comes_from_the_file_kind(path: str, source: str, origin: str
     prov = provenance_for(path, source)
     assert (prov.origin, prov.private) == (origin, private)
     assert prov.injectable == (origin in ("owner", "agent"))
+
+
+def test_sync_runs_the_decay_step_at_most_daily(mem: Memory, ws: Path) -> None:
+    key = rows(mem.db_path, "SELECT stable_key FROM graph_facts WHERE value='Lisbon'")[0][0]
+    conn = connect(mem.db_path)
+    try:
+        with transaction(conn):
+            conn.execute(
+                "UPDATE meta SET value=? WHERE key='graph_decay_at'", (repr(time.time() - 3.5 * 86_400),)
+            )
+    finally:
+        conn.close()
+    mem.sync()
+    mem.sync()  # the second sync the same day does not decay again
+    (value,) = rows(mem.db_path, "SELECT activation FROM graph_activation WHERE stable_key=?", key)[0]
+    assert value == pytest.approx(graph_index.DECAY_PER_DAY**3)
