@@ -744,6 +744,23 @@ class Memory:
         self.sync(embeddings="background")
         return result
 
+    def write_graph_html(self, path: str | os.PathLike[str]) -> Path:
+        """Write a self-contained page drawing the graph (``memmw graph --html FILE``)."""
+        from memmw.graph.html import write_graph_html
+
+        return write_graph_html(
+            self.graph_engine.graph(),
+            Path(path),
+            title=f"memmw graph: {self.agent_id}",
+            workspace=self.workspace,
+        )
+
+    def stats(self, since: float | None = None) -> dict[str, Any]:
+        """Summary of the telemetry log: latency, hit and injection rates (``memmw stats``)."""
+        from memmw.graph.telemetry import summarize_telemetry
+
+        return summarize_telemetry(self.graph_engine.telemetry.path, since=since)
+
     def reset(self) -> None:
         """Delete the derived index (never a Markdown file); the next sync rebuilds it."""
         with self._lock, exclusive_lock(self._indexer.lock_path, timeout=120):
