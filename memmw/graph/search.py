@@ -112,8 +112,8 @@ def match_entities(
             if len(chunk) != size or any(normalize(w) in STOP_WORDS for w in chunk):
                 continue
             span = " ".join(chunk)
-            if len(span) < 3:
-                continue
+            if len(span) < (3 if chunk[0][:1].isupper() else 5):
+                continue  # short lower-case words ("use") are never fuzzy names
             spans.append((span, chunk[0][:1].isupper()))
     by_first: dict[str, list[str]] = {}
     for name in graph.names:
@@ -253,6 +253,14 @@ def _relation_hit(rel: Relation, phase: int, score: float, graph: Graph, now: fl
 
 
 _TIER_WEIGHT = {"hot": 1.15, "warm": 1.0, "cool": 0.9}
+#: Score bands. The phases generate candidates; the order is by score, so a strong
+#: full-text match (at least half the query's weight) outranks an entity's unrelated
+#: facts, while the facts a question asks about (phase 1) always come first.
+PHASE1 = 3.0
+PHASE2_RELATED = 2.0
+STRONG_TEXT = 0.5
+STRONG_BONUS = 1.0
+PHASE2_OTHER = 1.0
 
 
 def _overlap(query: set[str], doc_terms: list[str], idf: dict[str, float]) -> float:
@@ -278,8 +286,10 @@ def search_facts(
 ) -> list[FactHit]:
     """Four-phase search: entity+intent, the entity's facts, full-text facts, full-text relations.
 
-    Each phase only adds entries the earlier ones did not return; results are ordered by
-    phase, then score (activation tier weighted). Retracted entries never appear;
+    Each phase only adds entries the earlier ones did not return. Results are ordered by
+    score (activation tier weighted): what the question asks about first, then the
+    entity's facts that share words with it, strong full-text matches, the entity's
+    other facts, then weak full-text matches. Retracted entries never appear;
     superseded values appear only with ``include_history`` (default: when the query asks
     about the past, "previous", "used to", ...); expired entries rank last.
 
@@ -334,15 +344,19 @@ def search_facts(
             value_hit = _overlap(qterms, terms(fact.value), {})
             current_bonus = 0.0 if fact.current else -0.05
             if asked:
-                add(_fact_hit(fact, 1, 1.0 + strength + value_hit * 0.5 + current_bonus, graph, stamp))
+                score = PHASE1 + strength + value_hit * 0.5 + current_bonus
+                add(_fact_hit(fact, 1, score, graph, stamp))
+            elif value_hit > 0:
+                add(_fact_hit(fact, 2, PHASE2_RELATED + value_hit + current_bonus, graph, stamp))
             else:
-                add(_fact_hit(fact, 2, strength * (0.5 + value_hit * 0.5) + current_bonus, graph, stamp))
+                add(_fact_hit(fact, 2, PHASE2_OTHER + strength * 0.4 + current_bonus, graph, stamp))
         for rel in graph.relations_of(match.key):
             if not allowed_rel(rel):
                 continue
             rel_terms = set(terms(rel.predicate.replace("_", " ")))
             asked = bool(rel_terms & (qterms | intent_keys))
-            add(_relation_hit(rel, 1 if asked else 2, strength * (1.0 if asked else 0.5), graph, stamp))
+            score = PHASE1 + strength if asked else PHASE2_OTHER + strength * 0.4
+            add(_relation_hit(rel, 1 if asked else 2, score, graph, stamp))
     # Phases 3 and 4: full text over every fact, then every relation.
     if qterms:
         docs_f = [(f, terms(f"{f.entity} {f.key.replace('_', ' ')} {f.value}")) for f in graph.facts if allowed_fact(f)]
@@ -352,16 +366,17 @@ def search_facts(
         for _doc, ts in (*docs_f, *docs_r):
             for t in set(ts) & qterms:
                 df[t] = df.get(t, 0) + 1
-        idf = {t: math.log(1 + n / (1 + c)) for t, c in df.items()}
+        # Terms no entry has weigh most: a question about something else stays weak.
+        idf = {t: math.log(1 + n / (1 + df.get(t, 0))) for t in qterms}
         for fact, ts in docs_f:
             s = _overlap(qterms, ts, idf)
             if s > 0:
-                add(_fact_hit(fact, 3, s, graph, stamp))
+                add(_fact_hit(fact, 3, s + (STRONG_BONUS if s >= STRONG_TEXT else 0.0), graph, stamp))
         for rel, ts in docs_r:
             s = _overlap(qterms, ts, idf)
             if s > 0:
-                add(_relation_hit(rel, 4, s, graph, stamp))
-    hits.sort(key=lambda h: (not h.retained, h.phase, -h.score, h.path, h.line))
+                add(_relation_hit(rel, 4, s + (STRONG_BONUS if s >= STRONG_TEXT else 0.0), graph, stamp))
+    hits.sort(key=lambda h: (not h.retained, -h.score, h.phase, h.path, h.line))
     return hits[:max_results]
 
 

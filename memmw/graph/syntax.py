@@ -92,7 +92,7 @@ _BULLET = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(.*)$")
 _RETRACTED = re.compile(r"^~~(.+?)~~\s*\(retracted\b[^)]*\)\s*$", re.IGNORECASE)
 _WIKILINK = re.compile(r"\[\[([^\[\]|#]+)(?:[#|][^\[\]]*)?\]\]")
 _OBSERVATION = re.compile(r"^\[([^\[\]]{1,40})\]\s+(.+)$")
-_KEY_VALUE = re.compile(r"^(\*\*|__)?([^\s:*_][^:]{0,39}?)(\*\*|__)?\s*[:：]\s+(.+)$")
+_KEY_VALUE = re.compile(r"^(\*\*|__)?([^\s:*_](?:[^:]|:(?=\S)){0,39}?)(\*\*|__)?\s*[:：]\s+(.+)$")
 _RELATION = re.compile(r"^([A-Za-z_][\w -]{0,39}?)\s+\[\[([^\[\]]+)\]\]\s*$")
 _DATE = r"(\d{4}-\d{2}-\d{2})"
 _VALID_FROM = re.compile(
@@ -182,6 +182,8 @@ class FactRow(Row):
     valid_from: str | None = None
     retracted: bool = False
     importance: int | None = None
+    #: ``[category] text`` observations accumulate: they never supersede each other.
+    observation: bool = False
 
     @property
     def entity_key(self) -> str:
@@ -434,6 +436,7 @@ class _Parser:
                 valid_from=valid_from,
                 retracted=retracted,
                 importance=importance,
+                observation=obs is not None,
             )
         )
         return True

@@ -23,7 +23,7 @@ from memmw.graph.syntax import (
 log = logging.getLogger(__name__)
 
 #: Bump when the parser changes what it extracts: indexes then re-derive the graph.
-GRAPH_VERSION = "1"
+GRAPH_VERSION = "2"
 #: Activation of an entry the first time sync sees it (the bottom of "warm").
 INITIAL_ACTIVATION = 1.0
 #: Activation kept per day without access (the daily decay step).
@@ -100,7 +100,9 @@ def write_note(
                 prov.session_kind,
                 prov.observed_at,
                 int(prov.private),
-                f"{f.entity_key}\x1f{f.key_norm}",
+                # Observations accumulate; other keys hold one current value.
+                f"{f.entity_key}\x1f{f.key_norm}"
+                + (f"\x1f{normalize_name(f.value)}" if f.observation else ""),
                 fact_stable_key(f.entity_key, f.key_norm, f.value),
             )
             for f in note.facts

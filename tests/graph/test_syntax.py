@@ -148,3 +148,12 @@ def test_parser_on_structured_fragments(lines: list[str]) -> None:
     parsed = parse_note("\n".join(lines), "MEMORY.md")
     for f in parsed.facts:
         assert f.entity and f.key and f.value
+
+
+def test_keys_with_colons_and_observations_flagged() -> None:
+    parsed = parse_note("## Priya\n- 1:1 day: Wednesday\n- [preference] tea\n- [preference] jazz\n", "m.md")
+    assert [(f.key, f.value, f.observation) for f in parsed.facts] == [
+        ("1:1 day", "Wednesday", False),
+        ("preference", "tea", True),
+        ("preference", "jazz", True),
+    ]

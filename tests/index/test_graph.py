@@ -153,3 +153,10 @@ def test_sync_runs_the_decay_step_at_most_daily(mem: Memory, ws: Path) -> None:
     mem.sync()  # the second sync the same day does not decay again
     (value,) = rows(mem.db_path, "SELECT activation FROM graph_activation WHERE stable_key=?", key)[0]
     assert value == pytest.approx(graph_index.DECAY_PER_DAY**3)
+
+
+def test_observations_accumulate_instead_of_superseding(mem: Memory, ws: Path) -> None:
+    write(ws / "memory" / "prefs.md", "## Bob Stone\n- [preference] green tea\n- [preference] jazz\n- drink: tea\n- drink: coffee\n")
+    mem.sync()
+    got = rows(mem.db_path, "SELECT key, value, current FROM graph_facts WHERE path='memory/prefs.md' ORDER BY line")
+    assert got == [("preference", "green tea", 1), ("preference", "jazz", 1), ("drink", "tea", 0), ("drink", "coffee", 1)]
