@@ -744,6 +744,39 @@ class Memory:
         self.sync(embeddings="background")
         return result
 
+    def add_facts(self, facts: Any, path: str | None = None) -> tuple[str, int]:
+        """Write proposed facts to a ``memory/`` note (default today's), then sync.
+
+        ``facts`` is an iterable of mappings (entity, key, value, optional valid_from and
+        relation), ``(entity, key, value)`` tuples or ``ProposedFact``; unusable items are
+        skipped. The Markdown is written first: the index only ever derives from it.
+
+        Returns:
+            ``(path written, number of facts)``.
+        """
+        from memmw.graph.extract import write_facts
+        from memmw.timeutil import user_now
+
+        target = path or f"memory/{user_now(self.config.user_timezone).date().isoformat()}.md"
+        rel, count = write_facts(self.workspace, target, facts)
+        if count:
+            self.sync(embeddings="background")
+        return rel, count
+
+    def extract_facts(
+        self, text: str, extractor: Callable[[str], Any], path: str | None = None
+    ) -> tuple[str, int]:
+        """Run an extractor (e.g. an LLM call) on ``text`` and write what it proposes.
+
+        Errors of the extractor are logged and write nothing.
+        """
+        try:
+            proposed = list(extractor(text))
+        except Exception as exc:
+            log.warning("fact extractor failed: %s", type(exc).__name__)
+            return path or "", 0
+        return self.add_facts(proposed, path)
+
     def write_graph_html(self, path: str | os.PathLike[str]) -> Path:
         """Write a self-contained page drawing the graph (``memmw graph --html FILE``)."""
         from memmw.graph.html import write_graph_html
