@@ -105,7 +105,7 @@ class ActiveMemory:
         now: Callable[[], float] = time.time,
     ) -> None:
         self.memory = memory
-        self.config = config or memory.config.active_memory
+        self.config = config or getattr(memory.config, "active_memory", None) or ActiveMemoryConfig()
         self.timer = timer
         self.count = token_counter
         self.now = now
