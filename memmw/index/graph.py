@@ -176,7 +176,12 @@ def refresh_supersession(conn: sqlite3.Connection) -> int:
 
 
 def refresh_cooccurrences(conn: sqlite3.Connection) -> int:
-    """Recompute which entities are named together in a chunk (names and aliases)."""
+    """Update which entities are named together in a chunk (names and aliases).
+
+    When the set of names is unchanged only chunks added since the last run are scanned
+    (chunk rowids only grow, and a chunk's rows go with it); otherwise all are.
+    Returns how many chunks were scanned.
+    """
     names: dict[str, str] = {}
     for key, name in conn.execute("SELECT entity_key, name FROM graph_entities"):
         names.setdefault(normalize_name(name), key)
@@ -185,19 +190,32 @@ def refresh_cooccurrences(conn: sqlite3.Connection) -> int:
     display = {key: name for key, name in conn.execute("SELECT entity_key, name FROM graph_entities")}
     for first, key in implicit_aliases(display).items():
         names.setdefault(first, key)
-    conn.execute("DELETE FROM graph_cooccurrences")
     usable = sorted((n for n in names if len(n) >= MIN_COOCCURRENCE_NAME), key=len, reverse=True)
+    signature = stable_key(*(f"{n}={names[n]}" for n in sorted(usable)))
+    meta = dict(
+        conn.execute("SELECT key, value FROM meta WHERE key IN ('graph_names', 'graph_cooc_rowid')")
+    )
+    after = int(meta.get("graph_cooc_rowid", 0)) if meta.get("graph_names") == signature else 0
+    if after == 0:
+        conn.execute("DELETE FROM graph_cooccurrences")
+    top = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM chunks").fetchone()[0]
+    conn.executemany(
+        "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+        [("graph_names", signature), ("graph_cooc_rowid", str(top))],
+    )
     if not usable:
         return 0
     pattern = re.compile(r"(?<!\w)(" + "|".join(re.escape(n) for n in usable) + r")(?!\w)")
     rows: list[tuple[int, str, str]] = []
-    for rowid, text in conn.execute("SELECT rowid, text FROM chunks WHERE source='memory'"):
+    scanned = 0
+    for rowid, text in conn.execute(
+        "SELECT rowid, text FROM chunks WHERE source='memory' AND rowid > ?", (after,)
+    ):
+        scanned += 1
         found = sorted({names[m] for m in pattern.findall(normalize_name(text))})
-        rows.extend(
-            (rowid, a, b) for i, a in enumerate(found) for b in found[i + 1 :]
-        )
+        rows.extend((rowid, a, b) for i, a in enumerate(found) for b in found[i + 1 :])
     conn.executemany("INSERT OR IGNORE INTO graph_cooccurrences VALUES (?,?,?)", rows)
-    return len(rows)
+    return scanned
 
 
 def seed_activation(conn: sqlite3.Connection, now: float | None = None) -> None:

@@ -160,3 +160,24 @@ def test_observations_accumulate_instead_of_superseding(mem: Memory, ws: Path) -
     mem.sync()
     got = rows(mem.db_path, "SELECT key, value, current FROM graph_facts WHERE path='memory/prefs.md' ORDER BY line")
     assert got == [("preference", "green tea", 1), ("preference", "jazz", 1), ("drink", "tea", 0), ("drink", "coffee", 1)]
+
+
+def test_cooccurrences_scan_only_new_chunks_while_names_are_unchanged(mem: Memory, ws: Path) -> None:
+    conn = connect(mem.db_path)
+    try:
+        with transaction(conn):
+            assert graph_index.refresh_cooccurrences(conn) == 0  # nothing new since the sync
+        write(ws / "memory" / "2026-05-02.md", "Ali called Bobby about the budget.\n")
+        mem.sync()
+        assert ("alice martin", "bob stone") in rows(
+            mem.db_path,
+            "SELECT a_key, b_key FROM graph_cooccurrences g JOIN chunks c ON c.rowid=g.chunk_rowid"
+            " WHERE c.path='memory/2026-05-02.md'",
+        )
+        with transaction(conn):
+            conn.execute("UPDATE meta SET value='changed' WHERE key='graph_names'")
+            assert graph_index.refresh_cooccurrences(conn) == rows(
+                mem.db_path, "SELECT COUNT(*) FROM chunks WHERE source='memory'"
+            )[0][0]
+    finally:
+        conn.close()
