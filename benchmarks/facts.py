@@ -1,7 +1,7 @@
 """Fact benchmark: the injected [GRAPH MEMORY] block and memory_facts versus plain memory_search.
 
 Usage:
-    python benchmarks/facts.py [--provider none] [--repeat 5] [--json OUT]
+    python benchmarks/facts.py [--provider none] [--repeat 5] [--tiktoken] [--json OUT]
 
 The workspace (benchmarks/facts/workspace: people, projects, decisions, preferences,
 aliases, superseded values, several languages) is copied to a temporary folder and
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ws = tmp / "ws"
         shutil.copytree(HERE / "workspace", ws)
         config = memmw.MemoryConfig(provider=args.provider)
-        counter = TokenCounter(use_tiktoken=not args.estimate_tokens)
+        counter = TokenCounter(use_tiktoken=args.tiktoken)
         with memmw.Memory(workspace=ws, state_dir=tmp / "state", config=config) as mem:
             started = time.perf_counter()
             mem.sync()
@@ -166,7 +166,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--provider", default="none")
     parser.add_argument("--repeat", type=int, default=5, help="injection builds per question (latency)")
-    parser.add_argument("--estimate-tokens", action="store_true", help="count tokens by estimate, not tiktoken")
+    parser.add_argument(
+        "--tiktoken", action="store_true", help="count tokens with tiktoken (needs its cached encoding)"
+    )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()

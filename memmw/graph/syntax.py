@@ -91,7 +91,8 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _BULLET = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(.*)$")
 _RETRACTED = re.compile(r"^~~(.+?)~~\s*\(retracted\b[^)]*\)\s*$", re.IGNORECASE)
 _WIKILINK = re.compile(r"\[\[([^\[\]|#]+)(?:[#|][^\[\]]*)?\]\]")
-_OBSERVATION = re.compile(r"^\[([^\[\]]{1,40})\]\s+(.+)$")
+#: ``[category] text``: the category is words (``[D1:3]`` turn ids and ``[x]`` checkboxes are not).
+_OBSERVATION = re.compile(r"^\[([^\W\d_][^\W\d_ -]+(?:[ -][^\W\d_]+){0,3})\]\s+(.+)$")
 _KEY_VALUE = re.compile(r"^(\*\*|__)?([^\s:*_](?:[^:]|:(?=\S)){0,39}?)(\*\*|__)?\s*[:：]\s+(.+)$")
 _RELATION = re.compile(r"^([A-Za-z_][\w -]{0,39}?)\s+\[\[([^\[\]]+)\]\]\s*$")
 _DATE = r"(\d{4}-\d{2}-\d{2})"

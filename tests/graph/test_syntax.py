@@ -157,3 +157,9 @@ def test_keys_with_colons_and_observations_flagged() -> None:
         ("preference", "tea", True),
         ("preference", "jazz", True),
     ]
+
+
+def test_transcript_like_bullets_are_not_observations() -> None:
+    note = "# conv-26 - session 1\n\n- [D1:1] Caroline: Hey Mel!\n- [x] done task\n- [ ] open: task\n- [open question] who pays\n"
+    parsed = parse_note(note, "memory/2023-05-08-session-1.md")
+    assert [(f.key, f.value) for f in parsed.facts] == [("open question", "who pays")]
