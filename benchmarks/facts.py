@@ -1,7 +1,7 @@
 """Fact benchmark: the injected [GRAPH MEMORY] block and memory_facts versus plain memory_search.
 
 Usage:
-    python benchmarks/facts.py [--provider none] [--repeat 5] [--tiktoken] [--json OUT]
+    python benchmarks/facts.py [--provider none] [--repeat 5] [--tiktoken] [--scale N] [--json OUT]
 
 The workspace (benchmarks/facts/workspace: people, projects, decisions, preferences,
 aliases, superseded values, several languages) is copied to a temporary folder and
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import shutil
 import statistics
 import sys
@@ -55,6 +56,26 @@ def judge(text: str, expect: list[str], stale: list[str], *, ordered: bool) -> t
     return hit_at is not None, stale_at is not None
 
 
+def add_synthetic_people(ws: Path, n: int) -> None:
+    """``n`` more people with six facts, an alias and a relation each (a bigger graph).
+
+    Their names are generated from syllables, so they never collide with the questions.
+    """
+    rng = random.Random(13)
+    syll = ["ka", "lo", "mi", "ren", "ta", "vo", "shi", "dar", "el", "qu", "zu", "bo"]
+    cities = ["Tallinn", "Porto", "Quito", "Hanoi", "Perth", "Bergen", "Cusco", "Tartu"]
+    lines = ["# Contacts (synthetic)\n"]
+    for i in range(n):
+        first = "".join(rng.choice(syll) for _ in range(2)).capitalize()
+        last = "".join(rng.choice(syll) for _ in range(3)).capitalize()
+        lines.append(
+            f"\n## {first} {last} {i} ({first[:3]}{i})\n- city: {rng.choice(cities)}\n"
+            f"- role: contractor #{i}\n- email: p{i}@example.net\n- phone: +1 555 {i:04d}\n"
+            f"- [preference] tea number {i}\n- team: squad {i % 17}\n- knows [[{first} {last} {(i + 1) % n}]]\n"
+        )
+    (ws / "memory" / "contacts.md").write_text("".join(lines), encoding="utf-8")
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
@@ -66,6 +87,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         ws = tmp / "ws"
         shutil.copytree(HERE / "workspace", ws)
+        if args.scale:
+            add_synthetic_people(ws, args.scale)
         config = memmw.MemoryConfig(provider=args.provider)
         counter = TokenCounter(use_tiktoken=args.tiktoken)
         with memmw.Memory(workspace=ws, state_dir=tmp / "state", config=config) as mem:
@@ -169,6 +192,7 @@ def main() -> None:
     parser.add_argument(
         "--tiktoken", action="store_true", help="count tokens with tiktoken (needs its cached encoding)"
     )
+    parser.add_argument("--scale", type=int, default=0, help="add N synthetic people (a larger graph)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()

@@ -226,7 +226,7 @@ class MemoryMiddleware:
         self.flush_state = FlushStateStore(memory.state_dir, memory.agent_id)
         self._sessions: dict[str, Session] = {}
         # Active memory (issue 13): the [GRAPH MEMORY] block of each turn.
-        self.active_memory = ActiveMemory(memory)
+        self.active_memory = ActiveMemory(memory, token_counter=self.tokens.count)
         if self.config.sync.watch if watch is None else watch:
             self._start_watching()
 

@@ -10,7 +10,7 @@ from functools import cached_property
 
 from memmw.graph.provenance import PRIVATE_FILES
 from memmw.graph.syntax import implicit_aliases, normalize_name
-from memmw.text import has_cjk
+from memmw.text import has_cjk, terms
 
 DAY_S = 86_400.0
 #: Activation tiers (hot > 2.0, warm 1.0-2.0, cool < 1.0).
@@ -197,6 +197,28 @@ class Graph:
             return None
         parts = [re.escape(n) if has_cjk(n) else rf"(?<!\w){re.escape(n)}(?!\w)" for n in names]
         return re.compile("|".join(parts))
+
+    @cached_property
+    def fact_terms(self) -> list[frozenset[str]]:
+        """Search terms of each fact (entity, key, value), parallel to ``facts``."""
+        return [frozenset(terms(f"{f.entity} {f.key.replace('_', ' ')} {f.value}")) for f in self.facts]
+
+    @cached_property
+    def relation_terms(self) -> list[frozenset[str]]:
+        """Search terms of each relation, parallel to ``relations``."""
+        return [frozenset(terms(r.text)) for r in self.relations]
+
+    @cached_property
+    def term_postings(self) -> dict[str, tuple[list[int], list[int]]]:
+        """Term -> (indices of facts, indices of relations) containing it."""
+        out: dict[str, tuple[list[int], list[int]]] = {}
+        for i, ts in enumerate(self.fact_terms):
+            for t in ts:
+                out.setdefault(t, ([], []))[0].append(i)
+        for i, ts in enumerate(self.relation_terms):
+            for t in ts:
+                out.setdefault(t, ([], []))[1].append(i)
+        return out
 
     def facts_of(self, entity_key: str) -> list[Fact]:
         """The entity's facts."""

@@ -252,7 +252,8 @@ def _relation_hit(rel: Relation, phase: int, score: float, graph: Graph, now: fl
     )
 
 
-_TIER_WEIGHT = {"hot": 1.15, "warm": 1.0, "cool": 0.9}
+#: Activation moves an entry within its band, never across: relevance comes first.
+_TIER_BONUS = {"hot": 0.05, "warm": 0.0, "cool": -0.05}
 #: Score bands. The phases generate candidates; the order is by score, so a strong
 #: full-text match (at least half the query's weight) outranks an entity's unrelated
 #: facts, while the facts a question asks about (phase 1) always come first.
@@ -263,11 +264,10 @@ STRONG_BONUS = 1.0
 PHASE2_OTHER = 1.0
 
 
-def _overlap(query: set[str], doc_terms: list[str], idf: dict[str, float]) -> float:
+def _overlap(query: set[str], doc: frozenset[str] | set[str], idf: dict[str, float]) -> float:
     """idf-weighted share of the query's terms found in the document, 0..1."""
     if not query:
         return 0.0
-    doc = set(doc_terms)
     total = sum(idf.get(t, 1.0) for t in query)
     return sum(idf.get(t, 1.0) for t in query & doc) / total if total else 0.0
 
@@ -287,7 +287,7 @@ def search_facts(
     """Four-phase search: entity+intent, the entity's facts, full-text facts, full-text relations.
 
     Each phase only adds entries the earlier ones did not return. Results are ordered by
-    score (activation tier weighted): what the question asks about first, then the
+    score (the activation tier nudges it by 0.05): what the question asks about first, then the
     entity's facts that share words with it, strong full-text matches, the entity's
     other facts, then weak full-text matches. Retracted entries never appear;
     superseded values appear only with ``include_history`` (default: when the query asks
@@ -331,7 +331,7 @@ def search_facts(
         if ident in seen:
             return
         seen.add(ident)
-        hits.append(dataclasses.replace(hit, score=hit.score * _TIER_WEIGHT[hit.tier]))
+        hits.append(dataclasses.replace(hit, score=hit.score + _TIER_BONUS[hit.tier]))
 
     # Phases 1 and 2: the named entities' facts (those the question asks about first).
     for match in ents:
@@ -341,7 +341,7 @@ def search_facts(
                 continue
             key_terms = set(terms(fact.key.replace("_", " ")))
             asked = fact.key_norm in intent_keys or bool(key_terms & (qterms | intent_keys))
-            value_hit = _overlap(qterms, terms(fact.value), {})
+            value_hit = _overlap(qterms, set(terms(fact.value)), {})
             current_bonus = 0.0 if fact.current else -0.05
             if asked:
                 score = PHASE1 + strength + value_hit * 0.5 + current_bonus
@@ -357,24 +357,29 @@ def search_facts(
             asked = bool(rel_terms & (qterms | intent_keys))
             score = PHASE1 + strength if asked else PHASE2_OTHER + strength * 0.4
             add(_relation_hit(rel, 1 if asked else 2, score, graph, stamp))
-    # Phases 3 and 4: full text over every fact, then every relation.
+    # Phases 3 and 4: full text over every fact, then every relation (through postings,
+    # so only entries sharing a term with the query are looked at).
     if qterms:
-        docs_f = [(f, terms(f"{f.entity} {f.key.replace('_', ' ')} {f.value}")) for f in graph.facts if allowed_fact(f)]
-        docs_r = [(r, terms(r.text)) for r in graph.relations if allowed_rel(r)]
-        n = len(docs_f) + len(docs_r) or 1
-        df: dict[str, int] = {}
-        for _doc, ts in (*docs_f, *docs_r):
-            for t in set(ts) & qterms:
-                df[t] = df.get(t, 0) + 1
-        # Terms no entry has weigh most: a question about something else stays weak.
-        idf = {t: math.log(1 + n / (1 + df.get(t, 0))) for t in qterms}
-        for fact, ts in docs_f:
-            s = _overlap(qterms, ts, idf)
-            if s > 0:
+        postings = graph.term_postings
+        n = len(graph.facts) + len(graph.relations) or 1
+        idf = {}
+        fact_ids: set[int] = set()
+        rel_ids: set[int] = set()
+        for t in qterms:
+            facts_with, rels_with = postings.get(t, ([], []))
+            # Terms no entry has weigh most: a question about something else stays weak.
+            idf[t] = math.log(1 + n / (1 + len(facts_with) + len(rels_with)))
+            fact_ids.update(facts_with)
+            rel_ids.update(rels_with)
+        for i in sorted(fact_ids):
+            fact = graph.facts[i]
+            if allowed_fact(fact):
+                s = _overlap(qterms, graph.fact_terms[i], idf)
                 add(_fact_hit(fact, 3, s + (STRONG_BONUS if s >= STRONG_TEXT else 0.0), graph, stamp))
-        for rel, ts in docs_r:
-            s = _overlap(qterms, ts, idf)
-            if s > 0:
+        for i in sorted(rel_ids):
+            rel = graph.relations[i]
+            if allowed_rel(rel):
+                s = _overlap(qterms, graph.relation_terms[i], idf)
                 add(_relation_hit(rel, 4, s + (STRONG_BONUS if s >= STRONG_TEXT else 0.0), graph, stamp))
     hits.sort(key=lambda h: (not h.retained, -h.score, h.phase, h.path, h.line))
     return hits[:max_results]
