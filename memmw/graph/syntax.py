@@ -381,7 +381,11 @@ class _Parser:
         self, owner: str, body: str, number: int, retracted: bool, importance: int | None
     ) -> bool:
         """A ``key: value``, ``[category] text`` or ``predicate [[Object]]`` line of ``owner``."""
-        rel = _RELATION.match(body)
+        # Cheap checks first: most bullets are prose and match none of the forms.
+        head = body[:48]
+        if "[" not in head and ":" not in head and "：" not in head and "[[" not in body:
+            return False
+        rel = _RELATION.match(body) if "[[" in body else None
         if rel:
             subject = owner if owner != (self.section_pending or ("",))[0] else self._section(number)
             assert subject is not None

@@ -54,15 +54,25 @@ def entity_stable_key(entity_key: str) -> str:
 
 
 def write_note(
-    conn: sqlite3.Connection, *, path: str, source: str, text: str, parsed: ParsedNote | None = None
+    conn: sqlite3.Connection,
+    *,
+    path: str,
+    source: str,
+    text: str,
+    parsed: ParsedNote | None = None,
+    fresh: bool = False,
 ) -> None:
-    """Replace the graph rows of one indexed file (inside the caller's transaction)."""
+    """Replace the graph rows of one indexed file (inside the caller's transaction).
+
+    ``fresh``: the file row was just written, so it has no graph rows to delete.
+    """
     row = conn.execute("SELECT id FROM files WHERE path=? AND source=?", (path, source)).fetchone()
     if row is None:
         return
     file_id = int(row[0])
-    for table in ("graph_entities", "graph_aliases", "graph_facts", "graph_relations", "graph_triggers"):
-        conn.execute(f"DELETE FROM {table} WHERE file_id=?", (file_id,))
+    if not fresh:
+        for table in ("graph_entities", "graph_aliases", "graph_facts", "graph_relations", "graph_triggers"):
+            conn.execute(f"DELETE FROM {table} WHERE file_id=?", (file_id,))
     if source != "memory":
         return
     note = parsed if parsed is not None else parse_note(text, path)

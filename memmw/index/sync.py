@@ -289,7 +289,10 @@ class Indexer:
                 chunks=chunks,
                 model=self.provider.model,
             )
-            graph_index.write_note(store.conn, path=file.path, source=file.source, text=text)
+            # replace_file re-created the file row: its old graph rows went with it.
+            graph_index.write_note(
+                store.conn, path=file.path, source=file.source, text=text, fresh=True
+            )
             counts.chunks += len(written)
             if file.path in existing:
                 counts.changed += 1
