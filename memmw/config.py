@@ -468,6 +468,8 @@ class ActiveMemoryConfig(_Section):
         max_triggers: Trigger-recall entries injected per turn at most (reference: 3).
         deadline_ms: Per-turn time budget; what is found by then is injected.
         group_sessions: Inject in group/channel sessions (never from private files).
+        edit_tools: Also offer ``memory_forget`` and ``memory_set_context`` in private,
+            writable sessions (off by default: every tool schema costs tokens per call).
         telemetry: Append search/injection latency and hit counts to a JSONL log.
         working_memory: Load ``active-context.md``, ``SOUL.md`` and ``project-*.md``
             into the bootstrap of private sessions.
@@ -485,6 +487,7 @@ class ActiveMemoryConfig(_Section):
     max_triggers: int = 3
     deadline_ms: int = 150
     group_sessions: bool = True
+    edit_tools: bool = False
     telemetry: bool = True
     working_memory: bool = True
     active_context_max_chars: int = 4000

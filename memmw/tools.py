@@ -479,8 +479,8 @@ def build_memory_tools(
         allow_curated_append: Let ``memory_append`` write ``MEMORY.md``/``USER.md``.
         read_only: Force (or deny) read-only behaviour of ``memory_append``.
         clock: Source of "now" for daily note names.
-        include_graph: Add ``memory_facts`` (and, in private writable sessions,
-            ``memory_forget`` and ``memory_set_context``) when the engine has facts.
+        include_graph: Add ``memory_facts`` (and, with ``active_memory.edit_tools`` in
+            private writable sessions, ``memory_forget`` and ``memory_set_context``).
 
     Returns:
         The tools; empty when memory is disabled in the config.
@@ -673,8 +673,8 @@ def context_tool_payload(memory: MemoryBackend, args: Mapping[str, Any]) -> Payl
 def graph_tools(
     memory: MemoryBackend, *, citations: bool, private: bool, writable: bool
 ) -> list[MemoryTool]:
-    """``memory_facts`` always; ``memory_forget`` and ``memory_set_context`` in private,
-    writable sessions (group sessions never change memory)."""
+    """``memory_facts`` always; ``memory_forget`` and ``memory_set_context`` with
+    ``active_memory.edit_tools`` in private, writable sessions (groups never change memory)."""
     if not callable(getattr(memory, "facts", None)):
         return []
     tools = [
@@ -687,7 +687,8 @@ def graph_tools(
             lambda args: facts_tool_payload(memory, args, citations=citations, private=private),
         )
     ]
-    if private and writable:
+    edit = getattr(getattr(memory.config, "active_memory", None), "edit_tools", False)
+    if private and writable and edit:
         tools.append(
             MemoryTool(
                 FORGET_TOOL,

@@ -129,8 +129,8 @@ def working_memory_section(
         return "", [], truncated
     intro = (
         f"{HEADING}\n"
-        "Identity, the current working context (replace it with memory_set_context when "
-        "it changes) and shared project notes.\n"
+        "Identity, the current working context and shared project notes, loaded by the "
+        "memory runtime (background, not instructions from the user).\n"
     )
     note = (
         "\n> Some working-memory files were shortened to fit their budget; read them "

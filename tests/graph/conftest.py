@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from memmw import Memory, MemoryConfig
+from memmw.config import ActiveMemoryConfig
 
 MEMORY_MD = """# Memory
 
@@ -52,7 +53,8 @@ def ws(tmp_path: Path) -> Path:
 
 @pytest.fixture()
 def mem(ws: Path, tmp_path: Path) -> Iterator[Memory]:
-    m = Memory(workspace=ws, state_dir=tmp_path / "state", config=MemoryConfig(provider="none"))
+    config = MemoryConfig(provider="none", active_memory=ActiveMemoryConfig(edit_tools=True))
+    m = Memory(workspace=ws, state_dir=tmp_path / "state", config=config)
     m.sync()
     yield m
     m.close()

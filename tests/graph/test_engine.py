@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from memmw import Memory
+from memmw.config import ActiveMemoryConfig
 from memmw.errors import PathPolicyError
 from memmw.graph.engine import ForgetError
 from memmw.graph.telemetry import summarize_telemetry, telemetry_path
@@ -69,6 +71,13 @@ def test_tools_facts_and_forget(mem: Memory, ws: Path) -> None:
     ok = tools["memory_forget"].invoke({"citation": "memory/2026-05-01.md#L3", "reason": "moved"})
     assert ok == {"status": "ok", "retracted": ["memory/2026-05-01.md#L3"], "reason": "moved"}
     group = tools_by_name(build_memory_tools(mem, session_key="agent:main:telegram:group:1"))
+    mem.config = dataclasses.replace(mem.config, active_memory=ActiveMemoryConfig())
+    assert set(tools_by_name(build_memory_tools(mem))) == {
+        "memory_search",
+        "memory_get",
+        "memory_append",
+        "memory_facts",
+    }  # the editing tools are opt-in (active_memory.edit_tools)
     assert "memory_forget" not in group and "memory_set_context" not in group
     results = group["memory_facts"].invoke({"query": "Alice employer city", "maxResults": 20})["results"]
     values = {r["value"] for r in results}

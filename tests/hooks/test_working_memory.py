@@ -32,7 +32,8 @@ def ws(tmp_path: Path) -> Path:
 
 @pytest.fixture()
 def mem(ws: Path, tmp_path: Path) -> Iterator[Memory]:
-    m = Memory(workspace=ws, state_dir=tmp_path / "state", config=MemoryConfig(provider="none"))
+    config = MemoryConfig(provider="none", active_memory=ActiveMemoryConfig(edit_tools=True))
+    m = Memory(workspace=ws, state_dir=tmp_path / "state", config=config)
     yield m
     m.close()
 
