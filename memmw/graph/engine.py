@@ -92,6 +92,8 @@ class GraphEngine:
         self._cache: tuple[tuple[str, str], Graph] | None = None
         self._pending: dict[str, float] = {}
         self._pending_lock = threading.Lock()
+        #: False once the index refused a write (read-only state): activation stays in memory.
+        self._can_write = True
 
     # -- snapshot ------------------------------------------------------------------------
     def graph(self) -> Graph:
@@ -164,13 +166,11 @@ class GraphEngine:
         """Write buffered activation bumps; False (kept for later) when the index is busy."""
         with self._pending_lock:
             pending = dict(self._pending) if pending is None else pending
-        if not pending or not self.db_path.exists():
+        if not pending or not self._can_write or not self.db_path.exists():
             return False
+        conn: sqlite3.Connection | None = None
         try:
             conn = connect(self.db_path)
-        except sqlite3.Error:
-            return False
-        try:
             conn.execute(f"PRAGMA busy_timeout={ACTIVATION_BUSY_MS}")
             with transaction(conn):
                 by_amount: dict[float, list[str]] = {}
@@ -178,11 +178,16 @@ class GraphEngine:
                     by_amount.setdefault(amount, []).append(key)
                 for amount, keys in by_amount.items():
                     graph_index.bump_activation(conn, keys, amount=amount)
-        except sqlite3.OperationalError as exc:  # a sync holds the write lock: retry later
-            log.debug("activation write deferred: %s", exc)
+        except sqlite3.Error as exc:
+            if "locked" in str(exc) or "busy" in str(exc):  # a sync is writing: retry later
+                log.debug("activation write deferred: %s", exc)
+            else:  # read-only or damaged: keep activation in memory for this process
+                log.info("activation not persisted (%s); kept in memory", exc)
+                self._can_write = False
             return False
         finally:
-            conn.close()
+            if conn is not None:
+                conn.close()
         with self._pending_lock:
             for key, amount in pending.items():
                 left = self._pending.get(key, 0.0) - amount

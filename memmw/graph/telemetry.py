@@ -50,7 +50,9 @@ class TelemetryLog:
                 with open(self.path, "a", encoding="utf-8") as fh:
                     fh.write(line + "\n")
         except OSError as exc:
-            log.warning("telemetry write failed: %s", type(exc).__name__)
+            # A read-only or full state folder: say so once, then stop trying.
+            log.warning("telemetry disabled: cannot write %s (%s)", self.path, type(exc).__name__)
+            self.enabled = False
 
 
 def _percentile(values: list[float], q: float) -> float | None:

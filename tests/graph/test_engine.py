@@ -102,3 +102,25 @@ def test_activation_rises_with_access_and_telemetry_is_logged(mem: Memory) -> No
     assert summary["by_event"]["facts"]["count"] == 6
     assert summary["by_event"]["facts"]["hit_rate"] == 1.0
     assert summary["by_event"]["facts"]["p95_ms"] >= summary["by_event"]["facts"]["p50_ms"]
+
+
+def test_activation_and_telemetry_degrade_on_a_read_only_state(mem: Memory, monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+
+    from memmw.graph import engine as engine_mod
+
+    def readonly(*args: object, **kwargs: object) -> sqlite3.Connection:
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    mem.facts("Where does Alice live")
+    monkeypatch.setattr(engine_mod, "connect", readonly)
+    first = mem.facts("Where does Alice live")[0]
+    second = mem.facts("Where does Alice live")[0]
+    assert second.activation > first.activation  # kept in memory, no error
+    assert mem.graph_engine._can_write is False
+    log = mem.graph_engine.telemetry
+    log.path = log.path.parent  # a directory: every append fails
+    with caplog.at_level("WARNING"):
+        mem.facts("Alice")
+        mem.facts("Alice")
+    assert sum("telemetry disabled" in r.getMessage() for r in caplog.records) == 1
