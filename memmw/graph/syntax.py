@@ -368,7 +368,8 @@ class _Parser:
         owner: str | None = None
         if self.bullet_entity is not None and indent > self.bullet_entity[1]:
             owner = self.bullet_entity[0]
-        elif self.container is None:
+        else:
+            # A heading entity ("### Alice" even under "## People") owns its entries.
             owner = self.section_pending[0] if self.section_pending else self.section_entity
         if owner is not None and self._structured(owner, body, number, retracted, importance):
             return

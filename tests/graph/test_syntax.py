@@ -163,3 +163,12 @@ def test_transcript_like_bullets_are_not_observations() -> None:
     note = "# conv-26 - session 1\n\n- [D1:1] Caroline: Hey Mel!\n- [x] done task\n- [ ] open: task\n- [open question] who pays\n"
     parsed = parse_note(note, "memory/2023-05-08-session-1.md")
     assert [(f.key, f.value) for f in parsed.facts] == [("open question", "who pays")]
+
+
+def test_person_subheadings_under_a_people_heading() -> None:
+    note = "## People\n- Bob Stone (Bobby): CFO\n\n### Alice Martin\n- city: Lisbon\n- Carol Diaz leads Atlas\n"
+    parsed = parse_note(note, "MEMORY.md")
+    found = {(f.entity, f.key, f.value) for f in parsed.facts}
+    assert ("Alice Martin", "city", "Lisbon") in found and ("Bob Stone", "role", "CFO") in found
+    # Under a person's own heading, prose bullets are still read as people lines.
+    assert ("Carol Diaz", "leads", "Atlas") in {(r.subject, r.predicate, r.object) for r in parsed.relations}
