@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from memmw.adapters.custom_loop import MemoryAgent
+from memmw.config import ActiveMemoryConfig
 
 from .conftest import Scenario, scripted_reply
 
@@ -19,6 +20,8 @@ def prepare(sc: Scenario) -> None:
     with open(sc.workspace / "MEMORY.md", "a", encoding="utf-8") as fh:
         fh.write(PRIVATE)
     sc.memory.sync()
+    # Deadlines are tested with a fake timer; a loaded machine must not cut these turns.
+    sc.middleware.active_memory.config = ActiveMemoryConfig(deadline_ms=60_000)
 
 
 def system_of(call: list[dict[str, Any]]) -> str:

@@ -38,6 +38,10 @@ PEOPLE_MD = """## People
 """
 
 
+#: The deadline is tested on its own with a fake timer; elsewhere a loaded machine must not cut.
+ROOMY = ActiveMemoryConfig(deadline_ms=60_000)
+
+
 @pytest.fixture()
 def mem(tmp_path: Path) -> Iterator[Memory]:
     ws = tmp_path / "ws"
@@ -57,7 +61,7 @@ def session(key: str = "main", chat_type: str | None = None, sid: str = "s1") ->
 
 
 def test_block_names_entities_cites_and_shows_current_values(mem: Memory) -> None:
-    am = ActiveMemory(mem)
+    am = ActiveMemory(mem, config=ROOMY)
     s = session()
     am.observe(s, {"role": "user", "content": "Does Ali still live in Berlin?"})
     text = am.block(s)
@@ -69,7 +73,7 @@ def test_block_names_entities_cites_and_shows_current_values(mem: Memory) -> Non
 
 
 def test_trigger_recall_lane_one(mem: Memory) -> None:
-    am = ActiveMemory(mem)
+    am = ActiveMemory(mem, config=ROOMY)
     inj = am.build("should the local cache stay in sqlite?")
     assert [t.citation for t in inj.triggers] == ["MEMORY.md#L10"]
     assert "Recall: Use SQLite for the local cache [MEMORY.md#L10]" in inj.text
@@ -80,26 +84,26 @@ def test_trigger_recall_lane_one(mem: Memory) -> None:
 
 
 def test_group_sessions_never_see_private_files(mem: Memory) -> None:
-    am = ActiveMemory(mem)
+    am = ActiveMemory(mem, config=ROOMY)
     group = am.build("what about Alice Martin and Bobby, and the local cache?", session_key="agent:main:telegram:group:7")
     assert "SECRET-PRIVATE-FACT" not in group.text and "Acme Corp" not in group.text
     assert "MEMORY.md" not in group.text and "Use SQLite" not in group.text
     assert "Bob Stone: role = CFO at Acme" in group.text
     assert "[memory/" not in group.text  # citations are off in groups by default
     assert "city = Lisbon" in group.text  # daily notes are not private
-    off = ActiveMemory(mem, config=ActiveMemoryConfig(group_sessions=False))
+    off = ActiveMemory(mem, config=ActiveMemoryConfig(group_sessions=False, deadline_ms=60_000))
     assert off.build("Bobby?", session_key="telegram:group:7").text == ""
     private = am.build("what about Alice Martin?")
     assert "SECRET-PRIVATE-FACT" in private.text
 
 
 def test_token_budget_is_respected(mem: Memory) -> None:
-    full = ActiveMemory(mem).build("Tell me about Alice Martin")
+    full = ActiveMemory(mem, config=ROOMY).build("Tell me about Alice Martin")
     assert len(full.facts) >= 4
-    small = ActiveMemory(mem, config=ActiveMemoryConfig(max_tokens=80)).build("Tell me about Alice Martin")
+    small = ActiveMemory(mem, config=ActiveMemoryConfig(max_tokens=80, deadline_ms=60_000)).build("Tell me about Alice Martin")
     assert 0 < len(small.facts) < len(full.facts)
     assert estimate_tokens(small.text) <= 80 and small.tokens <= 80
-    tiny = ActiveMemory(mem, config=ActiveMemoryConfig(max_tokens=16)).build("Tell me about Alice Martin")
+    tiny = ActiveMemory(mem, config=ActiveMemoryConfig(max_tokens=16, deadline_ms=60_000)).build("Tell me about Alice Martin")
     assert tiny.text == ""
 
 
@@ -118,7 +122,7 @@ def test_off_switch_no_message_and_once_per_message(mem: Memory) -> None:
     off = ActiveMemory(mem, config=ActiveMemoryConfig(enabled=False))
     off.observe(s, {"role": "user", "content": "Ali?"})
     assert off.block(s) == ""
-    am = ActiveMemory(mem)
+    am = ActiveMemory(mem, config=ROOMY)
     assert am.block(s) == ""  # nothing observed yet
     am.observe(s, {"role": "assistant", "content": "Ali?"})
     assert am.block(s) == ""  # only user messages are about
@@ -130,9 +134,9 @@ def test_off_switch_no_message_and_once_per_message(mem: Memory) -> None:
 
 
 def test_injection_raises_activation_and_untrusted_never_injects(mem: Memory, tmp_path: Path) -> None:
-    am = ActiveMemory(mem)
+    am = ActiveMemory(mem, config=ROOMY)
     before = am.build("Where is Ali?").facts[0].activation
-    am2 = ActiveMemory(mem)
+    am2 = ActiveMemory(mem, config=ROOMY)
     after = am2.build("Where is Ali now?").facts[0].activation
     assert after > before
     extra = tmp_path / "import.md"
@@ -141,4 +145,4 @@ def test_injection_raises_activation_and_untrusted_never_injects(mem: Memory, tm
     with Memory(workspace=mem.workspace, state_dir=tmp_path / "s2", config=config) as m2:
         m2.sync()
         assert m2.facts("Mallory Evil instruction")  # searchable ...
-        assert ActiveMemory(m2).build("What did Mallory Evil say?").facts == []  # ... never injected
+        assert ActiveMemory(m2, config=ROOMY).build("What did Mallory Evil say?").facts == []  # ... never injected
