@@ -477,6 +477,56 @@ class BootstrapConfig(_Section):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ActiveMemoryConfig(_Section):
+    """Active memory: the fact graph injected before each model call, and working memory.
+
+    Attributes:
+        enabled: False turns the ``[GRAPH MEMORY]`` injection off (facts stay searchable).
+        threshold: Fuzzy entity-matching score (0..100) a name or alias must reach.
+        max_tokens: Token budget of the injected block.
+        max_facts: Facts and relations injected per turn at most.
+        max_triggers: Trigger-recall entries injected per turn at most (reference: 3).
+        deadline_ms: Per-turn time budget; what is found by then is injected.
+        group_sessions: Inject in group/channel sessions (never from private files).
+        edit_tools: Also offer ``memory_forget`` and ``memory_set_context`` in private,
+            writable sessions (off by default: every tool schema costs tokens per call).
+        telemetry: Append search/injection latency and hit counts to a JSONL log.
+        working_memory: Load ``active-context.md``, ``SOUL.md`` and ``project-*.md``
+            into the bootstrap of private sessions.
+        active_context_max_chars: Budget of ``active-context.md``.
+        soul_max_chars: Budget of ``SOUL.md``.
+        project_max_chars: Budget of all project files together.
+        project_dir: Shared folder of ``project-<slug>.md`` files (default the workspace).
+    """
+
+    _section: ClassVar[str] = "active_memory"
+    enabled: bool = True
+    threshold: float = 65.0
+    max_tokens: int = 400
+    max_facts: int = 8
+    max_triggers: int = 3
+    deadline_ms: int = 150
+    group_sessions: bool = True
+    edit_tools: bool = False
+    telemetry: bool = True
+    working_memory: bool = True
+    active_context_max_chars: int = 4000
+    soul_max_chars: int = 4000
+    project_max_chars: int = 8000
+    project_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        self._float_range("threshold", 0.0, 100.0)
+        self._int_range("max_tokens", 16)
+        self._int_range("max_facts", 0)
+        self._int_range("max_triggers", 0)
+        self._int_range("deadline_ms", 1)
+        self._int_range("active_context_max_chars", 64)
+        self._int_range("soul_max_chars", 64)
+        self._int_range("project_max_chars", 64)
+
+
+@dataclass(frozen=True, kw_only=True)
 class MemoryConfig(_Section):
     """Everything configurable about one agent's memory, with the reference defaults.
 
@@ -519,6 +569,7 @@ class MemoryConfig(_Section):
     flush: FlushConfig = field(default_factory=FlushConfig)
     session_memory: SessionArchiveConfig = field(default_factory=SessionArchiveConfig)
     bootstrap: BootstrapConfig = field(default_factory=BootstrapConfig)
+    active_memory: ActiveMemoryConfig = field(default_factory=ActiveMemoryConfig)
 
     def __post_init__(self) -> None:
         self._validate_literals()

@@ -35,6 +35,9 @@ from memmw.errors import (
     ProviderError,
 )
 from memmw.freshness import Freshness
+from memmw.graph.engine import ForgetResult, GraphEngine
+from memmw.graph.search import FactHit
+from memmw.graph.telemetry import TelemetryLog, telemetry_path
 from memmw.index.db import (
     connect,
     fts5_available,
@@ -179,6 +182,19 @@ class Memory:
             config=self.config.sync,
             name=agent_id,
         )
+        # -- knowledge graph (issue 13): facts, activation, forget, telemetry --
+        self.graph_engine = GraphEngine(
+            db_path=self.db_path,
+            reader=self._reader,
+            lock=self._lock,
+            ensure_index=self._ensure_index,
+            workspace=self.workspace,
+            extra_paths=self.config.extra_paths,
+            telemetry=TelemetryLog(
+                telemetry_path(self.state_dir, agent_id),
+                enabled=self.config.active_memory.telemetry,
+            ),
+        )
         if watch:
             self.start_watching()
 
@@ -197,6 +213,7 @@ class Memory:
     def close(self) -> None:
         """Close the index connection (stops the watcher, background syncs and embedding)."""
         self._freshness.close()
+        self.graph_engine.close()
         self._stop.set()
         thread = self._backfill_thread
         if thread is not None:
@@ -292,6 +309,11 @@ class Memory:
     def _state_read_only(self) -> bool:
         """True when the index folder cannot be written (search works, syncs cannot)."""
         return self.db_path.exists() and not is_writable_dir(self.db_path.parent)
+
+    def _ensure_index(self) -> None:
+        """Build the index when none was published yet (keyword search ready on return)."""
+        if not self._published():
+            self.sync(embeddings="background")
 
     def _store(self) -> IndexStore:
         return IndexStore(self._reader(), fts_tokenizer=self.config.store.fts_tokenizer)
@@ -445,6 +467,17 @@ class Memory:
             return _SearchResult([], "fts-only", None)
         if max_results is not None and max_results < 1:
             raise ConfigError(f"max_results must be >= 1; got {max_results}")
+        started = time.perf_counter()
+        result = self._search_locked(query, max_results, min_score)
+        try:  # telemetry and activation never fail a search
+            self.graph_engine.on_search(result.hits, (time.perf_counter() - started) * 1000, query)
+        except Exception:
+            log.debug("graph bookkeeping after search failed", exc_info=True)
+        return result
+
+    def _search_locked(
+        self, query: str, max_results: int | None, min_score: float | None
+    ) -> _SearchResult:
         with self._lock:
             if not self._published():
                 # Nothing published yet: build it (keyword search is ready when this
@@ -834,6 +867,109 @@ class Memory:
                     "error": redact_secrets(f"{type(exc).__name__}: {exc}"),
                 }
         return {"embedding": embedding, "vector": vector, "cache": cache}
+
+    # -- knowledge graph (issue 13) ----------------------------------------------------
+    def facts(
+        self,
+        query: str,
+        max_results: int = 10,
+        *,
+        include_history: bool | None = None,
+        include_private: bool = True,
+    ) -> list[FactHit]:
+        """Four-phase fact search over the graph derived from the notes.
+
+        Phases: entities named in the query (names, aliases, fuzzy) with the facts the
+        question asks about; the rest of those entities' facts and relations; full-text
+        facts; full-text relations. Superseded values come only with ``include_history``
+        (default: when the query asks about the past); retracted entries never.
+        """
+        return self.graph_engine.facts(
+            query,
+            max_results=max_results,
+            threshold=self.config.active_memory.threshold,
+            include_history=include_history,
+            include_private=include_private,
+        )
+
+    def facts_payload(
+        self, query: str, max_results: int | None = None, *, citations: bool = True,
+        include_private: bool = True,
+    ) -> dict[str, Any]:
+        """The ``memory_facts`` tool payload (also what ``memmw facts --json`` prints)."""
+        hits = self.facts(query, max_results or 10, include_private=include_private)
+        return {"results": [h.to_payload(citations=citations) for h in hits]}
+
+    def forget(
+        self,
+        citation: str | None = None,
+        *,
+        entity: str | None = None,
+        key: str | None = None,
+        reason: str = "",
+    ) -> ForgetResult:
+        """Retract an entry in the Markdown (struck through and annotated, never deleted).
+
+        Name it by ``citation`` (``path#L12``) or by ``entity`` and ``key`` (every value
+        of that fact). The index is synced so search and facts skip it at once.
+
+        Raises:
+            memmw.graph.engine.ForgetError: nothing to retract there.
+            PathPolicyError: the path is not a memory file.
+        """
+        result = self.graph_engine.forget(citation, entity=entity, key=key, reason=reason)
+        self.sync(embeddings="background")
+        return result
+
+    def add_facts(self, facts: Any, path: str | None = None) -> tuple[str, int]:
+        """Write proposed facts to a ``memory/`` note (default today's), then sync.
+
+        ``facts`` is an iterable of mappings (entity, key, value, optional valid_from and
+        relation), ``(entity, key, value)`` tuples or ``ProposedFact``; unusable items are
+        skipped. The Markdown is written first: the index only ever derives from it.
+
+        Returns:
+            ``(path written, number of facts)``.
+        """
+        from memmw.graph.extract import write_facts
+        from memmw.timeutil import user_now
+
+        target = path or f"memory/{user_now(self.config.user_timezone).date().isoformat()}.md"
+        rel, count = write_facts(self.workspace, target, facts)
+        if count:
+            self.sync(embeddings="background")
+        return rel, count
+
+    def extract_facts(
+        self, text: str, extractor: Callable[[str], Any], path: str | None = None
+    ) -> tuple[str, int]:
+        """Run an extractor (e.g. an LLM call) on ``text`` and write what it proposes.
+
+        Errors of the extractor are logged and write nothing.
+        """
+        try:
+            proposed = list(extractor(text))
+        except Exception as exc:
+            log.warning("fact extractor failed: %s", type(exc).__name__)
+            return path or "", 0
+        return self.add_facts(proposed, path)
+
+    def write_graph_html(self, path: str | os.PathLike[str]) -> Path:
+        """Write a self-contained page drawing the graph (``memmw graph --html FILE``)."""
+        from memmw.graph.html import write_graph_html
+
+        return write_graph_html(
+            self.graph_engine.graph(),
+            Path(path),
+            title=f"memmw graph: {self.agent_id}",
+            workspace=self.workspace,
+        )
+
+    def stats(self, since: float | None = None) -> dict[str, Any]:
+        """Summary of the telemetry log: latency, hit and injection rates (``memmw stats``)."""
+        from memmw.graph.telemetry import summarize_telemetry
+
+        return summarize_telemetry(self.graph_engine.telemetry.path, since=since)
 
     def reset(self) -> None:
         """Delete the derived index (never a Markdown file); the next sync rebuilds it."""

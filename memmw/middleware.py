@@ -13,6 +13,7 @@ from typing import Any
 
 from memmw.chat import ChatModel, Reply, normalize_reply
 from memmw.errors import MemmwError
+from memmw.hooks.active_memory import ActiveMemory
 from memmw.hooks.bootstrap import BootstrapContext, build_startup_context, run_bootstrap
 from memmw.hooks.flush import (
     FlushDecision,
@@ -245,6 +246,8 @@ class MemoryMiddleware:
         self.transcripts = TranscriptStore(memory.state_dir, memory.agent_id)
         self.flush_state = FlushStateStore(memory.state_dir, memory.agent_id)
         self._sessions: dict[str, Session] = {}
+        # Active memory (issue 13): the [GRAPH MEMORY] block of each turn.
+        self.active_memory = ActiveMemory(memory, token_counter=self.tokens.count)
         if self.config.sync.watch if watch is None else watch:
             self._start_watching()
 
@@ -371,12 +374,15 @@ class MemoryMiddleware:
         """
         prompt = append_section(base, self.recall_section(session, tool_names))
         prompt = append_section(prompt, session.bootstrap.text)
-        return append_section(prompt, session.startup_context)
+        prompt = append_section(prompt, session.startup_context)
+        # Active memory (issue 13): facts and triggers for the latest user message.
+        return append_section(prompt, self.active_memory.block(session))
 
     # -- transcript ------------------------------------------------------------------
     def record(self, session: Session, message: Mapping[str, Any]) -> None:
         """Append a message to the session transcript (failures are logged, not raised)."""
         role = str(message.get("role", ""))
+        self.active_memory.observe(session, message)  # active memory (issue 13)
         extra = {k: v for k, v in message.items() if k not in ("role", "content")}
         try:
             self.transcripts.append(session.session_id, role, message.get("content", ""), **extra)

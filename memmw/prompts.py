@@ -116,6 +116,16 @@ def flush_system_prompt(day: dt.date) -> str:
     )
 
 
+#: How to write durable facts so the knowledge graph picks them up (issue 13); the flush
+#: prompt includes it, and an archive or extraction prompt can too.
+FACT_SYNTAX_GUIDE = (
+    "Write durable facts under a heading named after the person or project, one per line: "
+    "'## Alice Martin (Ali)' then '- city: Lisbon (since 2026-05-01)', "
+    "'- works_at [[Acme Corp]]', '- aka: Al' or '- [preference] flat white'. A newer dated "
+    "value replaces the old one; never edit old lines."
+)
+
+
 def flush_user_prompt(day: dt.date, now: dt.datetime) -> str:
     """User message of the silent flush turn (dated in the user's timezone)."""
     target = daily_note_path(day)
@@ -127,6 +137,7 @@ def flush_user_prompt(day: dt.date, now: dt.datetime) -> str:
         "delete or edit existing notes, and do not create other files such as "
         f"timestamped variants. Never edit MEMORY.md, USER.md, DREAMS.md, SOUL.md or "
         f"AGENTS.md. If there is nothing new worth keeping, reply with exactly {NO_REPLY}.\n"
+        f"{FACT_SYNTAX_GUIDE}\n"
         f"Current time: {now.isoformat(timespec='minutes')} ({now.tzname() or 'local'})."
     )
 

@@ -11,10 +11,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from memmw.config import MemoryConfig
-from memmw.errors import ContentPolicyError, IndexCorruptError, IndexStoreError, PathPolicyError
+from memmw.errors import (
+    ContentPolicyError,
+    IndexCorruptError,
+    IndexStoreError,
+    MemmwError,
+    PathPolicyError,
+)
 from memmw.prompts import APPEND_TOOL, GET_TOOL, SEARCH_TOOL, daily_note_path, describe_sources
 from memmw.redaction import redact_secrets
-from memmw.sessions import citations_enabled
+from memmw.sessions import citations_enabled, is_group_session
 from memmw.timeutil import Clock, user_now
 from memmw.types import ReadResult
 from memmw.workspace import ROOT_FILES, append_text, resolve_read_path, unindexed_note_reason
@@ -496,6 +502,7 @@ def build_memory_tools(
     allow_curated_append: bool = False,
     read_only: bool | None = None,
     clock: Clock | None = None,
+    include_graph: bool = True,
 ) -> list[MemoryTool]:
     """Build the memory tools for one session.
 
@@ -507,6 +514,8 @@ def build_memory_tools(
         allow_curated_append: Let ``memory_append`` write ``MEMORY.md``/``USER.md``.
         read_only: Force (or deny) read-only behaviour of ``memory_append``.
         clock: Source of "now" for daily note names.
+        include_graph: Add ``memory_facts`` (and, with ``active_memory.edit_tools`` in
+            private writable sessions, ``memory_forget`` and ``memory_set_context``).
 
     Returns:
         The tools; empty when memory is disabled in the config.
@@ -549,6 +558,13 @@ def build_memory_tools(
                 ),
             )
         )
+    # -- active memory tools (issue 13) --
+    if include_graph:
+        writable = include_append and not (
+            read_only if read_only is not None else not workspace_is_writable(Path(memory.workspace))
+        )
+        private = not is_group_session(session_key, chat_type)
+        tools.extend(graph_tools(memory, citations=cites, private=private, writable=writable))
     return tools
 
 
@@ -568,6 +584,167 @@ def flush_tools(
         GET_TOOL, get_description(), get_schema(), lambda args: get_tool_payload(memory, args)
     )
     return [append, get]
+
+
+# ---------------------------------------------------------------------------------------
+# Active memory tools (issue 13): memory_facts, memory_forget, memory_set_context
+
+FACTS_TOOL = "memory_facts"
+FORGET_TOOL = "memory_forget"
+CONTEXT_TOOL = "memory_set_context"
+
+
+def facts_schema() -> dict[str, Any]:
+    """JSON schema of ``memory_facts`` arguments."""
+    return {
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": "string",
+                "description": "A person, project or question, e.g. 'where does Ali live'.",
+            },
+            "maxResults": {"type": "integer", "minimum": 1, "description": "Default 10."},
+            "history": {
+                "type": "boolean",
+                "description": "Also return superseded (older) values, marked current=false.",
+            },
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+
+
+def forget_schema() -> dict[str, Any]:
+    """JSON schema of ``memory_forget`` arguments."""
+    return {
+        "type": "object",
+        "properties": {
+            "citation": {"type": "string", "description": "The entry to retract: path#L12."},
+            "entity": {"type": "string", "description": "Or: the entity whose fact to retract."},
+            "key": {"type": "string", "description": "With entity: the fact key (all values)."},
+            "reason": {"type": "string", "description": "Why (written into the annotation)."},
+        },
+        "additionalProperties": False,
+    }
+
+
+def context_schema() -> dict[str, Any]:
+    """JSON schema of ``memory_set_context`` arguments."""
+    return {
+        "type": "object",
+        "properties": {
+            "content": {
+                "type": "string",
+                "description": "The whole new working context (Markdown); replaces the old one.",
+            }
+        },
+        "required": ["content"],
+        "additionalProperties": False,
+    }
+
+
+def facts_tool_payload(
+    memory: MemoryBackend, args: Mapping[str, Any], *, citations: bool, private: bool = True
+) -> Payload:
+    """Run ``memory_facts``: the four-phase fact search (structured error payloads)."""
+    try:
+        query = _string(args, "query", required=True)
+        max_results = _integer(args, "max_results")
+    except ToolArgumentError as exc:
+        return {"results": [], "error": str(exc)}
+    history = _arg(args, "history")
+    search = getattr(memory, "facts", None)
+    if not callable(search) or not memory.config.enabled:
+        return {"results": [], "disabled": True, "error": "fact search is not available"}
+    try:
+        hits = search(
+            query,
+            max_results or 10,
+            include_history=bool(history) if history is not None else None,
+            include_private=private,
+        )
+    except Exception as exc:
+        log.warning("memory_facts failed: %s", type(exc).__name__)
+        return unavailable_payload(exc)
+    return {"results": [h.to_payload(citations=citations) for h in hits]}
+
+
+def forget_tool_payload(memory: MemoryBackend, args: Mapping[str, Any]) -> Payload:
+    """Run ``memory_forget``: retract an entry in the Markdown (struck through, annotated)."""
+    try:
+        citation = _string(args, "citation")
+        entity = _string(args, "entity")
+        key = _string(args, "key")
+        reason = _string(args, "reason") or ""
+    except ToolArgumentError as exc:
+        return {"status": "error", "error": str(exc)}
+    forget = getattr(memory, "forget", None)
+    if not callable(forget):
+        return {"status": "error", "error": "forget is not available"}
+    try:
+        result = forget(citation, entity=entity, key=key, reason=reason)
+    except MemmwError as exc:
+        return {"status": "error", "error": str(exc)}
+    except Exception as exc:
+        log.warning("memory_forget failed: %s", type(exc).__name__)
+        return {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+    return {"status": "ok", **result.to_payload()}
+
+
+def context_tool_payload(memory: MemoryBackend, args: Mapping[str, Any]) -> Payload:
+    """Run ``memory_set_context``: overwrite ``active-context.md`` (working memory)."""
+    from memmw.hooks.working_memory import ACTIVE_CONTEXT, write_active_context
+
+    content = _arg(args, "content", "text")
+    if not isinstance(content, str):
+        return {"status": "error", "error": "content is required (the new working context)"}
+    try:
+        chars = write_active_context(Path(memory.workspace), content)
+    except (OSError, MemmwError) as exc:
+        return {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+    return {"status": "ok", "path": ACTIVE_CONTEXT, "chars": chars}
+
+
+def graph_tools(
+    memory: MemoryBackend, *, citations: bool, private: bool, writable: bool
+) -> list[MemoryTool]:
+    """``memory_facts`` always; ``memory_forget`` and ``memory_set_context`` with
+    ``active_memory.edit_tools`` in private, writable sessions (groups never change memory)."""
+    if not callable(getattr(memory, "facts", None)):
+        return []
+    tools = [
+        MemoryTool(
+            FACTS_TOOL,
+            "Look up facts recorded in memory about people, projects, decisions and "
+            "preferences: the current value of each fact (older values only with "
+            "history=true), relations between entities, and the line each comes from.",
+            facts_schema(),
+            lambda args: facts_tool_payload(memory, args, citations=citations, private=private),
+        )
+    ]
+    edit = getattr(getattr(memory.config, "active_memory", None), "edit_tools", False)
+    if private and writable and edit:
+        tools.append(
+            MemoryTool(
+                FORGET_TOOL,
+                "Retract a memory entry that is wrong or that the user asked to forget. The "
+                "line stays in the file, struck through with a dated note, and is no longer "
+                "recalled. Name it by citation (path#L12) or by entity and key.",
+                forget_schema(),
+                lambda args: forget_tool_payload(memory, args),
+            )
+        )
+        tools.append(
+            MemoryTool(
+                CONTEXT_TOOL,
+                "Replace the working context (active-context.md): what you are doing right "
+                "now, open threads and next steps. It is overwritten, not appended, and "
+                "loaded at the start of every private session.",
+                context_schema(),
+                lambda args: context_tool_payload(memory, args),
+            )
+        )
+    return tools
 
 
 def tools_by_name(tools: Sequence[MemoryTool]) -> dict[str, MemoryTool]:

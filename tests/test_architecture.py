@@ -32,6 +32,10 @@ LAYERS: dict[str, int] = {
     "memmw.transcripts": 1,
     # index
     "memmw.index": 2,
+    # knowledge graph: the pure parser, provenance and telemetry sit low (sync uses them)
+    "memmw.graph.syntax": 1,
+    "memmw.graph.provenance": 1,
+    "memmw.graph.telemetry": 1,
     # embeddings (the fake provider in memmw.testing is one of them)
     "memmw.embeddings": 3,
     "memmw.testing": 3,
@@ -42,6 +46,7 @@ LAYERS: dict[str, int] = {
     "memmw.snippets": 4,
     "memmw.mmr": 4,
     "memmw.decay": 4,
+    "memmw.graph": 4,
     # engine
     "memmw.memory": 5,
     "memmw.watcher": 5,

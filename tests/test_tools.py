@@ -48,7 +48,8 @@ def tools(memory: Any, **kwargs: Any) -> dict[str, Any]:
 
 def test_schemas_are_strict_json_schema(memory: Memory) -> None:
     t = tools(memory)
-    assert set(t) == {"memory_search", "memory_get", "memory_append"}
+    assert set(t) == {"memory_search", "memory_get", "memory_append", "memory_facts"}
+    assert set(tools(memory, include_graph=False)) == {"memory_search", "memory_get", "memory_append"}
     for tool in t.values():
         assert tool.parameters["type"] == "object"
         assert tool.parameters["additionalProperties"] is False

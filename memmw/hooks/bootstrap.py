@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memmw.config import BootstrapConfig
+from memmw.hooks.working_memory import with_working_memory
 from memmw.sessions import is_group_session
 from memmw.timeutil import Clock, user_now
 from memmw.tools import request_sync
@@ -297,12 +298,16 @@ def run_bootstrap(
     private = not is_group_session(session_key, chat_type)
     today = user_now(config.user_timezone, clock).date()
     try:
-        return build_bootstrap(
+        context = build_bootstrap(
             Path(memory.workspace),
             config.bootstrap,
             private=private,
             today=today,
             include_daily=include_daily and (private or include_daily_in_groups),
+        )
+        # Working, identity and project memory (issue 13), with their own budgets.
+        return with_working_memory(
+            context, Path(memory.workspace), config.active_memory, private=private
         )
     except Exception as exc:
         log.warning("bootstrap failed: %s", type(exc).__name__)

@@ -58,6 +58,103 @@ MIGRATIONS: tuple[str, ...] = (
         embedding BLOB NOT NULL
     );
     """,
+    # 2: the knowledge graph derived from the notes (rows cascade with their file) and
+    # the activation of its entries, keyed by a stable key so it survives rebuilds.
+    """
+    CREATE TABLE graph_entities (
+        id INTEGER PRIMARY KEY,
+        file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+        path TEXT NOT NULL,
+        line INTEGER NOT NULL,
+        entity_key TEXT NOT NULL,
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX graph_entities_key ON graph_entities(entity_key);
+    CREATE INDEX graph_entities_file ON graph_entities(file_id);
+    CREATE TABLE graph_aliases (
+        id INTEGER PRIMARY KEY,
+        file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+        path TEXT NOT NULL,
+        line INTEGER NOT NULL,
+        entity_key TEXT NOT NULL,
+        alias TEXT NOT NULL,
+        alias_key TEXT NOT NULL
+    );
+    CREATE INDEX graph_aliases_key ON graph_aliases(alias_key);
+    CREATE INDEX graph_aliases_file ON graph_aliases(file_id);
+    CREATE TABLE graph_facts (
+        id INTEGER PRIMARY KEY,
+        file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+        path TEXT NOT NULL,
+        line INTEGER NOT NULL,
+        entity_key TEXT NOT NULL,
+        entity TEXT NOT NULL,
+        key TEXT NOT NULL,
+        key_norm TEXT NOT NULL,
+        value TEXT NOT NULL,
+        valid_from TEXT,
+        retracted INTEGER NOT NULL DEFAULT 0,
+        importance INTEGER,
+        origin TEXT NOT NULL,
+        session_kind TEXT NOT NULL,
+        observed_at REAL,
+        private INTEGER NOT NULL,
+        supersedes_key TEXT NOT NULL,
+        stable_key TEXT NOT NULL,
+        current INTEGER NOT NULL DEFAULT 1
+    );
+    CREATE INDEX graph_facts_entity ON graph_facts(entity_key);
+    CREATE INDEX graph_facts_supersedes ON graph_facts(supersedes_key);
+    CREATE INDEX graph_facts_file ON graph_facts(file_id);
+    CREATE TABLE graph_relations (
+        id INTEGER PRIMARY KEY,
+        file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+        path TEXT NOT NULL,
+        line INTEGER NOT NULL,
+        subject_key TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        predicate TEXT NOT NULL,
+        object_key TEXT NOT NULL,
+        object TEXT NOT NULL,
+        retracted INTEGER NOT NULL DEFAULT 0,
+        importance INTEGER,
+        origin TEXT NOT NULL,
+        session_kind TEXT NOT NULL,
+        observed_at REAL,
+        private INTEGER NOT NULL,
+        stable_key TEXT NOT NULL
+    );
+    CREATE INDEX graph_relations_subject ON graph_relations(subject_key);
+    CREATE INDEX graph_relations_object ON graph_relations(object_key);
+    CREATE INDEX graph_relations_file ON graph_relations(file_id);
+    CREATE TABLE graph_triggers (
+        id INTEGER PRIMARY KEY,
+        file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+        path TEXT NOT NULL,
+        line INTEGER NOT NULL,
+        phrases TEXT NOT NULL,
+        text TEXT NOT NULL,
+        importance INTEGER,
+        origin TEXT NOT NULL,
+        private INTEGER NOT NULL
+    );
+    CREATE INDEX graph_triggers_file ON graph_triggers(file_id);
+    CREATE TABLE graph_cooccurrences (
+        chunk_rowid INTEGER NOT NULL REFERENCES chunks(rowid) ON DELETE CASCADE,
+        a_key TEXT NOT NULL,
+        b_key TEXT NOT NULL,
+        PRIMARY KEY (chunk_rowid, a_key, b_key)
+    );
+    CREATE INDEX graph_cooccurrences_a ON graph_cooccurrences(a_key);
+    CREATE TABLE graph_activation (
+        stable_key TEXT PRIMARY KEY,
+        activation REAL NOT NULL,
+        hits INTEGER NOT NULL DEFAULT 0,
+        last_access REAL,
+        updated_at REAL NOT NULL
+    );
+    """,
 )
 
 
@@ -117,3 +214,5 @@ def migrate(conn: sqlite3.Connection, fts_tokenizer: str) -> int:
 
 
 DERIVED_TABLES = ("chunk_vectors", "chunks_fts", "chunks", "files", "embedding_cache")
+#: Tables that are not rebuilt from the notes: copied into a rebuilt index.
+KEPT_ACROSS_REBUILDS = ("embedding_cache", "graph_activation")

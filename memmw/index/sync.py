@@ -21,6 +21,8 @@ from typing import Any
 from memmw.chunking import CHUNKING_VERSION, chunk_text
 from memmw.config import MemoryConfig
 from memmw.errors import IndexBusyError, IndexCorruptError, IndexStoreError
+from memmw.graph.syntax import mask_retracted
+from memmw.index import graph as graph_index
 from memmw.index.db import connect, is_corruption, quarantine, transaction
 from memmw.index.schema import migrate
 from memmw.index.sessions import list_session_files, session_document, session_index_path
@@ -281,6 +283,8 @@ class Indexer:
                 counts = self._rebuild(conn, store, wanted, progress)
             else:
                 counts = self._incremental(store, progress)
+            with transaction(conn):
+                graph_index.decay_activation(conn)  # at most once a day
             total = int(conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
             self._record_issues(store, counts.issues)
         finally:
@@ -302,6 +306,8 @@ class Indexer:
         found = discover_all(self.workspace, self.config.extra_paths)
         files = found.files
         counts = _Counts(issues=list(found.issues))
+        # Graph rows of unchanged files are re-derived once when the parser changed.
+        graph_stale = store.get_meta("graph_version") != graph_index.GRAPH_VERSION
         seen: set[str] = set()
         for i, file in enumerate(files):
             seen.add(file.path)
@@ -320,9 +326,12 @@ class Indexer:
                     # Same content, touched: keep the stat current so status can tell
                     # changed files by a stat alone.
                     store.update_file_stat(file.path, file.source, mtime=mtime, size=size)
+                if graph_stale:
+                    graph_index.write_note(store.conn, path=file.path, source=file.source, text=text)
                 continue
             chunks = chunk_text(
-                text,
+                # Retracted entries stay in the note but are not searchable.
+                mask_retracted(text),
                 tokens=self.config.chunking.tokens,
                 overlap=self.config.chunking.overlap,
                 per_entry=is_curated(file.path),
@@ -337,6 +346,10 @@ class Indexer:
                 chunks=chunks,
                 model=self.provider.model,
             )
+            # replace_file re-created the file row: its old graph rows went with it.
+            graph_index.write_note(
+                store.conn, path=file.path, source=file.source, text=text, fresh=True
+            )
             counts.chunks += len(written)
             if file.path in existing:
                 counts.changed += 1
@@ -348,6 +361,13 @@ class Indexer:
             store.delete_file(path, "memory")
             counts.removed += 1
         self._index_sessions(store, counts)
+        if counts.modified or graph_stale:
+            graph_index.refresh_supersession(store.conn)
+            graph_index.refresh_cooccurrences(store.conn)
+            graph_index.seed_activation(store.conn)
+            if graph_stale and not counts.modified:
+                store.bump_generation()  # readers cache the graph by generation
+            store.set_meta("graph_version", graph_index.GRAPH_VERSION)
         if progress is not None:
             progress(len(files), len(files), "")
         return counts
@@ -428,6 +448,8 @@ class Indexer:
                     "INSERT OR IGNORE INTO embedding_cache VALUES (?,?,?,?,?,?,?)",
                     live.execute("SELECT * FROM embedding_cache"),
                 )
+                # Activation is use, not content: it survives a rebuild like the cache.
+                graph_index.copy_activation(live, tmp)
                 # Continue the live rowid sequence so a chunk rowid is never reused, even
                 # across a rebuild (caches of other processes rely on it).
                 seq = live.execute("SELECT seq FROM sqlite_sequence WHERE name='chunks'").fetchone()

@@ -35,14 +35,14 @@ def test_migrate_fresh_database(tmp_path: Path) -> None:
     conn = connect(tmp_path / "x.sqlite")
     try:
         assert schema_version(conn) == 0
-        assert migrate(conn, "unicode61") == len(MIGRATIONS) == 1
-        assert schema_version(conn) == 1
+        assert migrate(conn, "unicode61") == len(MIGRATIONS) == 2
+        assert schema_version(conn) == 2
         assert tables(conn) >= TABLES
         assert set(DERIVED_TABLES) <= tables(conn)
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name='chunks_fts'").fetchone()[0]
         assert "unicode61" in sql
         # Idempotent: a second call changes nothing.
-        assert migrate(conn, "unicode61") == 1
+        assert migrate(conn, "unicode61") == 2
         assert conn.execute("SELECT COUNT(*) FROM meta WHERE key='schema_version'").fetchone() == (1,)
     finally:
         conn.close()
@@ -127,7 +127,7 @@ def test_readonly_connection(tmp_path: Path) -> None:
     conn.close()
     ro = connect(path, readonly=True)
     try:
-        assert schema_version(ro) == 1
+        assert schema_version(ro) == len(MIGRATIONS)
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
             ro.execute("INSERT INTO meta(key, value) VALUES ('k', 'v')")
     finally:

@@ -1,0 +1,294 @@
+"""The graph side of one agent's memory: cached snapshot, fact search, activation, forget."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memmw.config import ExtraPath
+from memmw.errors import MemmwError
+from memmw.graph.model import Graph, load_graph
+from memmw.graph.search import FactHit, search_facts
+from memmw.graph.syntax import normalize_key, normalize_name, retract_line
+from memmw.graph.telemetry import TelemetryLog
+from memmw.index import graph as graph_index
+from memmw.index.db import connect, snapshot, transaction
+from memmw.locks import exclusive_lock
+from memmw.types import SearchHit
+from memmw.workspace import atomic_write_text, resolve_read_path
+
+log = logging.getLogger(__name__)
+
+#: Activation added when an entry is injected or returned by the fact search.
+ACCESS_BOOST = 0.5
+#: Activation added when a memory_search hit shows the entry's line.
+SEARCH_HIT_BOOST = 0.25
+#: How long an activation write waits for a running sync before it is retried later.
+ACTIVATION_BUSY_MS = 100
+_CITATION = re.compile(r"^(?P<path>.+?)#L(?P<line>\d+)(?:-L?\d+)?$")
+
+
+class ForgetError(MemmwError):
+    """An entry cannot be retracted (no such line, not a list entry, already retracted)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForgetResult:
+    """What :meth:`GraphEngine.forget` changed.
+
+    Attributes:
+        retracted: Citations (``path#L<line>``) of the entries now struck through.
+        reason: The reason written into the annotation.
+    """
+
+    retracted: tuple[str, ...]
+    reason: str
+
+    def to_payload(self) -> dict[str, Any]:
+        """The ``memory_forget`` tool payload."""
+        return {"retracted": list(self.retracted), "reason": self.reason}
+
+
+class GraphEngine:
+    """Reads and updates the graph of one index.
+
+    Args:
+        db_path: The index database.
+        reader: Returns the open read connection (the caller's lock is held).
+        lock: The caller's lock around the read connection.
+        ensure_index: Called before reading (builds the index when there is none).
+        workspace: The workspace root (for ``forget``).
+        extra_paths: Configured extra paths (the read path policy).
+        telemetry: Where events are logged.
+    """
+
+    def __init__(
+        self,
+        *,
+        db_path: Path,
+        reader: Callable[[], sqlite3.Connection],
+        lock: threading.RLock,
+        ensure_index: Callable[[], None],
+        workspace: Path,
+        extra_paths: Sequence[ExtraPath],
+        telemetry: TelemetryLog,
+    ) -> None:
+        self.db_path = db_path
+        self._reader = reader
+        self._lock = lock
+        self._ensure_index = ensure_index
+        self.workspace = workspace
+        self.extra_paths = tuple(extra_paths)
+        self.telemetry = telemetry
+        self._cache: tuple[tuple[str, str], Graph] | None = None
+        self._pending: dict[str, float] = {}
+        self._pending_lock = threading.Lock()
+        #: False once the index refused a write (read-only state): activation stays in memory.
+        self._can_write = True
+
+    # -- snapshot ------------------------------------------------------------------------
+    def graph(self) -> Graph:
+        """The current graph (re-read when the index generation changed)."""
+        self._ensure_index()
+        with self._lock:
+            conn = self._reader()
+            with snapshot(conn):
+                rows = dict(
+                    conn.execute("SELECT key, value FROM meta WHERE key IN ('generation', 'epoch')")
+                )
+                stamp = (rows.get("generation", ""), rows.get("epoch", ""))
+                if self._cache is not None and self._cache[0] == stamp:
+                    return self._cache[1]
+                graph = load_graph(conn)
+        with self._pending_lock:
+            for key, amount in self._pending.items():  # bumps not written yet
+                graph.activation[key] = graph.activation_of(key) + amount
+        self._cache = (stamp, graph)
+        return graph
+
+    # -- search --------------------------------------------------------------------------
+    def facts(
+        self,
+        query: str,
+        *,
+        max_results: int = 10,
+        threshold: float = 65.0,
+        include_history: bool | None = None,
+        include_private: bool = True,
+        now: float | None = None,
+    ) -> list[FactHit]:
+        """Four-phase fact search; returned entries gain activation."""
+        started = time.perf_counter()
+        if not isinstance(query, str) or not query.strip():
+            return []
+        hits = search_facts(
+            self.graph(),
+            query,
+            max_results=max_results,
+            threshold=threshold,
+            include_history=include_history,
+            include_private=include_private,
+            now=now,
+        )
+        self.touch([h.stable_key for h in hits] + [f"e:{h.entity_key}" for h in hits])
+        self.telemetry.record(
+            "facts", ms=round((time.perf_counter() - started) * 1000, 3), hits=len(hits)
+        )
+        return hits
+
+    # -- activation ----------------------------------------------------------------------
+    def touch(self, keys: Iterable[str], amount: float = ACCESS_BOOST) -> None:
+        """Raise the activation of accessed entries (written now, or with the next try)."""
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return
+        with self._pending_lock:
+            for key in keys:
+                self._pending[key] = self._pending.get(key, 0.0) + amount
+            pending = dict(self._pending)
+        if self._cache is not None:
+            for key in keys:
+                graph = self._cache[1]
+                graph.activation[key] = graph.activation_of(key) + amount
+                graph.last_access[key] = time.time()
+        self.flush_activation(pending)
+
+    def flush_activation(self, pending: dict[str, float] | None = None) -> bool:
+        """Write buffered activation bumps; False (kept for later) when the index is busy."""
+        with self._pending_lock:
+            pending = dict(self._pending) if pending is None else pending
+        if not pending or not self._can_write or not self.db_path.exists():
+            return False
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = connect(self.db_path)
+            conn.execute(f"PRAGMA busy_timeout={ACTIVATION_BUSY_MS}")
+            with transaction(conn):
+                by_amount: dict[float, list[str]] = {}
+                for key, amount in pending.items():
+                    by_amount.setdefault(amount, []).append(key)
+                for amount, keys in by_amount.items():
+                    graph_index.bump_activation(conn, keys, amount=amount)
+        except sqlite3.Error as exc:
+            if "locked" in str(exc) or "busy" in str(exc):  # a sync is writing: retry later
+                log.debug("activation write deferred: %s", exc)
+            else:  # read-only or damaged: keep activation in memory for this process
+                log.info("activation not persisted (%s); kept in memory", exc)
+                self._can_write = False
+            return False
+        finally:
+            if conn is not None:
+                conn.close()
+        with self._pending_lock:
+            for key, amount in pending.items():
+                left = self._pending.get(key, 0.0) - amount
+                if left > 1e-9:
+                    self._pending[key] = left
+                else:
+                    self._pending.pop(key, None)
+        return True
+
+    def on_search(self, hits: Sequence[SearchHit], ms: float, query: str) -> None:
+        """A ``memory_search`` ran: log it and raise the activation of the facts it showed."""
+        self.telemetry.record("search", ms=round(ms, 3), hits=len(hits), chars=len(query))
+        if not hits or self._cache is None:
+            return  # no graph loaded in this process yet: nothing cheap to map hits to
+        graph = self._cache[1]
+        shown: dict[str, list[tuple[int, int]]] = {}
+        for hit in hits:
+            shown.setdefault(hit.path, []).append((hit.start_line, hit.end_line))
+        entries: list[tuple[str, int, str]] = [(f.path, f.line, f.stable_key) for f in graph.facts]
+        entries.extend((r.path, r.line, r.stable_key) for r in graph.relations)
+        keys = [
+            key
+            for path, line, key in entries
+            if any(a <= line <= b for a, b in shown.get(path, ()))
+        ]
+        self.touch(keys, SEARCH_HIT_BOOST)
+
+    # -- forget --------------------------------------------------------------------------
+    def forget(
+        self,
+        citation: str | None = None,
+        *,
+        entity: str | None = None,
+        key: str | None = None,
+        reason: str = "",
+        today: dt.date | None = None,
+    ) -> ForgetResult:
+        """Retract entries in the Markdown: struck through with a visible annotation.
+
+        Either a ``citation`` (``path#L<line>``) or an ``entity`` and ``key`` (every value of
+        that fact) names what to retract. Nothing is deleted; search and facts skip
+        retracted entries after the next sync.
+
+        Raises:
+            ForgetError: nothing matches, or the line is not a list entry.
+            memmw.errors.PathPolicyError: the path is not a memory file.
+        """
+        day = (today or dt.date.today()).isoformat()
+        targets: list[tuple[str, int]] = []
+        if citation:
+            m = _CITATION.match(citation.strip())
+            if not m:
+                raise ForgetError(f"citation must look like path#L12; got {citation!r}")
+            targets.append((m.group("path"), int(m.group("line"))))
+        elif entity and key:
+            graph = self.graph()
+            ent = graph.names.get(normalize_name(entity))
+            want = normalize_key(key)
+            targets.extend(
+                (f.path, f.line)
+                for f in graph.facts_of(ent or normalize_name(entity))
+                if f.key_norm == want and not f.retracted
+            )
+            if not targets:
+                raise ForgetError(f"no fact {key!r} of {entity!r} to retract")
+        else:
+            raise ForgetError("give a citation (path#L12), or an entity and a key")
+        done: list[str] = []
+        for path, lines in _group(targets).items():
+            rel, abs_path = resolve_read_path(self.workspace, path, self.extra_paths)
+            if not abs_path.is_file():
+                raise ForgetError(f"{rel}: no such memory file")
+            with exclusive_lock(abs_path.parent):
+                text = abs_path.read_text(encoding="utf-8")
+                all_lines = text.split("\n")
+                for line in lines:
+                    if not 1 <= line <= len(all_lines):
+                        raise ForgetError(f"{rel}#L{line}: the file has {len(all_lines)} lines")
+                    try:
+                        all_lines[line - 1] = retract_line(
+                            all_lines[line - 1].rstrip("\r"), day=day, reason=reason
+                        ) + ("\r" if all_lines[line - 1].endswith("\r") else "")
+                    except ValueError as exc:
+                        raise ForgetError(f"{rel}#L{line}: {exc}") from exc
+                    done.append(f"{rel}#L{line}")
+                atomic_write_text(abs_path, "\n".join(all_lines))
+        log.info("retracted %s", ", ".join(done))
+        return ForgetResult(retracted=tuple(done), reason=reason)
+
+    def close(self) -> None:
+        """Write what activation is still buffered."""
+        with contextlib.suppress(Exception):
+            self.flush_activation()
+
+
+def _group(targets: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for path, line in targets:
+        if line not in out.setdefault(path, []):
+            out[path].append(line)
+    return out
+
+
+__all__ = ["ForgetError", "ForgetResult", "GraphEngine"]

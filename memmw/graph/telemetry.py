@@ -1,0 +1,118 @@
+"""Telemetry: a JSONL log of search, fact-search and injection latency and hits, and its summary."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: The log is rotated to ``<name>.1`` past this size, so it never grows without bound.
+MAX_BYTES = 5 * 1024 * 1024
+
+
+def telemetry_path(state_dir: Path, agent_id: str) -> Path:
+    """``<state_dir>/telemetry/<agent_id>.jsonl``."""
+    return Path(state_dir) / "telemetry" / f"{agent_id}.jsonl"
+
+
+class TelemetryLog:
+    """Appends one JSON object per event; failures are logged, never raised.
+
+    Args:
+        path: The JSONL file.
+        enabled: False makes :meth:`record` a no-op.
+    """
+
+    def __init__(self, path: Path, *, enabled: bool = True) -> None:
+        self.path = Path(path)
+        self.enabled = enabled
+        self._lock = threading.Lock()
+
+    def record(self, event: str, **fields: Any) -> None:
+        """Append ``{"ts": ..., "event": event, **fields}``."""
+        if not self.enabled:
+            return
+        line = json.dumps({"ts": round(time.time(), 3), "event": event, **fields}, default=str)
+        try:
+            with self._lock:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    if self.path.stat().st_size > MAX_BYTES:
+                        os.replace(self.path, self.path.with_name(self.path.name + ".1"))
+                except FileNotFoundError:
+                    pass
+                with open(self.path, "a", encoding="utf-8") as fh:
+                    fh.write(line + "\n")
+        except OSError as exc:
+            # A read-only or full state folder: say so once, then stop trying.
+            log.warning("telemetry disabled: cannot write %s (%s)", self.path, type(exc).__name__)
+            self.enabled = False
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    idx = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return round(ordered[idx], 3)
+
+
+def summarize_telemetry(path: Path | str, *, since: float | None = None) -> dict[str, Any]:
+    """Summarise a telemetry log (what ``memmw stats`` prints).
+
+    Returns:
+        ``{"path", "events", "by_event": {event: {"count", "p50_ms", "p95_ms",
+        "hit_rate", "avg_hits", ...}}, "injection": {"turns", "injected_turns",
+        "injection_rate", "avg_tokens", "avg_facts"}}``; unreadable lines are counted in
+        ``bad_lines`` and skipped.
+    """
+    path = Path(path)
+    by_event: dict[str, list[dict[str, Any]]] = {}
+    bad = 0
+    if path.exists():
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for raw in fh:
+                try:
+                    item = json.loads(raw)
+                except ValueError:
+                    bad += 1
+                    continue
+                if not isinstance(item, dict) or "event" not in item:
+                    bad += 1
+                    continue
+                if since is not None and float(item.get("ts", 0)) < since:
+                    continue
+                by_event.setdefault(str(item["event"]), []).append(item)
+    summary: dict[str, Any] = {"path": str(path), "events": 0, "bad_lines": bad, "by_event": {}}
+    for event, items in sorted(by_event.items()):
+        ms = [float(i["ms"]) for i in items if isinstance(i.get("ms"), (int, float))]
+        hits = [int(i.get("hits", 0)) for i in items]
+        summary["events"] += len(items)
+        summary["by_event"][event] = {
+            "count": len(items),
+            "p50_ms": _percentile(ms, 0.5),
+            "p95_ms": _percentile(ms, 0.95),
+            "hit_rate": round(sum(1 for h in hits if h > 0) / len(items), 4),
+            "avg_hits": round(sum(hits) / len(items), 3),
+        }
+    turns = by_event.get("inject", [])
+    injected = [t for t in turns if int(t.get("hits", 0)) > 0]
+    summary["injection"] = {
+        "turns": len(turns),
+        "injected_turns": len(injected),
+        "injection_rate": round(len(injected) / len(turns), 4) if turns else None,
+        "avg_tokens": round(sum(int(t.get("tokens", 0)) for t in turns) / len(turns), 1)
+        if turns
+        else None,
+        "deadline_hits": sum(1 for t in turns if t.get("deadline")),
+    }
+    return summary
+
+
+__all__ = ["TelemetryLog", "summarize_telemetry", "telemetry_path"]

@@ -1,0 +1,164 @@
+"""Working, identity and project memory: active-context.md, SOUL.md and project-<slug>.md."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import stat
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from memmw.config import ActiveMemoryConfig
+from memmw.errors import PathPolicyError
+from memmw.locks import exclusive_lock
+from memmw.text import utf16_len
+from memmw.workspace import atomic_write_text
+
+if TYPE_CHECKING:  # bootstrap imports this module
+    from memmw.hooks.bootstrap import BootstrapContext
+
+log = logging.getLogger(__name__)
+
+ACTIVE_CONTEXT = "active-context.md"
+SOUL = "SOUL.md"
+PROJECT_PREFIX = "project-"
+HEADING = "## Working Memory"
+#: Files larger than this are not loaded (as the bootstrap's raw read cap).
+RAW_READ_CAP_BYTES = 2 * 1024 * 1024
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def write_active_context(workspace: Path, text: str) -> int:
+    """Replace ``active-context.md`` (overwrite semantics: it holds only the present).
+
+    The write is atomic (a crash leaves the old or the new file) and refuses symlinks.
+
+    Returns:
+        Characters written.
+    """
+    path = Path(workspace) / ACTIVE_CONTEXT
+    if path.is_symlink():
+        raise PathPolicyError(f"{ACTIVE_CONTEXT}: refusing to write through a symlink")
+    body = text if text.endswith("\n") or not text else text + "\n"
+    with exclusive_lock(path.parent):
+        atomic_write_text(path, body)
+    log.info("active context replaced (%d chars)", len(body))
+    return len(body)
+
+
+def _cut(text: str, limit: int) -> tuple[str, bool]:
+    from memmw.hooks.bootstrap import truncate_middle
+
+    return truncate_middle(text, limit)
+
+
+def working_files(
+    workspace: Path, config: ActiveMemoryConfig, *, private: bool
+) -> list[tuple[str, Path, int]]:
+    """``(label, path, char budget)`` of the working-memory files to load, in order.
+
+    ``SOUL.md`` (identity) in every session; ``active-context.md`` and the project files
+    (``project-<slug>.md`` in the workspace or ``project_dir``) in private sessions only.
+    """
+    out: list[tuple[str, Path, int]] = []
+    workspace = Path(workspace)
+    if _regular(workspace / SOUL):
+        out.append((SOUL, workspace / SOUL, config.soul_max_chars))
+    if not private:
+        return out
+    if _regular(workspace / ACTIVE_CONTEXT):
+        out.append((ACTIVE_CONTEXT, workspace / ACTIVE_CONTEXT, config.active_context_max_chars))
+    folder = Path(os.path.expanduser(config.project_dir)) if config.project_dir else workspace
+    if not folder.is_absolute():
+        folder = workspace / folder
+    if folder.is_dir():
+        projects = sorted(
+            p for p in folder.glob(f"{PROJECT_PREFIX}*.md") if _regular(p)
+        )
+        for p in projects:
+            label = p.name if folder == workspace else f"{config.project_dir}/{p.name}"
+            out.append((label, p, config.project_max_chars))
+    return out
+
+
+def working_memory_section(
+    workspace: Path, config: ActiveMemoryConfig, *, private: bool
+) -> tuple[str, list[str], bool]:
+    """Render the working-memory section: ``(text, paths loaded, truncated)``.
+
+    Each file is capped at its budget (75% head, 25% tail with a marker); project files
+    share ``project_max_chars``. Truncation adds a visible note.
+    """
+    if not config.working_memory:
+        return "", [], False
+    blocks: list[str] = []
+    loaded: list[str] = []
+    truncated = False
+    project_left = config.project_max_chars
+    for label, path, budget in working_files(workspace, config, private=private):
+        try:
+            if path.stat().st_size > RAW_READ_CAP_BYTES:
+                truncated = True
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace").strip("\n")
+        except OSError as exc:
+            log.warning("working memory: cannot read %s: %s", label, type(exc).__name__)
+            continue
+        if not text.strip():
+            continue
+        is_project = label.rsplit("/", 1)[-1].startswith(PROJECT_PREFIX)
+        if is_project:
+            budget = min(budget, project_left)
+            if budget < 64:
+                truncated = True
+                continue
+        shown, cut = _cut(text, budget)
+        truncated = truncated or cut
+        if is_project:
+            project_left -= utf16_len(shown)
+        blocks.append(f"\n### {label}\n{shown}\n")
+        loaded.append(label)
+    if not blocks:
+        return "", [], truncated
+    intro = (
+        f"{HEADING}\n"
+        "Identity, the current working context and shared project notes, loaded by the "
+        "memory runtime (background, not instructions from the user).\n"
+    )
+    note = (
+        "\n> Some working-memory files were shortened to fit their budget; read them "
+        "directly for the full text.\n"
+        if truncated
+        else ""
+    )
+    return intro + "".join(blocks) + note, loaded, truncated
+
+
+def with_working_memory(
+    context: BootstrapContext, workspace: Path, config: ActiveMemoryConfig, *, private: bool
+) -> BootstrapContext:
+    """The bootstrap context with the working-memory section appended."""
+    text, _loaded, truncated = working_memory_section(workspace, config, private=private)
+    if not text:
+        return context
+    joined = f"{context.text.rstrip()}\n\n{text}" if context.text else text
+    return dataclasses.replace(
+        context, text=joined, truncated=context.truncated or truncated
+    )
+
+
+__all__ = [
+    "ACTIVE_CONTEXT",
+    "SOUL",
+    "with_working_memory",
+    "working_files",
+    "working_memory_section",
+    "write_active_context",
+]
