@@ -5,9 +5,9 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 # Everything the test suite exercises; `local` compiles llama.cpp (about 10 minutes the
 # first time; pip caches the wheel).
-TEST_EXTRAS ?= offline,test,openai,gemini,local,vec,tokens,watch,langchain
+TEST_EXTRAS ?= offline,test,openai,gemini,local,vec,tokens,watch,langchain,secrets,graph
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint clean system-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,12 @@ demo: $(VENV)/.demo-deps
 	$(BIN)/memmw --workspace examples/workspace --state-dir .memmw-demo index
 	$(BIN)/memmw --workspace examples/workspace --state-dir .memmw-demo search "which machine runs the gateway?"
 
-## test: set up .venv with every extra, then lint, type-check and run the tests
-test: $(VENV)/.test-deps lint
+## system-deps: Debian packages the tests need (chromium for the graph page test)
+system-deps:
+	sh scripts/install-test-deps.sh
+
+## test: set up .venv with every extra and the system packages, then lint, type-check and test
+test: $(VENV)/.test-deps system-deps lint
 	$(BIN)/python -m pytest
 
 lint: $(VENV)/.test-deps
