@@ -23,7 +23,13 @@ from memmw.redaction import redact_secrets
 from memmw.sessions import citations_enabled, is_group_session
 from memmw.timeutil import Clock, user_now
 from memmw.types import ReadResult
-from memmw.workspace import ROOT_FILES, append_text, resolve_read_path, unindexed_note_reason
+from memmw.workspace import (
+    ROOT_FILES,
+    append_text,
+    is_private_path,
+    resolve_read_path,
+    unindexed_note_reason,
+)
 
 log = logging.getLogger(__name__)
 
@@ -230,8 +236,13 @@ def search_tool_payload(
     args: Mapping[str, Any],
     *,
     citations: bool,
+    private: bool = True,
 ) -> Payload:
-    """Run ``memory_search`` against ``memory``; returns the success or error payload."""
+    """Run ``memory_search`` against ``memory``; returns the success or error payload.
+
+    ``private=False`` (a group or channel session) drops hits from files private to
+    direct sessions (:func:`memmw.workspace.is_private_path`).
+    """
     try:
         query = _string(args, "query", required=True)
         max_results = _integer(args, "max_results")
@@ -255,26 +266,44 @@ def search_tool_payload(
     if min_score is not None:
         min_score = min(1.0, max(0.0, min_score))
     assert query is not None
+    wanted = max_results or memory.config.query.max_results
     try:
         payload = dict(
             memory.search_payload(
-                query, max_results=max_results, min_score=min_score, citations=citations
+                query,
+                # Over-fetch in group sessions: private hits are dropped below.
+                max_results=wanted if private else min(wanted * 4, 200),
+                min_score=min_score,
+                citations=citations,
             )
         )
     except Exception as exc:
         log.warning("memory_search failed: %s", type(exc).__name__)
         log.debug("memory_search failure", exc_info=True)
         return unavailable_payload(exc)
+    results = payload.get("results") or []
     if corpus != "all":
-        results = payload.get("results") or []
-        payload["results"] = [
+        results = [
             r for r in results if not isinstance(r, Mapping) or r.get("source", "memory") == corpus
         ]
+    if not private:
+        results = [
+            r
+            for r in results
+            if isinstance(r, Mapping)
+            and not is_private_path(str(r.get("path", "")), str(r.get("source", "memory")))
+        ][:wanted]
+    payload["results"] = results
     return payload
 
 
-def get_tool_payload(memory: MemoryBackend, args: Mapping[str, Any]) -> Payload:
-    """Run ``memory_get``; returns ``{status, text, path, from, lines, ...}`` or an error."""
+def get_tool_payload(
+    memory: MemoryBackend, args: Mapping[str, Any], *, private: bool = True
+) -> Payload:
+    """Run ``memory_get``; returns ``{status, text, path, from, lines, ...}`` or an error.
+
+    ``private=False`` (a group or channel session) refuses files private to direct sessions.
+    """
     raw_path = _arg(args, "path")
     shown = str(raw_path).strip() if raw_path is not None else ""
     try:
@@ -284,6 +313,14 @@ def get_tool_payload(memory: MemoryBackend, args: Mapping[str, Any]) -> Payload:
     except ToolArgumentError as exc:
         return {"path": shown, "text": "", "disabled": True, "error": str(exc)}
     assert path is not None
+    if not private and is_private_path(path.strip().removeprefix("./").replace("\\", "/")):
+        return {
+            "path": path,
+            "text": "",
+            "disabled": True,
+            "error": f"{path} is private to direct sessions: MEMORY.md, USER.md, dated notes "
+            "and session archives are not readable from a group or channel session",
+        }
     try:
         result = memory.get(path, from_line=from_line, lines=lines)
     except PathPolicyError as exc:
@@ -524,6 +561,7 @@ def build_memory_tools(
     if not config.enabled:
         return []
     cites = citations_enabled(config.citations, session_key, chat_type)
+    private = not is_group_session(session_key, chat_type)
     tools: list[MemoryTool] = []
     if include_search:
         tools.append(
@@ -531,7 +569,7 @@ def build_memory_tools(
                 SEARCH_TOOL,
                 search_description(config),
                 search_schema(),
-                lambda args: search_tool_payload(memory, args, citations=cites),
+                lambda args: search_tool_payload(memory, args, citations=cites, private=private),
             )
         )
     if include_get:
@@ -540,7 +578,7 @@ def build_memory_tools(
                 GET_TOOL,
                 get_description(),
                 get_schema(),
-                lambda args: get_tool_payload(memory, args),
+                lambda args: get_tool_payload(memory, args, private=private),
             )
         )
     if include_append:
@@ -563,7 +601,6 @@ def build_memory_tools(
         writable = include_append and not (
             read_only if read_only is not None else not workspace_is_writable(Path(memory.workspace))
         )
-        private = not is_group_session(session_key, chat_type)
         tools.extend(graph_tools(memory, citations=cites, private=private, writable=writable))
     return tools
 

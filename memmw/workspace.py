@@ -285,6 +285,23 @@ def file_date(path: str) -> tuple[int, int, int] | None:
     return y, mo, d
 
 
+#: Root files private to direct sessions besides the curated ones (working memory).
+WORKING_MEMORY_FILE = "active-context.md"
+
+
+def is_private_path(path: str, source: str = "memory") -> bool:
+    """True for what only direct (private) sessions may see, in prompts and tool results.
+
+    That is ``MEMORY.md``/``memory.md``/``USER.md``, ``active-context.md``, the dated
+    notes under ``memory/`` (the daily log, which the flush writes from any session, and
+    the ``/new`` session archives) and session transcripts. Undated topic notes under
+    ``memory/`` and extra paths (shared folders) stay visible to group and channel sessions.
+    """
+    if source != "memory" or path.startswith("sessions/"):
+        return True
+    return path in ROOT_FILES or path == WORKING_MEMORY_FILE or file_date(path) is not None
+
+
 def is_curated(path: str) -> bool:
     """True for root ``MEMORY.md``/``memory.md``/``USER.md`` (chunked per entry, evergreen)."""
     return path in ROOT_FILES

@@ -83,9 +83,33 @@ def test_search_argument_errors(memory: Memory) -> None:
 
 
 def test_citations_auto_off_in_groups(memory: Memory) -> None:
+    (memory.workspace / "memory" / "ops.md").write_text("- The proxy listens on port 9443.\n")
     group = tools(memory, session_key="agent:main:discord:channel:9")["memory_search"]
-    hit = group.invoke({"query": "gateway port"})["results"][0]
+    hit = group.invoke({"query": "proxy port"})["results"][0]
+    assert hit["path"] == "memory/ops.md"
     assert "citation" not in hit and "Source:" not in hit["snippet"]
+
+
+def test_group_sessions_never_get_private_files(memory: Memory) -> None:
+    ws = memory.workspace
+    (ws / "USER.md").write_text("- The user's bank PIN is 1234.\n")
+    (ws / "memory" / "2026-03-02-bank.md").write_text('user: "my bank PIN is 1234"\n')
+    (ws / "memory" / "2026-03-03.md").write_text("- Told the bank the PIN 1234 again.\n")
+    (ws / "memory" / "bank.md").write_text("- The bank branch opens at 9; PIN pads are at the desk.\n")
+    memory.sync()
+    for key in ("agent:main:telegram:group:7", "agent:main:discord:channel:9"):
+        group = tools(memory, session_key=key)
+        found = group["memory_search"].invoke({"query": "bank PIN", "maxResults": 10})
+        assert [r["path"] for r in found["results"]] == ["memory/bank.md"]
+        assert "1234" not in json.dumps(found)
+        for path in ("MEMORY.md", "USER.md", "memory/2026-03-02-bank.md", "./memory/2026-03-03.md"):
+            got = group["memory_get"].invoke({"path": path})
+            assert got["text"] == "" and "private to direct sessions" in got["error"], path
+        assert group["memory_get"].invoke({"path": "memory/bank.md"})["status"] == "ok"
+    direct = tools(memory, session_key="agent:main:telegram:dm:7")
+    paths = {r["path"] for r in direct["memory_search"].invoke({"query": "bank PIN"})["results"]}
+    assert {"USER.md", "memory/2026-03-02-bank.md", "memory/bank.md"} <= paths
+    assert "1234" in direct["memory_get"].invoke({"path": "USER.md"})["text"]
 
 
 class Broken:

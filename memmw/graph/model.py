@@ -8,9 +8,9 @@ import sqlite3
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from memmw.graph.provenance import PRIVATE_FILES
 from memmw.graph.syntax import implicit_aliases, normalize_name
 from memmw.text import has_cjk, terms
+from memmw.workspace import is_private_path
 
 DAY_S = 86_400.0
 #: Activation tiers (hot > 2.0, warm 1.0-2.0, cool < 1.0).
@@ -338,7 +338,7 @@ def load_graph(conn: sqlite3.Connection) -> Graph:
         "SELECT entity_key, path FROM graph_entities UNION ALL"
         " SELECT entity_key, path FROM graph_facts"
     ):
-        private[key] = private.get(key, True) and path in PRIVATE_FILES
+        private[key] = private.get(key, True) and is_private_path(path)
     for key, (name, kind, _line, _path) in names.items():
         graph.entities[key] = Entity(
             key=key,

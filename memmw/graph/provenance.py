@@ -7,14 +7,12 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 
-from memmw.workspace import MEMORY_DIR, ROOT_FILES, file_date
+from memmw.workspace import MEMORY_DIR, ROOT_FILES, WORKING_MEMORY_FILE, file_date, is_private_path
 
 Origin = Literal["owner", "agent", "system", "untrusted"]
 SessionKind = Literal["interactive", "cron", "heartbeat", "subagent", "unknown"]
 #: Least trusted last: a chunk or row mixing classes takes the least trusted one.
 TRUST_ORDER: tuple[Origin, ...] = ("owner", "agent", "system", "untrusted")
-#: Files never shown in group or channel sessions (as the bootstrap rules).
-PRIVATE_FILES = frozenset((*ROOT_FILES, "active-context.md"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,14 +51,17 @@ def provenance_for(path: str, source: str = "memory") -> Provenance:
         return Provenance(origin="untrusted", session_kind="unknown", observed_at=observed, private=True)
     if path in ROOT_FILES:
         return Provenance(origin="owner", session_kind="unknown", observed_at=None, private=True)
-    if path == "active-context.md":
+    if path == WORKING_MEMORY_FILE:
         return Provenance(origin="agent", session_kind="interactive", observed_at=None, private=True)
     parts = PurePosixPath(path).parts
     if parts and parts[0] == MEMORY_DIR:
-        # Dated notes are written by the flush and the session archive of a conversation.
+        # Dated notes are written by the flush and the session archive of a conversation,
+        # so they are private to direct sessions like the curated files.
         kind: SessionKind = "interactive" if date else "unknown"
-        return Provenance(origin="agent", session_kind=kind, observed_at=observed, private=False)
+        return Provenance(
+            origin="agent", session_kind=kind, observed_at=observed, private=is_private_path(path)
+        )
     return Provenance(origin="untrusted", session_kind="unknown", observed_at=observed, private=True)
 
 
-__all__ = ["PRIVATE_FILES", "TRUST_ORDER", "Origin", "Provenance", "SessionKind", "provenance_for"]
+__all__ = ["TRUST_ORDER", "Origin", "Provenance", "SessionKind", "provenance_for"]

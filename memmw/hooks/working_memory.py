@@ -13,14 +13,14 @@ from memmw.config import ActiveMemoryConfig
 from memmw.errors import PathPolicyError
 from memmw.locks import exclusive_lock
 from memmw.text import utf16_len
-from memmw.workspace import atomic_write_text
+from memmw.workspace import WORKING_MEMORY_FILE, atomic_write_text
 
 if TYPE_CHECKING:  # bootstrap imports this module
     from memmw.hooks.bootstrap import BootstrapContext
 
 log = logging.getLogger(__name__)
 
-ACTIVE_CONTEXT = "active-context.md"
+ACTIVE_CONTEXT = WORKING_MEMORY_FILE
 SOUL = "SOUL.md"
 PROJECT_PREFIX = "project-"
 HEADING = "## Working Memory"

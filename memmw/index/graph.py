@@ -23,7 +23,7 @@ from memmw.graph.syntax import (
 log = logging.getLogger(__name__)
 
 #: Bump when the parser changes what it extracts: indexes then re-derive the graph.
-GRAPH_VERSION = "3"
+GRAPH_VERSION = "4"
 #: Activation of an entry the first time sync sees it (the bottom of "warm").
 INITIAL_ACTIVATION = 1.0
 #: Activation kept per day without access (the daily decay step).

@@ -90,7 +90,7 @@ def test_group_sessions_never_see_private_files(mem: Memory) -> None:
     assert "MEMORY.md" not in group.text and "Use SQLite" not in group.text
     assert "Bob Stone: role = CFO at Acme" in group.text
     assert "[memory/" not in group.text  # citations are off in groups by default
-    assert "city = Lisbon" in group.text  # daily notes are not private
+    assert "city = Lisbon" not in group.text  # dated notes (daily log, archives) are private
     off = ActiveMemory(mem, config=ActiveMemoryConfig(group_sessions=False, deadline_ms=60_000))
     assert off.build("Bobby?", session_key="telegram:group:7").text == ""
     private = am.build("what about Alice Martin?")

@@ -54,8 +54,8 @@ def test_sync_fills_the_graph_tables_with_provenance(mem: Memory) -> None:
         " FROM graph_facts ORDER BY path, line",
     )
     assert ("MEMORY.md", 2, "Alice Martin", "city", "Berlin", "owner", "unknown", 1, 0) in facts
-    assert ("memory/2026-05-01.md", 3, "Alice Martin", "city", "Lisbon", "agent", "interactive", 0, 1) in facts
-    assert ("memory/2026-03-01.md", 2, "Alice Martin", "city", "Porto", "agent", "interactive", 0, 0) in facts
+    assert ("memory/2026-05-01.md", 3, "Alice Martin", "city", "Lisbon", "agent", "interactive", 1, 1) in facts
+    assert ("memory/2026-03-01.md", 2, "Alice Martin", "city", "Porto", "agent", "interactive", 1, 0) in facts
     aliases = rows(mem.db_path, "SELECT entity_key, alias FROM graph_aliases ORDER BY alias")
     assert aliases == [("alice martin", "Ali"), ("bob stone", "Bobby")]
     co = rows(mem.db_path, "SELECT a_key, b_key FROM graph_cooccurrences")
@@ -126,7 +126,7 @@ def test_graph_is_derived_for_an_index_built_before_the_graph_existed(mem: Memor
     [
         ("MEMORY.md", "memory", "owner", True),
         ("USER.md", "memory", "owner", True),
-        ("memory/2026-01-02.md", "memory", "agent", False),
+        ("memory/2026-01-02.md", "memory", "agent", True),
         ("memory/topics/x.md", "memory", "agent", False),
         ("../shared/notes.md", "memory", "untrusted", True),
         ("notes/import.md", "memory", "untrusted", True),
