@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "memmw.locks": 0,
     "memmw.timeutil": 0,
     "memmw.sessions": 0,
+    "memmw.statedir": 0,
     # workspace, text
     "memmw.workspace": 1,
     "memmw.text": 1,
@@ -54,6 +55,7 @@ LAYERS: dict[str, int] = {
     "memmw.middleware": 7,
     "memmw.adapters": 7,
     "memmw.cli": 7,
+    "memmw.mcpserver": 7,
     "memmw.__main__": 7,
     "memmw": 7,
 }
