@@ -41,6 +41,7 @@ class MemoryBackend(Protocol):
         query: str,
         max_results: int | None = None,
         min_score: float | None = None,
+        *,
         citations: bool = True,
     ) -> dict[str, Any]:
         """Search and return the full ``memory_search`` success payload."""

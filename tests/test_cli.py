@@ -67,7 +67,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, object]]:
-    code, out, err = run(capsys, *args, "--json")
+    code, out, _err = run(capsys, *args, "--json")
     data = json.loads(out)
     assert isinstance(data, dict), out
     return code, data
@@ -150,7 +150,7 @@ def test_completion_prints_a_script(capsys: pytest.CaptureFixture[str]) -> None:
 
 # -- index ------------------------------------------------------------------------------------
 def test_index_reports_honest_time_and_json(capsys: pytest.CaptureFixture[str], ws: Path) -> None:
-    code, out, err = run(capsys, "index", "-w", str(ws))
+    code, _out, err = run(capsys, "index", "-w", str(ws))
     assert code == EXIT_OK
     assert re.search(r"Indexed \(full rebuild \(no-index\)\): 3 added.*; \d+\.\d\ds", err)
     assert "Done in" in err
@@ -288,7 +288,7 @@ def test_search_with_vectors_pending_is_keyword_only_and_does_not_embed(
 ) -> None:
     monkeypatch.setenv("MEMMW__PROVIDER", "fake")
     assert run(capsys, "index", "-w", str(ws), "--no-embed")[0] == EXIT_OK
-    code, out, err = run(capsys, "search", "-w", str(ws), "gateway")
+    code, _out, err = run(capsys, "search", "-w", str(ws), "gateway")
     assert code == EXIT_OK
     assert "keyword-only" in err
     _, status = run_json(capsys, "status", "-w", str(ws))
@@ -436,6 +436,7 @@ def test_fallback_from_the_cli_ends_with_vectors(
     capsys: pytest.CaptureFixture[str], ws: Path
 ) -> None:
     code, data = run_json(capsys, "index", "-w", str(ws), "--log-level", "error")
+    assert code == EXIT_DEGRADED and data["fallbackFrom"] == "flaky"
     assert data["pendingVectors"] == 0, data
     assert data["provider"] == "fake"
     _, status = run_json(capsys, "status", "-w", str(ws), "--log-level", "error")
@@ -445,7 +446,7 @@ def test_fallback_from_the_cli_ends_with_vectors(
     assert status["degraded"]
     # A new process retries the primary, switches again and searches the fallback's vectors.
     code, result = run_json(capsys, "search", "gateway", "-w", str(ws), "--log-level", "error")
-    assert result["mode"] == "hybrid"
+    assert code == EXIT_DEGRADED and result["mode"] == "hybrid"
     fallback = result["fallback"]
     assert isinstance(fallback, dict) and fallback["from"] == "flaky"
     # Running index again keeps the vectors.

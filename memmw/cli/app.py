@@ -15,11 +15,11 @@ from memmw import __version__
 from memmw.cli.common import (
     ENV_HELP,
     EXIT_BUSY,
+    EXIT_CODES_HELP,
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
-    EXIT_CODES_HELP,
     PipeClosed,
     global_options,
 )

@@ -248,11 +248,11 @@ def command(**kwargs: Any) -> Callable[[F], click.Command]:
             settings().configure_logging()  # all options are parsed by now
             return func(*args, **kw)
 
-        cmd = click.command(
+        decorate: Callable[[Callable[..., Any]], click.Command] = click.command(
             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
             **kwargs,
-        )(global_options(run))
-        return cmd
+        )
+        return decorate(global_options(run))
 
     return wrap
 

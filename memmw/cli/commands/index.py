@@ -38,8 +38,8 @@ Examples:
   memmw index --no-embed       # keyword index only; vectors later
   memmw index --json           # one JSON object with counts and timings
 
-Exit codes: 0 ok, 1 error, 3 busy, 4 degraded (files skipped or chunks left unembedded
-because the provider failed).
+Exit codes: 0 ok, 1 error, 3 busy, 4 degraded (files skipped, chunks left unembedded
+because the provider failed, or the fallback provider took over).
 """
 
 
@@ -163,7 +163,8 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
     pending = int(vector.get("pending") or 0)
     provider = mem.provider
     total = time.perf_counter() - started
-    degraded = bool(report.issues) or bool(embed_error and pending)
+    fallback_from = getattr(provider, "fallback_from", None) or mem.selection.fallback_from
+    degraded = bool(report.issues) or bool(embed_error and pending) or bool(fallback_from)
     if s.json:
         emit_json(
             {
@@ -171,6 +172,7 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
                 "embedded": embedded,
                 "pendingVectors": pending,
                 "embedError": embed_error,
+                "fallbackFrom": fallback_from,
                 "provider": provider.id if provider is not None else "none",
                 "model": provider.model if provider is not None else "fts-only",
                 "dbPath": str(mem.db_path),
@@ -191,6 +193,9 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
                 "until an index run embeds them.",
                 err=True,
             )
+        if fallback_from and provider is not None:
+            out(f"warning: {fallback_from} failed; the fallback {provider.id} embedded the index "
+                "(see 'memmw status')", err=True)
         for issue in report.issues:
             out(f"  skipped {issue.path}: {issue.reason}", err=True)
         info(f"Done in {total:.2f}s.")

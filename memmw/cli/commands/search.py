@@ -41,7 +41,7 @@ Examples:
   memmw search "what did we decide" --corpus all     # notes and session transcripts
 
 Exit codes: 0 ok (also with no matches), 1 error, 4 degraded (the embedding provider
-failed; results are keyword-only).
+failed and results are keyword-only, or the fallback provider answered).
 """
 
 
@@ -89,7 +89,7 @@ def search(
         _print_text(payload)
     if payload.get("error") and not payload.get("results"):
         return EXIT_ERROR if not payload.get("unavailable") else EXIT_DEGRADED
-    return EXIT_DEGRADED if payload.get("warning") else EXIT_OK
+    return EXIT_DEGRADED if payload.get("warning") or payload.get("fallback") else EXIT_OK
 
 
 def _print_text(payload: dict[str, Any]) -> None:
@@ -101,6 +101,10 @@ def _print_text(payload: dict[str, Any]) -> None:
     results: list[dict[str, Any]] = payload["results"]
     if payload.get("warning"):
         out(f"warning: {payload['warning']}", err=True)
+    fallback = payload.get("fallback")
+    if isinstance(fallback, dict) and fallback.get("from"):
+        out(f"warning: {fallback['from']} failed; the fallback {payload.get('provider')} "
+            f"answered ({fallback.get('reason')})", err=True)
     if payload.get("mode") == "fts-only" and payload.get("provider") not in (None, "none"):
         info(
             f"note: keyword-only results ({payload['provider']} vectors are not ready yet; "
