@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import sqlite3
 import threading
 import time
@@ -245,7 +246,10 @@ class Searcher:
                 cand.chunk.decay_ts, config=cfg.temporal_decay, now=now_ts, newest=newest
             ) * importance_multiplier(cand.chunk.importance)
             cand.order *= mult
-            cand.score = cand.order if hybrid else min(1.0, cand.order)
+            # Keyword-only: tanh maps the uncapped ranking score into 0..1 without the
+            # saturation of a cap (most good matches would all print 1.000) and keeps
+            # its order; tanh(x) ~ x below 0.5, so low thresholds keep their meaning.
+            cand.score = cand.order if hybrid else math.tanh(cand.order)
 
         ordered = sorted(cands.values(), key=lambda c: (-c.order, -c.score, c.chunk.rowid))
         if cfg.mmr.enabled:
@@ -278,8 +282,8 @@ class Searcher:
 
         The reported score is this ranking score (after decay and importance), so printed
         scores follow the printed order (up to MMR's diversity swaps) and ``min_score``
-        filters on what the user sees. Keyword-only: the boosted keyword score (uncapped
-        for ranking, reported capped at 1). Hybrid: depends on the fusion method
+        filters on what the user sees. Keyword-only: the boosted keyword score (reported
+        as ``tanh`` of it, which keeps the order and never saturates). Hybrid: depends on the fusion method
         (``normalized`` scores are relative to this query's candidates; ``weighted`` is the
         reference's weighted sum; ``rrf`` is rescaled so a first place on both legs is 1).
         """
