@@ -119,7 +119,18 @@ def main() -> None:
         med, worst, code = median_of([*memmw, "status"], env, args.runs)
         rows.append(("memmw status", med, worst, code))
         if args.baseline:
-            base_env = dict(env, PYTHONPATH=str(Path(args.baseline).resolve()))
+            # Its own state folder, keyword-indexed with vectors pending by its own code
+            # (index identities differ between versions).
+            base_env = dict(
+                env,
+                PYTHONPATH=str(Path(args.baseline).resolve()),
+                MEMMW_STATE_DIR=str(Path(tmp) / "baseline-state"),
+            )
+            subprocess.run(
+                [sys.executable, "-c",
+                 "import memmw; m = memmw.Memory(); m.sync(embeddings='skip'); m.close()"],
+                env=base_env, check=True, timeout=600,
+            )
             med, worst, code = median_of(
                 [sys.executable, "-m", "memmw", "search", QUERIES[0]], base_env,
                 args.baseline_runs,
