@@ -103,3 +103,53 @@ def test_mcp_server_over_stdio(tmp_path: Path) -> None:
     assert is_error and "minScore" in bad["error"]
     assert seen["missing"]["status"] == "not_found"
     assert (ws / "memory" / "2026-01-05.md").read_text(encoding="utf-8").endswith("heron.\n")
+
+
+def test_mcp_server_over_streamable_http(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import time
+
+    from mcp.client.streamable_http import streamable_http_client
+
+    ws = _workspace(tmp_path / "ws")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMMW")}
+    env.update(PYTHONPATH=str(ROOT), HOME=str(tmp_path / "home"), MEMMW__PROVIDER="none")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memmw", "mcp", "--http", "--port", str(port), "-w", str(ws),
+         "--state-dir", str(tmp_path / "st")],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while True:  # wait for the port to accept connections
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline, "server did not start"
+                time.sleep(0.2)
+
+        async def drive() -> tuple[list[str], dict[str, Any]]:
+            url = f"http://127.0.0.1:{port}/mcp"
+            with anyio.fail_after(60):
+                async with streamable_http_client(url) as streams, ClientSession(
+                    streams[0], streams[1]
+                ) as session:
+                    await session.initialize()
+                    tools = await session.list_tools()
+                    found = await session.call_tool("memory_search", {"query": "gateway"})
+                    return [t.name for t in tools.tools], _payload(found)
+
+        names, found = anyio.run(drive)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stderr:
+            proc.stderr.close()
+    assert names == ["memory_search", "memory_get", "memory_append"]
+    assert found["results"][0]["path"] == "MEMORY.md"

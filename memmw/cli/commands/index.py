@@ -44,7 +44,8 @@ because the provider failed, or the fallback provider took over).
 
 
 class _Bars:
-    """click progress bars created on the first callback (the total is known then)."""
+    """click progress bars (ETA included) created on the first callback, when the total is
+    known, and finished before the next line is printed."""
 
     def __init__(self, stack: ExitStack) -> None:
         self._stack = stack
@@ -56,17 +57,20 @@ class _Bars:
         if bar is None:
             if total <= 0:
                 return
-            bar = self._stack.enter_context(
-                click.progressbar(
-                    length=total, label=label, show_eta=True, show_pos=True, file=None
-                )
-            )
+            bar = click.progressbar(length=total, label=label, show_eta=True, show_pos=True)
+            bar.__enter__()
+            self._stack.callback(self.finish, name)
             self._bars[name] = bar
             self._done[name] = 0
         step = done - self._done[name]
         if step > 0:
             bar.update(step)
             self._done[name] = done
+
+    def finish(self, name: str) -> None:
+        bar = self._bars.pop(name, None)
+        if bar is not None:
+            bar.__exit__(None, None, None)
 
 
 def _lock_busy(mem: Memory) -> bool:
@@ -79,6 +83,17 @@ def _lock_busy(mem: Memory) -> bool:
             return False
     except TimeoutError:
         return True
+
+
+def _pending(mem: Memory) -> int:
+    from memmw.index.db import connect
+    from memmw.index.vectors import pending_count
+
+    conn = connect(mem.db_path)
+    try:
+        return int(pending_count(conn))
+    finally:
+        conn.close()
 
 
 def report_dict(report: SyncReport) -> dict[str, Any]:
@@ -139,6 +154,8 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
             if bars
             else None,
         )
+        if bars is not None:
+            bars.finish("files")
         waited = max(0.0, time.perf_counter() - t0 - report.seconds)
         sync_seconds = time.perf_counter() - t0
         if not s.json:
@@ -148,13 +165,17 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
         embed_error: str | None = None
         if not no_embed and mem.provider is not None:
             t1 = time.perf_counter()
-            if not bars_on and not s.json:
-                info(f"Embedding pending chunks with {mem.provider.id} ({mem.provider.model})...")
+            todo = _pending(mem)
+            if todo and not bars_on and not s.json:
+                info(f"Embedding {todo} pending chunks with {mem.provider.id} "
+                     f"({mem.provider.model})...")
             backfill = mem.embed_pending(
                 progress=(lambda d, t: bars.update("embed", "Embedding      ", d, t))
                 if bars
                 else None
             )
+            if bars is not None:
+                bars.finish("embed")
             embed_seconds = time.perf_counter() - t1
             if backfill is not None:
                 embedded = backfill.embedded

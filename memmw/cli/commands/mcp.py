@@ -34,6 +34,12 @@ def mcp(mem: Memory, use_http: bool, host: str, port: int) -> int:
 
     from memmw import mcpserver
 
+    if use_http and host not in mcpserver.LOOPBACK:
+        raise click.BadParameter(
+            f"{host!r}: only a loopback address (127.0.0.1, ::1, localhost) is served; the "
+            "tools read and write the workspace and have no authentication",
+            param_hint="--host",
+        )
     mcpserver.build_server(mem)  # fails early, with one line, when mcp is not installed
     fresh = mcpserver.keep_fresh(mem)
     if use_http:
