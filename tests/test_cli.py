@@ -471,3 +471,11 @@ def test_python_dash_m_memmw(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "memmw", "--version"], capture_output=True,
                           text=True, env=subprocess_env(tmp_path), timeout=60)
     assert proc.returncode == 0 and proc.stdout.startswith("memmw ")
+
+
+def test_a_heading_never_answers_alone(capsys: pytest.CaptureFixture[str], ws: Path) -> None:
+    # "# User" used to be a 7-character chunk of its own that outranked the entry below it.
+    code, data = run_json(capsys, "search", "-w", str(ws), "does the user have any food allergies?")
+    top = data["results"][0]  # type: ignore[index]
+    assert code == EXIT_OK and top["path"] == "USER.md"
+    assert "# User" in top["snippet"] and "Allergic to peanuts" in top["snippet"]
