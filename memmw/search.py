@@ -315,6 +315,10 @@ class Searcher:
         so a weighted sum of raw scores lets cosine alone decide. Each leg is rescaled over
         its own candidates (its weakest candidate maps to 0, like a chunk it did not find)
         so both legs use their whole 0..1 range; a chunk both legs found gets both parts.
+        Each leg's range is then scaled by its best absolute score (capped keyword score,
+        calibrated cosine), so the fused score stays an absolute one: a query nothing
+        matches well scores low and ``min_score`` still filters it, and a leg's best
+        candidate scores exactly what the reference's weighted sum gives it.
         """
         hy = self.config.query.hybrid
 
@@ -329,8 +333,10 @@ class Searcher:
 
         text = scaled([c.keyword_raw if c.text_score is not None else None for c in cands])
         vec = scaled([c.vector_score for c in cands])
+        t_best = max((c.text_score for c in cands if c.text_score is not None), default=0.0)
+        v_best = max((c.vector_score for c in cands if c.vector_score is not None), default=0.0)
         for c, t, v in zip(cands, text, vec, strict=True):
-            c.order = hy.vector_weight * v + hy.text_weight * t
+            c.order = hy.vector_weight * v * v_best + hy.text_weight * t * t_best
 
     def _hit(self, cand: _Candidate, q_terms: list[str], idf: Callable[[str], float]) -> SearchHit:
         chunk = cand.chunk

@@ -152,7 +152,7 @@ def test_completion_prints_a_script(capsys: pytest.CaptureFixture[str]) -> None:
 def test_index_reports_honest_time_and_json(capsys: pytest.CaptureFixture[str], ws: Path) -> None:
     code, _out, err = run(capsys, "index", "-w", str(ws))
     assert code == EXIT_OK
-    assert re.search(r"Indexed \(full rebuild, no-index\): 3 added.*; \d+\.\d\ds", err)
+    assert re.search(r"Indexed: full rebuild \(no-index\); 3 added.*; \d+\.\d\ds", err)
     assert "Done in" in err
     code, data = run_json(capsys, "index", "-w", str(ws))
     assert code == EXIT_OK

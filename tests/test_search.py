@@ -405,10 +405,11 @@ def test_normalized_fusion_rescales_each_leg_over_its_own_candidates() -> None:
     vector_only = cand(3, None, 0.86)
     weak = cand(4, 1.2, 0.78)
     Searcher(config)._score([both, keyword_only, vector_only, weak], hybrid=True)
+    # Each leg's 0..1 range is scaled by its best absolute score (keyword 1.0, cosine 0.86).
     assert [round(c.order, 3) for c in (both, keyword_only, vector_only, weak)] == [
-        round(0.5 * (0.07 / 0.08) + 0.5 * (0.6 / 0.7), 3),
+        round(0.5 * (0.07 / 0.08) * 0.86 + 0.5 * (0.6 / 0.7), 3),
         0.5,
-        0.5,
+        0.43,
         0.0,
     ]
     assert both.order > keyword_only.order  # strong on both legs beats the best of one leg
@@ -420,4 +421,7 @@ def test_normalized_fusion_rescales_each_leg_over_its_own_candidates() -> None:
     Searcher(classic)._score([strong_kw, strong_cos], hybrid=True)
     assert strong_cos.order > strong_kw.order
     Searcher(config)._score([strong_kw, strong_cos], hybrid=True)
-    assert strong_kw.order == pytest.approx(strong_cos.order)  # each leg wins one
+    # Each leg wins one part; the keyword leg's best is 1.0 while the cosine leg's is 0.84,
+    # so the much better keyword match now ranks first.
+    assert strong_kw.order == pytest.approx(0.5)
+    assert strong_cos.order == pytest.approx(0.5 * 0.84)

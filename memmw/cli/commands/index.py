@@ -113,9 +113,9 @@ def report_dict(report: SyncReport) -> dict[str, Any]:
 
 
 def _report_line(report: SyncReport, seconds: float) -> str:
-    kind = f"full rebuild, {report.reason}" if report.full_rebuild else "incremental"
+    kind = f"full rebuild ({report.reason})" if report.full_rebuild else "incremental"
     return (
-        f"Indexed ({kind}): {report.files_added} added, {report.files_changed} changed, "
+        f"Indexed: {kind}; {report.files_added} added, {report.files_changed} changed, "
         f"{report.files_removed} removed, {report.files_unchanged} unchanged; "
         f"{report.chunks_total} chunks; {seconds:.2f}s"
     )
