@@ -134,8 +134,16 @@ def global_options(func: F) -> F:
             "--quiet, INFO with --verbose].",
         ),
     ]
+    # Collect them on a scratch function and put them first in click's (reversed) list,
+    # so --help shows the command's own options before the global ones.
+    def scratch() -> None:
+        pass
+
+    holder: Callable[..., Any] = scratch
     for option in reversed(options):
-        func = option(func)
+        holder = option(holder)
+    own = list(getattr(func, "__click_params__", []))
+    func.__click_params__ = [*holder.__click_params__, *own]  # type: ignore[attr-defined]
     return func
 
 

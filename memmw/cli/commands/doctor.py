@@ -84,8 +84,20 @@ def _inotify_check(workspace: Path) -> Check:
             "sudo sysctl fs.inotify.max_user_watches=524288 (and add it to /etc/sysctl.conf); "
             "without watches 'memmw watch' polls and searches sync on demand",
         )
+    instances_file = Path("/proc/sys/fs/inotify/max_user_instances")
+    try:
+        instances = int(instances_file.read_text().strip())
+    except (OSError, ValueError):
+        instances = None
+    if instances is not None and instances < 128:
+        return Check(
+            "file watches", "warn",
+            f"fs.inotify.max_user_instances is {instances}: each watching process (an agent, "
+            "'memmw watch', 'memmw mcp') needs one, and editors use many",
+            "sudo sysctl fs.inotify.max_user_instances=512",
+        )
     return Check("file watches", "ok", f"fs.inotify.max_user_watches {limit}, "
-                 f"{folders} folders to watch")
+                 f"max_user_instances {instances}, {folders} folders to watch")
 
 
 def _state_check(state_dir: Path) -> Check:
