@@ -61,7 +61,11 @@ def make_workspace(root: Path, files: int, seed: int = 7) -> None:
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
     started = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    # Run from the workspace: ``python -m`` puts the working folder first on sys.path, so
+    # running from a source tree would import that tree's memmw instead of PYTHONPATH's.
+    proc = subprocess.run(
+        cmd, env=env, capture_output=True, text=True, timeout=600, cwd=env["MEMMW_WORKSPACE"]
+    )
     return time.perf_counter() - started, proc
 
 
@@ -140,7 +144,7 @@ def main() -> None:
             subprocess.run(
                 [sys.executable, "-c",
                  "import memmw; m = memmw.Memory(); m.sync(embeddings='skip'); m.close()"],
-                env=base_env, check=True, timeout=600,
+                env=base_env, check=True, timeout=600, cwd=ws,
             )
             med, worst, code = median_of(
                 [sys.executable, "-m", "memmw", "search", QUERIES[0]], base_env,
