@@ -218,7 +218,10 @@ class Memory:
         if conn is None:
             if not self.db_path.exists():
                 return
-            conn = connect(self.db_path)
+            try:
+                conn = connect(self.db_path)
+            except sqlite3.DatabaseError:  # damaged: the sync moves it aside and rebuilds
+                return
             try:
                 self._check_workspace(conn)
             finally:
@@ -226,7 +229,7 @@ class Memory:
             return
         try:
             row = conn.execute("SELECT value FROM meta WHERE key='workspace'").fetchone()
-        except sqlite3.OperationalError:  # no meta table yet: a new index
+        except sqlite3.DatabaseError:  # no meta table yet (a new index), or damaged
             return
         mine = str(self.workspace.resolve())
         if row is not None and row[0] != mine:
