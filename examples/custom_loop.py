@@ -46,7 +46,9 @@ def scripted_model(
             ],
         }
     if last["role"] == "tool":
-        return "From memory: " + str(last["content"]).split('"snippet": ')[1].split("\\n")[0]
+        snippet = str(last["content"]).split('"snippet": "')[1]
+        lines = [ln for ln in snippet.split("\\n") if ln.strip() and not ln.startswith("#")]
+        return "From memory: " + (lines[0] if lines else snippet[:80])  # first non-heading line
     if "gateway" in str(last["content"]).lower():
         return {
             "content": "",

@@ -62,7 +62,8 @@ def policy(messages: list[BaseMessage]) -> AIMessage:
         )
     if isinstance(last, ToolMessage):
         snippet = last.artifact["results"][0]["snippet"] if last.artifact else last.text
-        return AIMessage("From memory: " + snippet.splitlines()[0])
+        lines = [ln for ln in snippet.splitlines() if ln.strip() and not ln.startswith("#")]
+        return AIMessage("From memory: " + (lines[0] if lines else snippet))
     if isinstance(last, HumanMessage) and "gateway" in last.text.lower():
         return AIMessage(
             "",

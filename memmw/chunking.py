@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from memmw.text import weight
 
 #: Bumped whenever chunk boundaries or text change for the same input (index identity).
-CHUNKING_VERSION = 4
+CHUNKING_VERSION = 5
 
 _ENTRY_START = re.compile(r"^(?:- |#{1,6}(?:\s|$))")
+_HEADING = re.compile(r"^#{1,6}(?:\s|$)")
 _CARRIER = re.compile(r"\s*<!--\s*(trigger|importance|project)\s*:\s*(.*?)\s*-->", re.IGNORECASE)
 
 
@@ -99,7 +100,9 @@ def chunk_text(
     an overlap of about ``overlap * 4`` weighted characters from the previous one. Lines
     longer than a chunk are split without breaking a code point. In ``per_entry`` mode
     (``MEMORY.md``/``USER.md``) every list item (``- ``) and heading starts a new chunk
-    with no overlap across entries, and importance annotations apply to their entry.
+    with no overlap across entries, and importance annotations apply to their entry; a
+    heading with no text of its own joins the entry under it, so a section title is
+    searched together with its first entry instead of as a chunk of its own.
 
     Args:
         text: File content; CRLF and CR line endings are normalised.
@@ -116,10 +119,17 @@ def chunk_text(
     segments: list[_Segment] = []
     entry = 0
     entry_importance: dict[int, int] = {}
+    # True while the current entry holds only headings and blank lines: the next entry
+    # joins it, so "# User" never stands alone as a chunk without the lines it titles.
+    headings_only = False
     for number, raw in enumerate(lines, start=1):
         line, importance = strip_carriers(raw)
         if per_entry and _ENTRY_START.match(line):
-            entry += 1
+            if not headings_only:
+                entry += 1
+            headings_only = _HEADING.match(line) is not None
+        elif line.strip():
+            headings_only = False
         if importance is not None and per_entry:
             entry_importance[entry] = max(importance, entry_importance.get(entry, 0))
         if line == "":

@@ -750,12 +750,25 @@ def _parse_env_value(raw: str) -> Any:
         return raw
 
 
-def resolve_state_dir(state_dir: str | os.PathLike[str] | None) -> Path:
-    """``state_dir`` if given, else ``$MEMMW_STATE_DIR``, else ``~/.memmw``."""
+def resolve_state_dir(
+    state_dir: str | os.PathLike[str] | None, workspace: str | os.PathLike[str] | None = None
+) -> Path:
+    """``state_dir`` if given, else ``$MEMMW_STATE_DIR``, else a folder of its own per workspace.
+
+    With no ``workspace`` the last fallback is ``~/.memmw`` (kept for callers that have
+    none); with one it is :func:`memmw.statedir.default_state_dir` under the platform's
+    user state directory, so two workspaces never share an index by accident.
+    """
     if state_dir is not None:
         return Path(state_dir).expanduser()
     env = os.environ.get("MEMMW_STATE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".memmw"
+    if env:
+        return Path(env).expanduser()
+    if workspace is not None:
+        from memmw.statedir import default_state_dir
+
+        return default_state_dir(workspace)
+    return Path.home() / ".memmw"
 
 
 def resolve_workspace(workspace: str | os.PathLike[str] | None) -> Path:

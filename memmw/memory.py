@@ -76,6 +76,9 @@ log = logging.getLogger(__name__)
 
 #: Providers reached over HTTP: their query embedding is bounded by one timeout.
 REMOTE_PROVIDERS = frozenset({"openai", "gemini"})
+
+#: Seconds ``close`` gives background embedding to reach a batch boundary.
+CLOSE_EMBED_GRACE_S = 0.5
 _AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -120,7 +123,9 @@ class Memory:
     Args:
         workspace: Folder holding ``MEMORY.md``, ``USER.md`` and ``memory/``
             (default ``$MEMMW_WORKSPACE``, else the current directory).
-        state_dir: Where derived state lives (default ``$MEMMW_STATE_DIR``, else ``~/.memmw``).
+        state_dir: Where derived state lives (default ``$MEMMW_STATE_DIR``, else a folder
+            of this workspace's own under the user state directory; see
+            :func:`memmw.statedir.default_state_dir`).
         agent_id: Names the index file; letters, digits, ``.``, ``_`` and ``-``.
         config: Settings; default loaded from ``<workspace>/memmw.toml`` and ``MEMMW__*``.
         config_file: Explicit TOML file to load when ``config`` is not given.
@@ -147,7 +152,7 @@ class Memory:
             )
         self.agent_id = agent_id
         self.config = config or MemoryConfig.load(workspace=self.workspace, config_file=config_file)
-        self.state_dir = resolve_state_dir(state_dir).absolute()
+        self.state_dir = resolve_state_dir(state_dir, self.workspace).absolute()
         self.db_path = default_db_path(self.state_dir, agent_id, self.config.store.path)
         transcripts = (
             sessions_dir(self.state_dir, agent_id) if "sessions" in self.config.sources else None
@@ -211,13 +216,20 @@ class Memory:
         self.close()
 
     def close(self) -> None:
-        """Close the index connection (stops the watcher, background syncs and embedding)."""
+        """Close the index connection (stops the watcher, background syncs and embedding).
+
+        Returns promptly: background embedding is abandoned at its next batch boundary
+        and the chunks it did not reach stay pending for a later run.
+        """
         self._freshness.close()
         self.graph_engine.close()
         self._stop.set()
         thread = self._backfill_thread
         if thread is not None:
-            thread.join(timeout=30)
+            # Never wait out background embedding: it stops at its next batch boundary,
+            # every batch is committed atomically, and whatever is left stays pending
+            # (keyword-searchable) for the next index run or long-lived process.
+            thread.join(timeout=CLOSE_EMBED_GRACE_S)
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
@@ -257,6 +269,11 @@ class Memory:
                 raise
             self.sync(embeddings="background")  # moves the damaged file aside, rebuilds
             conn = self._open_reader()
+        try:
+            self._check_workspace(conn)
+        except BaseException:
+            conn.close()
+            raise
         self._conn, self._conn_inode = conn, os.stat(self.db_path).st_ino
         self._conn_shm = self._shm_inode()
         return conn
@@ -284,6 +301,50 @@ class Memory:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.close()
             self._conn = None
+
+    def _check_workspace(self, conn: sqlite3.Connection | None = None) -> None:
+        """Refuse an index that was built for another workspace (never re-point it).
+
+        Raises:
+            ConfigError: the index records a different workspace folder.
+        """
+        if conn is None:
+            if not self.db_path.exists():
+                return
+            try:
+                conn = connect(self.db_path)
+            except sqlite3.DatabaseError:  # damaged: the sync moves it aside and rebuilds
+                return
+            try:
+                self._check_workspace(conn)
+            finally:
+                conn.close()
+            return
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key='workspace'").fetchone()
+        except sqlite3.DatabaseError:  # no meta table yet (a new index), or damaged
+            return
+        mine = str(self.workspace.resolve())
+        if row is not None and row[0] != mine:
+            raise ConfigError(
+                f"the index {self.db_path} was built for the workspace {row[0]}, not {mine}; "
+                "leave the state folder unset (each workspace then gets its own), choose "
+                "another one (--state-dir / MEMMW_STATE_DIR / store.path), or delete this "
+                "index with 'memmw reset' to rebuild it for this workspace"
+            )
+
+    def _record_workspace(self) -> None:
+        """Record which workspace the index belongs to (checked by later opens)."""
+        mine = str(self.workspace.resolve())
+        with exclusive_lock(self._indexer.lock_path):
+            conn = connect(self.db_path)
+            try:
+                store = IndexStore(conn)
+                if store.get_meta("workspace") != mine:
+                    with transaction(conn):
+                        store.set_meta("workspace", mine)
+            finally:
+                conn.close()
 
     def _published(self) -> bool:
         """True once an index has been built (its identity is recorded)."""
@@ -374,11 +435,21 @@ class Memory:
             cache_enabled=self.config.cache.enabled,
             cache_max_entries=self.config.cache.max_entries,
         )
+        switches = getattr(provider, "generation", 0)
         with self._embed_lock:  # one backfill at a time in this process
             report = backfill.run(progress=progress, should_stop=self._stop.is_set)
         self._backfill_report = report
         if report.dims:
             self._record_dims(report.dims)
+        if getattr(provider, "generation", 0) != switches and not self._stop.is_set():
+            # The fallback took over mid-run: the index belongs to the failed provider's
+            # model, so rebuild it for the fallback's and embed again (the cache makes a
+            # repeat cheap). One retry: a second switch cannot happen (it is sticky).
+            log.warning(
+                "embedding provider switched to %s; re-indexing for its vectors", provider.id
+            )
+            self.sync(embeddings="skip")
+            return self.embed_pending(progress=progress)
         return report
 
     def _record_dims(self, dims: int) -> None:
@@ -431,9 +502,11 @@ class Memory:
                 thread (search uses what is ready), ``skip`` leaves them pending.
             embed_progress: Optional ``(done, total)`` callback while embedding (``wait``).
         """
+        self._check_workspace()
         self._indexer.provider = self._provider_identity()
         mark = self._freshness.sync_started()
         report = self._indexer.sync(force=force, progress=progress)
+        self._record_workspace()
         self._freshness.sync_finished(mark)
         if embeddings == "wait":
             backfill = self.embed_pending(progress=embed_progress)
@@ -455,7 +528,9 @@ class Memory:
         Args:
             query: Free text; any characters are safe.
             max_results: Default ``query.max_results`` (6).
-            min_score: Default ``query.min_score`` (0.35); keyword hits below it still fill
+            min_score: Keep only hits whose score (the ranking score, 0..1) is at least
+                this; out-of-range values raise ``ConfigError``. When None, the default
+                ``query.min_score`` (0.35) applies and keyword hits below it still fill
                 empty slots (the reference's keyword relaxation).
         """
         return self._search(query, max_results, min_score).hits
@@ -552,6 +627,21 @@ class Memory:
             return None, None
         raw = store.get_meta("identity")
         identity = json.loads(raw) if raw else {}
+        early: list[float] | None = None
+        if (
+            identity.get("provider") not in (None, provider.id)
+            and getattr(provider, "generation", None) == 0
+            and identity.get("vectorDims")
+        ):
+            # The index may have been embedded by the fallback after the primary failed
+            # in an earlier process: embedding the query tries the primary and switches.
+            try:
+                early = self._embed_query(provider, self._provider_breaker(provider), query)
+            except Exception as exc:
+                log.warning(
+                    "query embedding failed; keyword-only results: %s", redact_secrets(str(exc))
+                )
+                return None, f"embedding provider failed ({type(exc).__name__}); keyword-only results"
         if identity.get("model") != provider.model or identity.get("provider") != provider.id:
             # The provider switched (fallback) since the index was built: never mix two
             # models' vectors; the next sync rebuilds.
@@ -582,7 +672,10 @@ class Memory:
                 return None, None
         breaker = self._provider_breaker(provider)
         try:
-            qvec = np.asarray(self._embed_query(provider, breaker, query), dtype=np.float32)
+            qvec = np.asarray(
+                early if early is not None else self._embed_query(provider, breaker, query),
+                dtype=np.float32,
+            )
         except CircuitOpenError:
             # Fail fast: a hung provider must not stall every search for its retry budget.
             return (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import sqlite3
 import threading
 import time
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memmw.config import MemoryConfig, candidate_count
+from memmw.errors import ConfigError
 from memmw.index.store import ChunkRow, IndexStore
 from memmw.index.vectors import VectorMatrix, load_vectors
 from memmw.keyword import KeywordHit, KeywordMatrix, bm25_to_score, fts_search
@@ -212,7 +214,9 @@ class Searcher:
         """
         cfg = self.config.query
         limit = max_results if max_results is not None else cfg.max_results
-        threshold = cfg.min_score if min_score is None else min(1.0, max(0.0, min_score))
+        if min_score is not None and not 0.0 <= min_score <= 1.0:
+            raise ConfigError(f"min_score must be between 0 and 1; got {min_score}")
+        threshold = cfg.min_score if min_score is None else min_score
         srcs = tuple(sources or self.config.sources)
         mode = "hybrid" if vector_leg is not None else "fts-only"
         q_terms = query_terms(query)
@@ -255,8 +259,11 @@ class Searcher:
             mult = decay_multiplier(
                 cand.chunk.decay_ts, config=cfg.temporal_decay, now=now_ts, newest=newest
             ) * importance_multiplier(cand.chunk.importance)
-            cand.score *= mult
             cand.order *= mult
+            # Keyword-only: tanh maps the uncapped ranking score into 0..1 without the
+            # saturation of a cap (most good matches would all print 1.000) and keeps
+            # its order; tanh(x) ~ x below 0.5, so low thresholds keep their meaning.
+            cand.score = cand.order if hybrid else math.tanh(cand.order)
 
         ordered = sorted(cands.values(), key=lambda c: (-c.order, -c.score, c.chunk.rowid))
         if cfg.mmr.enabled:
@@ -267,10 +274,13 @@ class Searcher:
                 cfg.mmr.lambda_,
             )
         strict = [c for c in ordered if c.score >= threshold]
-        # Keyword relaxation: a pure keyword hit can never pass a 0.35 threshold on a
-        # weighted score, so keyword-leg hits below it fill the remaining slots.
-        spare = [c for c in ordered if c.score < threshold and c.text_score is not None]
-        chosen = (strict + spare)[:limit]
+        if min_score is None:
+            # Keyword relaxation, for the default threshold only: a pure keyword hit can
+            # never pass 0.35 on a weighted score, so keyword-leg hits below it fill the
+            # remaining slots. An explicit min_score is a strict filter.
+            spare = [c for c in ordered if c.score < threshold and c.text_score is not None]
+            strict = strict + spare
+        chosen = strict[:limit]
         # Snippets weigh the query's terms by idf; compute each once per search.
         weights = {
             t: (matrix.idf(t) if matrix is not None and matrix.n_docs else 1.0) for t in q_terms
@@ -282,33 +292,35 @@ class Searcher:
         return SearchOutcome([self._hit(c, q_terms, idf) for c in chosen], mode)
 
     def _score(self, cands: list[_Candidate], *, hybrid: bool) -> None:
-        """Set each candidate's reported ``score`` and the ``order`` it is ranked by.
+        """Set the ``order`` each candidate is ranked by (0..1 in hybrid mode).
 
-        Keyword-only: the capped boosted score is reported, the uncapped one ranks. Hybrid:
-        the reported score is the reference's weighted sum (thresholds keep their meaning)
-        and the order depends on the fusion method.
+        The reported score is this ranking score (after decay and importance), so printed
+        scores follow the printed order (up to MMR's diversity swaps) and ``min_score``
+        filters on what the user sees. Keyword-only: the boosted keyword score (reported
+        as ``tanh`` of it, which keeps the order and never saturates). Hybrid: depends on the fusion method
+        (``normalized`` scores are relative to this query's candidates; ``weighted`` is the
+        reference's weighted sum; ``rrf`` is rescaled so a first place on both legs is 1).
         """
         hy = self.config.query.hybrid
         if not hybrid:
             for c in cands:
-                c.score, c.order = c.text_score or 0.0, c.keyword_raw
+                c.order = c.keyword_raw
             return
-        for c in cands:
-            c.score = hy.vector_weight * (c.vector_score or 0.0) + hy.text_weight * (
-                c.text_score or 0.0
-            )
         if hy.fusion == "normalized":
             self._order_normalized(cands)
         elif hy.fusion == "rrf":
+            best = (hy.vector_weight + hy.text_weight) / (hy.rrf_k + 1)
             for c in cands:
                 c.order = sum(
                     w / (hy.rrf_k + r + 1)
                     for w, r in ((hy.vector_weight, c.vector_rank), (hy.text_weight, c.text_rank))
                     if r is not None
-                )
+                ) / best
         else:
             for c in cands:
-                c.order = c.score
+                c.order = hy.vector_weight * (c.vector_score or 0.0) + hy.text_weight * (
+                    c.text_score or 0.0
+                )
 
     def _order_normalized(self, cands: list[_Candidate]) -> None:
         """Min-max normalise each leg over the candidates it found, then weight them.
@@ -317,6 +329,10 @@ class Searcher:
         so a weighted sum of raw scores lets cosine alone decide. Each leg is rescaled over
         its own candidates (its weakest candidate maps to 0, like a chunk it did not find)
         so both legs use their whole 0..1 range; a chunk both legs found gets both parts.
+        Each leg's range is then scaled by its best absolute score (capped keyword score,
+        calibrated cosine), so the fused score stays an absolute one: a query nothing
+        matches well scores low and ``min_score`` still filters it, and a leg's best
+        candidate scores exactly what the reference's weighted sum gives it.
         """
         hy = self.config.query.hybrid
 
@@ -331,8 +347,10 @@ class Searcher:
 
         text = scaled([c.keyword_raw if c.text_score is not None else None for c in cands])
         vec = scaled([c.vector_score for c in cands])
+        t_best = max((c.text_score for c in cands if c.text_score is not None), default=0.0)
+        v_best = max((c.vector_score for c in cands if c.vector_score is not None), default=0.0)
         for c, t, v in zip(cands, text, vec, strict=True):
-            c.order = hy.vector_weight * v + hy.text_weight * t
+            c.order = hy.vector_weight * v * v_best + hy.text_weight * t * t_best
 
     def _hit(self, cand: _Candidate, q_terms: list[str], idf: Callable[[str], float]) -> SearchHit:
         chunk = cand.chunk

@@ -54,6 +54,7 @@ class MemoryBackend(Protocol):
         query: str,
         max_results: int | None = None,
         min_score: float | None = None,
+        *,
         citations: bool = True,
     ) -> dict[str, Any]:
         """Search and return the full ``memory_search`` success payload."""
@@ -263,8 +264,8 @@ def search_tool_payload(
         payload["warning"] = "Session transcripts are not indexed for this agent."
         payload["action"] = "Add 'sessions' to memory sources to search past transcripts."
         return payload
-    if min_score is not None:
-        min_score = min(1.0, max(0.0, min_score))
+    if min_score is not None and not 0.0 <= min_score <= 1.0:
+        return {"results": [], "error": f"minScore must be between 0 and 1; got {min_score:g}"}
     assert query is not None
     wanted = max_results or memory.config.query.max_results
     try:
@@ -438,7 +439,8 @@ def search_schema() -> dict[str, Any]:
                 "type": "number",
                 "minimum": 0,
                 "maximum": 1,
-                "description": "Drop results scoring below this (0..1).",
+                "description": "Keep only results scoring at least this (0..1); by default "
+                "weaker keyword matches fill empty slots.",
             },
             "corpus": {
                 "type": "string",

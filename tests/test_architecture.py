@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "memmw.timeutil": 0,
     "memmw.sessions": 0,
     "memmw.redaction": 0,
+    "memmw.statedir": 0,
     # workspace, text
     "memmw.workspace": 1,
     "memmw.text": 1,
@@ -60,6 +61,7 @@ LAYERS: dict[str, int] = {
     "memmw.middleware": 7,
     "memmw.adapters": 7,
     "memmw.cli": 7,
+    "memmw.mcpserver": 7,
     "memmw.__main__": 7,
     "memmw": 7,
 }

@@ -133,15 +133,26 @@ plain line <!-- importance: 3 --> <!-- trigger: cats -->
 
 def test_per_entry_mode_starts_a_chunk_at_each_entry() -> None:
     chunks = chunk_text(MEMORY_MD, per_entry=True)
-    assert spans(chunks) == [(1, 1), (2, 3), (4, 4), (5, 7), (8, 8)]
+    # "# Facts" has no text of its own: it joins the entry under it.
+    assert spans(chunks) == [(1, 3), (4, 4), (5, 7), (8, 8)]
     assert [c.text for c in chunks] == [
-        "# Facts",
-        "- Alpha fact\n  continued on a second line",
+        "# Facts\n- Alpha fact\n  continued on a second line",
         "- Beta fact",
         "## Section\nplain line\n#hashtag is not a heading",
         "- Gamma",
     ]
-    assert [c.importance for c in chunks] == [None, None, 8, 3, 10]
+    assert [c.importance for c in chunks] == [None, 8, 3, 10]
+
+
+def test_heading_only_entries_carry_their_section_into_the_next_entry() -> None:
+    text = "# User\n\n## Health\n- Allergic to peanuts.\n- Prefers tea.\n# Empty\n"
+    chunks = chunk_text(text, per_entry=True)
+    assert [c.text for c in chunks] == [
+        "# User\n\n## Health\n- Allergic to peanuts.",
+        "- Prefers tea.",
+        "# Empty",  # a heading with nothing under it stays (nothing to join)
+    ]
+    assert spans(chunks) == [(1, 4), (5, 5), (6, 6)]
 
 
 def test_per_entry_mode_has_no_overlap_across_entries() -> None:
@@ -177,4 +188,4 @@ def test_strip_carriers() -> None:
 
 
 def test_chunking_version_is_the_per_entry_one() -> None:
-    assert CHUNKING_VERSION == 4
+    assert CHUNKING_VERSION == 5

@@ -326,7 +326,7 @@ def test_cli_watch_exits_cleanly_on_ctrl_c(ws: Path, tmp_path: Path, watchdog_in
                 [sys.executable, "-m", "memmw", "-w", str(ws), "--state-dir",
                  str(tmp_path / "st"), "search", "tapir"],
                 capture_output=True, text=True, env=env, cwd=REPO,
-            ).stdout.startswith("1.000 memory/2026-01-08.md"),
+            ).stdout.split("  ")[-1].startswith("memory/2026-01-08.md"),
             timeout=10, step=0.3,
         )
         assert found

@@ -197,7 +197,7 @@ def test_read_window_counts_utf16_units() -> None:
 def test_first_search_syncs(mem: Memory) -> None:
     assert not mem.db_path.exists()
     (hit,) = mem.search("gateway")
-    assert hit.citation == "MEMORY.md#L2"
+    assert hit.citation == "MEMORY.md#L1-L2"  # the entry with its section heading
     assert mem.db_path.exists()
 
 
@@ -209,12 +209,14 @@ def test_search_payload_keyword_only(mem: Memory) -> None:
     assert payload["citations"] == "on"
     (item,) = payload["results"]
     assert item["path"] == "MEMORY.md"
-    assert (item["startLine"], item["endLine"]) == (2, 2)
-    assert item["citation"] == "MEMORY.md#L2"
-    assert item["snippet"] == "- The gateway runs on port 8080.\n\nSource: MEMORY.md#L2"
+    assert (item["startLine"], item["endLine"]) == (1, 2)
+    assert item["citation"] == "MEMORY.md#L1-L2"
+    assert item["snippet"] == (
+        "# Facts\n- The gateway runs on port 8080.\n\nSource: MEMORY.md#L1-L2"
+    )
     assert "vectorScore" not in item
     plain = mem.search_payload("gateway port", citations=False)["results"][0]
-    assert plain["snippet"] == "- The gateway runs on port 8080."
+    assert plain["snippet"] == "# Facts\n- The gateway runs on port 8080."
     assert "citation" not in plain
 
 

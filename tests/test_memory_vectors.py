@@ -24,6 +24,7 @@ def write(path: Path, text: str) -> None:
 
 @pytest.fixture()
 def ws(tmp_path: Path) -> Path:
+    # 4 chunks: "# Facts" joins the first entry, the second entry, and the two notes.
     root = tmp_path / "ws"
     write(
         root / "MEMORY.md", "# Facts\n- The gateway runs on the Mac Studio.\n- Backups at 02:00.\n"
@@ -50,14 +51,14 @@ def count(db: Path, sql: str) -> int:
 def test_sync_embeds_and_search_is_hybrid(ws: Path, tmp_path: Path) -> None:
     with Memory(ws, tmp_path / "s", config=FAKE) as mem:
         report = mem.sync()
-        assert report.embedded == report.chunks_total == 5
+        assert report.embedded == report.chunks_total == 4
         payload = mem.search_payload("gateway Mac Studio")
         assert payload["mode"] == "hybrid"
         assert (payload["provider"], payload["model"]) == ("fake", fake(mem).model)
         top = payload["results"][0]
         assert top["path"] == "MEMORY.md" and top["vectorScore"] > 0 and top["textScore"] > 0
         status = mem.status().to_dict()
-        assert status["vector"]["vectors"] == 5 and status["vector"]["pending"] == 0
+        assert status["vector"]["vectors"] == 4 and status["vector"]["pending"] == 0
         assert status["vector"]["dims"] == 32 and status["custom"]["searchMode"] == "hybrid"
 
 
@@ -65,11 +66,11 @@ def test_provider_outage_keeps_the_index_and_catches_up_later(ws: Path, tmp_path
     with Memory(ws, tmp_path / "s", config=FAKE) as mem:
         fake(mem).fail()  # every call fails from now on
         report = mem.sync()
-        assert report.chunks_total == 5 and report.embedded == 0
+        assert report.chunks_total == 4 and report.embedded == 0
         # Keyword search works on the same index while vectors are missing.
         assert [h.path for h in mem.search("kubernetes migration")] == ["memory/2026-01-02.md"]
         status = mem.status().to_dict()["vector"]
-        assert status["pending"] == 5 and "ProviderError" in status["lastError"]
+        assert status["pending"] == 4 and "ProviderError" in status["lastError"]
         conn = sqlite3.connect(mem.db_path)
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         conn.close()
@@ -105,7 +106,7 @@ def test_forced_rebuild_reembeds_nothing_cached(ws: Path, tmp_path: Path) -> Non
         report = mem.sync(force=True)
         assert report.full_rebuild and report.embedded == 0
         assert fake(mem).texts_embedded == embedded
-        assert mem.status().to_dict()["vector"]["vectors"] == 5
+        assert mem.status().to_dict()["vector"]["vectors"] == 4
         write(ws / "memory" / "2026-01-04.md", "A new otter appeared.\n")
         assert mem.sync().embedded == 1  # only the new chunk
 
@@ -130,7 +131,7 @@ def test_cache_is_pruned_to_its_cap(ws: Path, tmp_path: Path) -> None:
     with Memory(ws, tmp_path / "s", config=config) as mem:
         mem.sync()
         assert count(mem.db_path, "SELECT COUNT(*) FROM embedding_cache") == 2
-        assert count(mem.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 5
+        assert count(mem.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 4
 
 
 @pytest.mark.optional
@@ -194,12 +195,14 @@ def test_runtime_fallback_switches_model_rebuilds_and_says_so(ws: Path, tmp_path
     try:
         config = MemoryConfig(provider="flaky", fallback="backup")
         with Memory(ws, tmp_path / "s", config=config) as mem:
-            assert mem.sync().embedded == 5  # the primary works at first
+            assert mem.sync().embedded == 4  # the primary works at first
             primary.fail()  # from now on every call fails (after its retries)
             write(ws / "memory" / "2026-01-04.md", "An otter appeared at dawn.\n")
-            mem.sync()  # the backfill hits the failure; the wrapper switches to backup
-            report = mem.sync()  # a new identity: rebuilt and embedded with the backup
-            assert report.full_rebuild and report.reason.startswith("identity:")
+            # The backfill hits the failure and the wrapper switches to backup: the index
+            # is rebuilt for the backup's identity and embedded again in the same call.
+            assert mem.sync().embedded > 0
+            assert count(mem.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 5
+            assert not mem.sync().full_rebuild  # nothing left to do
             payload = mem.search_payload("otter dawn")
             assert (payload["provider"], payload["model"]) == ("backup", "backup-v1")
             assert payload["fallback"]["from"] == primary.id  # the provider that failed

@@ -101,3 +101,32 @@ def test_query_terms_drop_stop_words_and_repeats() -> None:
 @pytest.mark.parametrize("word", ["the", "and", "的", "は", "이"])
 def test_stop_words_cover_several_languages(word: str) -> None:
     assert word in STOP_WORDS
+
+
+def test_terms_use_the_snowball_english_stemmer() -> None:
+    assert terms("painted painting paints paint") == ["paint"] * 4
+    assert terms("generously running allergies allergy") == [
+        "generous", "run", "allergi", "allergi",
+    ]
+    # Short words, identifiers and non-ASCII words keep their exact form.
+    assert terms("gas api_keys café résumés") == ["gas", "api_keys", "café", "résumés"]
+
+
+@pytest.mark.parametrize(
+    "question", ["When does Mila start at daycare?", "where were these dogs before having them"]
+)
+def test_query_stop_words_are_dropped_before_stemming(question: str) -> None:
+    # "does" would stem to "doe" and "before" to "befor": neither may become a term.
+    kept = query_terms(question)
+    assert not {"doe", "wher", "befor", "have", "these", "where"} & set(kept)
+
+
+def test_when_does_mila_start_keeps_only_content_terms() -> None:
+    assert query_terms("When does Mila start at daycare?") == ["mila", "start", "daycar"]
+
+
+def test_the_c_and_pure_python_snowball_stemmers_agree() -> None:
+    c_stemmer = pytest.importorskip("Stemmer").Stemmer("english")
+    english = pytest.importorskip("snowballstemmer.english_stemmer").EnglishStemmer()
+    words = "allergies generously painting daycare running happiness organizational".split()
+    assert [c_stemmer.stemWord(w) for w in words] == [english.stemWord(w) for w in words]

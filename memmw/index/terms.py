@@ -11,7 +11,7 @@ import numpy as np
 from memmw.text import terms
 
 #: Bumped when term extraction or packing changes (part of the index identity).
-TERMS_VERSION = 2
+TERMS_VERSION = 3
 
 #: One entry per distinct term of a chunk: 64-bit term hash and its count.
 ENTRY = np.dtype([("h", "<i8"), ("tf", "<u2")])

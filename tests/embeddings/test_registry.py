@@ -153,9 +153,25 @@ def test_auto_other_errors_are_fatal(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_auto_missing_key_skips(monkeypatch: pytest.MonkeyPatch, no_offline: None) -> None:
+    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
     register_provider("openai", _unavailable("no key", missing_key=True), replace=True)
     register_provider("gemini", _named("gemini"), replace=True)
     assert create_provider(MemoryConfig()).provider.id == "gemini"  # type: ignore[union-attr]
+
+
+def test_auto_never_builds_a_remote_provider_without_its_key(
+    monkeypatch: pytest.MonkeyPatch, no_offline: None
+) -> None:
+    # Building one imports its SDK (seconds); with no key it cannot be the user's choice.
+    for var in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+
+    def must_not_build(config: MemoryConfig) -> EmbeddingProvider:
+        raise AssertionError("auto built a remote provider without a key")
+
+    register_provider("openai", must_not_build, replace=True)
+    register_provider("gemini", must_not_build, replace=True)
+    assert create_provider(MemoryConfig()).provider is None
 
 
 # explicit choices
@@ -256,6 +272,7 @@ def test_auto_skips_a_provider_whose_sdk_is_missing_when_no_key_is_set(
 ) -> None:
     for var in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
     register_provider("openai", _unavailable("pip install 'memmw[openai]'"), replace=True)
     register_provider("gemini", _named("gemini"), replace=True)
     assert create_provider(MemoryConfig()).provider.id == "gemini"  # type: ignore[union-attr]

@@ -128,7 +128,7 @@ def test_first_sync_indexes_everything(ws: Path, tmp_path: Path) -> None:
         report = mem.sync()
         assert report.full_rebuild and report.reason == "no-index"
         assert (report.files_added, report.files_changed, report.files_removed) == (4, 0, 0)
-        assert report.chunks_total == report.chunks_indexed == 6  # 3 entries + 3 files
+        assert report.chunks_total == report.chunks_indexed == 5  # 2 entries + 3 files
         assert report.issues == ()
         assert report.seconds > 0
         assert mem.db_path == tmp_path / "state" / "memory" / "main.sqlite"
@@ -140,7 +140,7 @@ def test_first_sync_indexes_everything(ws: Path, tmp_path: Path) -> None:
         "memory/topics/garden.md",
     ]
     # FTS rows mirror chunks one to one.
-    assert db_rows(mem.db_path, "SELECT COUNT(*) FROM chunks_fts") == [(6,)]
+    assert db_rows(mem.db_path, "SELECT COUNT(*) FROM chunks_fts") == [(5,)]
 
 
 def test_incremental_sync_uses_sha256_per_file(ws: Path, tmp_path: Path) -> None:
@@ -166,7 +166,7 @@ def test_incremental_sync_uses_sha256_per_file(ws: Path, tmp_path: Path) -> None
         assert (report.files_added, report.files_changed, report.files_removed) == (1, 1, 1)
         assert report.files_unchanged == 2
         assert report.chunks_indexed == 2
-        assert report.chunks_total == 6
+        assert report.chunks_total == 5
         assert [h.path for h in mem.search("roses")] == ["memory/topics/garden.md"]
         assert [h.path for h in mem.search("Lisbon flights")] == ["memory/2026-01-04.md"]
         assert mem.search("backup cron") == []
@@ -216,9 +216,9 @@ def test_curated_files_are_chunked_per_entry(ws: Path, tmp_path: Path) -> None:
         rows = db_rows(
             mem.db_path, "SELECT start_line, end_line, text FROM chunks WHERE path='MEMORY.md' ORDER BY start_line"
         )
+    # The heading has no text of its own: it joins the entry under it.
     assert rows == [
-        (1, 1, "# Facts"),
-        (2, 2, "- The gateway runs on port 8080."),
+        (1, 2, "# Facts\n- The gateway runs on port 8080."),
         (3, 3, "- Alice prefers green tea."),
     ]
 
@@ -356,7 +356,7 @@ def test_forced_sync_is_a_full_rebuild_with_the_same_content(ws: Path, tmp_path:
         before = results(mem, QUERIES)
         report = mem.sync(force=True)
         assert report.full_rebuild and report.reason == "forced"
-        assert report.files_added == 4 and report.chunks_indexed == 6
+        assert report.files_added == 4 and report.chunks_indexed == 5
         assert results(mem, QUERIES) == before
 
 
@@ -365,7 +365,7 @@ def test_deleting_the_index_and_syncing_again_gives_the_same_results(ws: Path, t
     with open_memory(ws, state) as mem:
         mem.sync()
         before = results(mem, QUERIES)
-        assert before[0][0][0] == "MEMORY.md#L2"
+        assert before[0][0][0] == "MEMORY.md#L1-L2"
         db = mem.db_path
         # While this Memory is open: delete the files under it.
         for suffix in ("", "-wal", "-shm"):

@@ -1,0 +1,1 @@
+"""One module per ``memmw`` command; register new ones in ``memmw.cli.app.COMMANDS``."""

@@ -1,0 +1,223 @@
+"""``memmw index``: sync the index with the workspace and embed what is pending."""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from typing import Any
+
+import click
+
+from memmw.cli.common import (
+    EXIT_BUSY,
+    EXIT_DEGRADED,
+    EXIT_OK,
+    command,
+    emit_json,
+    info,
+    is_tty,
+    out,
+    settings,
+    with_memory,
+)
+from memmw.memory import Memory
+from memmw.types import SyncReport
+
+HELP = """Bring the index up to date with the workspace, then embed pending chunks.
+
+Unchanged files are skipped; a first run of a large workspace spends most of its time
+embedding (chunks are keyword-searchable as soon as the file pass ends). On a terminal a
+progress bar with an ETA is shown on stderr; elsewhere one line per phase with its
+elapsed time. When another memmw process is indexing the same index, this says so and
+waits (or exits 3 with --no-wait).
+
+\b
+Examples:
+  memmw index
+  memmw index --force          # rebuild everything (searches keep working meanwhile)
+  memmw index --no-embed       # keyword index only; vectors later
+  memmw index --json           # one JSON object with counts and timings
+
+Exit codes: 0 ok, 1 error, 3 busy, 4 degraded (files skipped, chunks left unembedded
+because the provider failed, or the fallback provider took over).
+"""
+
+
+class _Bars:
+    """click progress bars (ETA included) created on the first callback, when the total is
+    known, and finished before the next line is printed."""
+
+    def __init__(self, stack: ExitStack) -> None:
+        self._stack = stack
+        self._bars: dict[str, Any] = {}
+        self._done: dict[str, int] = {}
+
+    def update(self, name: str, label: str, done: int, total: int) -> None:
+        bar = self._bars.get(name)
+        if bar is None:
+            if total <= 0:
+                return
+            bar = click.progressbar(length=total, label=label, show_eta=True, show_pos=True)
+            bar.__enter__()
+            self._stack.callback(self.finish, name)
+            self._bars[name] = bar
+            self._done[name] = 0
+        step = done - self._done[name]
+        if step > 0:
+            bar.update(step)
+            self._done[name] = done
+
+    def finish(self, name: str) -> None:
+        bar = self._bars.pop(name, None)
+        if bar is not None:
+            bar.__exit__(None, None, None)
+
+
+def _lock_busy(mem: Memory) -> bool:
+    """True when another process holds the index's writer lock right now."""
+    from memmw.locks import exclusive_lock, lock_path_for
+
+    mem.db_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with exclusive_lock(lock_path_for(mem.db_path), timeout=0):
+            return False
+    except TimeoutError:
+        return True
+
+
+def _pending(mem: Memory) -> int:
+    from memmw.index.db import connect
+    from memmw.index.vectors import pending_count
+
+    conn = connect(mem.db_path)
+    try:
+        return int(pending_count(conn))
+    finally:
+        conn.close()
+
+
+def report_dict(report: SyncReport) -> dict[str, Any]:
+    """A :class:`SyncReport` as camelCase JSON data."""
+    return {
+        "fullRebuild": report.full_rebuild,
+        "reason": report.reason or None,
+        "filesAdded": report.files_added,
+        "filesChanged": report.files_changed,
+        "filesRemoved": report.files_removed,
+        "filesUnchanged": report.files_unchanged,
+        "chunksIndexed": report.chunks_indexed,
+        "chunksTotal": report.chunks_total,
+        "issues": [{"path": i.path, "reason": i.reason} for i in report.issues],
+        "seconds": round(report.seconds, 3),
+    }
+
+
+def _report_line(report: SyncReport, seconds: float) -> str:
+    kind = f"full rebuild ({report.reason})" if report.full_rebuild else "incremental"
+    return (
+        f"Indexed: {kind}; {report.files_added} added, {report.files_changed} changed, "
+        f"{report.files_removed} removed, {report.files_unchanged} unchanged; "
+        f"{report.chunks_total} chunks; {seconds:.2f}s"
+    )
+
+
+@command(name="index", help=HELP, short_help="Sync the index with the files and embed.")
+@click.option("--force", is_flag=True, help="Rebuild the whole index.")
+@click.option("--no-embed", is_flag=True, help="Skip embedding; chunks stay keyword-only.")
+@click.option("--no-wait", is_flag=True, help="Exit 3 at once if another process is indexing.")
+@with_memory(one_shot=False)
+def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
+    """Sync, embed, report."""
+    s = settings()
+    started = time.perf_counter()
+    if s.verbose:
+        info(f"workspace: {mem.workspace}")
+        info(f"index:     {mem.db_path}")
+        info(f"sources:   {', '.join(mem.config.sources)}; provider: {mem.config.provider}")
+    waited = 0.0
+    if _lock_busy(mem):
+        if no_wait:
+            out(f"memmw: busy: another memmw process is indexing {mem.db_path}", err=True)
+            return EXIT_BUSY
+        info(
+            f"Waiting for another memmw process that is indexing or embedding {mem.db_path} "
+            "(it holds the index's writer lock; Ctrl-C stops waiting)..."
+        )
+    bars_on = is_tty() and not s.quiet and not s.json
+    with ExitStack() as stack:
+        bars = _Bars(stack) if bars_on else None
+        t0 = time.perf_counter()
+        report = mem.sync(
+            force=force,
+            embeddings="skip",
+            progress=(lambda d, t, _p: bars.update("files", "Indexing files ", d, t))
+            if bars
+            else None,
+        )
+        if bars is not None:
+            bars.finish("files")
+        waited = max(0.0, time.perf_counter() - t0 - report.seconds)
+        sync_seconds = time.perf_counter() - t0
+        if not s.json:
+            info(_report_line(report, sync_seconds))
+        embed_seconds = 0.0
+        embedded = 0
+        embed_error: str | None = None
+        if not no_embed and mem.provider is not None:
+            t1 = time.perf_counter()
+            todo = _pending(mem)
+            if todo and not bars_on and not s.json:
+                info(f"Embedding {todo} pending chunks with {mem.provider.id} "
+                     f"({mem.provider.model})...")
+            backfill = mem.embed_pending(
+                progress=(lambda d, t: bars.update("embed", "Embedding      ", d, t))
+                if bars
+                else None
+            )
+            if bars is not None:
+                bars.finish("embed")
+            embed_seconds = time.perf_counter() - t1
+            if backfill is not None:
+                embedded = backfill.embedded
+                embed_error = backfill.error
+    vector = mem.status().details.get("vector", {})
+    pending = int(vector.get("pending") or 0)
+    provider = mem.provider
+    total = time.perf_counter() - started
+    fallback_from = getattr(provider, "fallback_from", None) or mem.selection.fallback_from
+    degraded = bool(report.issues) or bool(embed_error and pending) or bool(fallback_from)
+    if s.json:
+        emit_json(
+            {
+                "sync": report_dict(report),
+                "embedded": embedded,
+                "pendingVectors": pending,
+                "embedError": embed_error,
+                "fallbackFrom": fallback_from,
+                "provider": provider.id if provider is not None else "none",
+                "model": provider.model if provider is not None else "fts-only",
+                "dbPath": str(mem.db_path),
+                "waitedSeconds": round(waited, 3),
+                "syncSeconds": round(sync_seconds, 3),
+                "embedSeconds": round(embed_seconds, 3),
+                "elapsedSeconds": round(total, 3),
+            }
+        )
+    else:
+        if embedded and provider is not None:
+            info(f"Embedded {embedded} chunks with {provider.id} ({provider.model}); "
+                 f"{embed_seconds:.2f}s")
+        if pending:
+            why = embed_error or ("--no-embed" if no_embed else "provider unavailable")
+            out(
+                f"{pending} chunks have no vector yet ({why}); they are found by keyword "
+                "until an index run embeds them.",
+                err=True,
+            )
+        if fallback_from and provider is not None:
+            out(f"warning: {fallback_from} failed; the fallback {provider.id} embedded the index "
+                "(see 'memmw status')", err=True)
+        for issue in report.issues:
+            out(f"  skipped {issue.path}: {issue.reason}", err=True)
+        info(f"Done in {total:.2f}s.")
+    return EXIT_DEGRADED if degraded else EXIT_OK

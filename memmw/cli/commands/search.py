@@ -1,0 +1,119 @@
+"""``memmw search``: the memory_search tool from the command line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from memmw.cli.common import (
+    EXIT_DEGRADED,
+    EXIT_ERROR,
+    EXIT_OK,
+    command,
+    emit_json,
+    ensure_keyword_index,
+    info,
+    out,
+    settings,
+    with_memory,
+)
+from memmw.memory import Memory
+
+HELP = """Search memory; prints the best matching snippets with path:line citations.
+
+Returns as soon as the results are ready: it never waits for embedding. When files
+changed since the last index run, the keyword index is refreshed first (a fraction of a
+second); chunks without a vector yet are found by keyword only (run 'memmw index').
+
+\b
+Scores: each result's printed score is the score it was ranked by (0..1, higher is
+better; with MMR diversity on, a near-duplicate may follow a lower-scoring result).
+--min-score given explicitly keeps only results scoring at least that value. With the
+default threshold (query.min_score, 0.35) keyword matches below it still fill empty
+slots, so a keyword-only search always shows its best matches.
+
+\b
+Examples:
+  memmw search "does the user have food allergies"
+  memmw search gateway port --max-results 3
+  memmw search "deploy steps" --min-score 0.5 --json
+  memmw search "what did we decide" --corpus all     # notes and session transcripts
+
+Exit codes: 0 ok (also with no matches), 1 error, 4 degraded (the embedding provider
+failed and results are keyword-only, or the fallback provider answered).
+"""
+
+
+@command(name="search", help=HELP, short_help="Search memory (snippets with citations).")
+@click.argument("words", nargs=-1)
+@click.option("--query", "query_opt", metavar="TEXT", help="The query (instead of WORDS).")
+@click.option(
+    "--max-results", "-n", type=click.IntRange(min=1), metavar="N",
+    help="Most results to return [default: query.max_results, 6].",
+)
+@click.option(
+    "--min-score", type=click.FloatRange(0.0, 1.0), metavar="0..1",
+    help="Keep only results scoring at least this (strict; see Scores above).",
+)
+@click.option(
+    "--corpus", type=click.Choice(["memory", "sessions", "all"]), default="memory",
+    show_default=True, help="Notes, session transcripts, or both.",
+)
+@with_memory(one_shot=True)
+def search(
+    mem: Memory,
+    words: tuple[str, ...],
+    query_opt: str | None,
+    max_results: int | None,
+    min_score: float | None,
+    corpus: str,
+) -> int:
+    """Run the search and print the results."""
+    from memmw.tools import search_tool_payload
+
+    query = query_opt if query_opt is not None else " ".join(words)
+    if not query.strip():
+        raise click.UsageError("a query is required: memmw search 'what to look for'")
+    if ensure_keyword_index(mem):
+        info("(keyword index refreshed: files changed since the last index run)")
+    args: dict[str, Any] = {"query": query, "corpus": corpus}
+    if max_results is not None:
+        args["maxResults"] = max_results
+    if min_score is not None:
+        args["minScore"] = min_score
+    payload = search_tool_payload(mem, args, citations=True)
+    if settings().json:
+        emit_json(payload)
+    else:
+        _print_text(payload)
+    if payload.get("error") and not payload.get("results"):
+        return EXIT_ERROR if not payload.get("unavailable") else EXIT_DEGRADED
+    return EXIT_DEGRADED if payload.get("warning") or payload.get("fallback") else EXIT_OK
+
+
+def _print_text(payload: dict[str, Any]) -> None:
+    if payload.get("error"):
+        out(f"memmw: search failed: {payload['error']}", err=True)
+        if payload.get("action"):
+            out(f"  {payload['action']}", err=True)
+        return
+    results: list[dict[str, Any]] = payload["results"]
+    if payload.get("warning"):
+        out(f"warning: {payload['warning']}", err=True)
+    fallback = payload.get("fallback")
+    if isinstance(fallback, dict) and fallback.get("from"):
+        out(f"warning: {fallback['from']} failed; the fallback {payload.get('provider')} "
+            f"answered ({fallback.get('reason')})", err=True)
+    if payload.get("mode") == "fts-only" and payload.get("provider") not in (None, "none"):
+        info(
+            f"note: keyword-only results ({payload['provider']} vectors are not ready yet; "
+            "'memmw index' embeds them)"
+        )
+    if not results:
+        info("No matches.")
+        return
+    for item in results:
+        out(f"{item['score']:.3f}  {item['path']}:{item['startLine']}-{item['endLine']}")
+        out(item["snippet"])
+        out()

@@ -1,0 +1,41 @@
+"""Where derived state lives by default: one folder per workspace in the user state dir."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def user_state_root() -> Path:
+    """The platform's per-user state folder for memmw (``platformdirs``).
+
+    Linux: ``$XDG_STATE_HOME/memmw`` (default ``~/.local/state/memmw``); macOS:
+    ``~/Library/Application Support/memmw``; Windows: ``%LOCALAPPDATA%\\memmw``.
+    """
+    import platformdirs  # imported here so that ``import memmw`` needs only numpy
+
+    return Path(platformdirs.user_state_dir("memmw", appauthor=False))
+
+
+def workspace_key(workspace: str | os.PathLike[str]) -> str:
+    """A readable, collision-free folder name for a workspace: ``<name>-<12 hex>``.
+
+    The hash is of the resolved absolute path, so two folders with the same name get
+    different keys and a symlinked path maps to the folder it points to.
+    """
+    path = Path(workspace).expanduser().resolve()
+    slug = _UNSAFE.sub("-", path.name).strip("-.")[:40] or "root"
+    digest = hashlib.sha256(str(path).encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{slug}-{digest}"
+
+
+def default_state_dir(workspace: str | os.PathLike[str]) -> Path:
+    """``<user state root>/workspaces/<workspace key>``: each workspace its own index."""
+    return user_state_root() / "workspaces" / workspace_key(workspace)
+
+
+__all__ = ["default_state_dir", "user_state_root", "workspace_key"]
