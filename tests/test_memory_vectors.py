@@ -246,9 +246,9 @@ def test_bad_vectors_are_never_stored_or_cached(
     with Memory(ws, tmp_path / "s", config=FAKE) as mem:
         mem._selection = dataclasses.replace(mem.selection, provider=Lying(bad, dims=32))
         report = mem.sync()
-        assert report.embedded == 4  # the heron chunk was refused
-        assert count(mem.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 4
-        assert count(mem.db_path, "SELECT COUNT(*) FROM embedding_cache") == 4
+        assert report.embedded == 3  # the heron chunk was refused
+        assert count(mem.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 3
+        assert count(mem.db_path, "SELECT COUNT(*) FROM embedding_cache") == 3
         assert count(mem.db_path, "SELECT COUNT(*) FROM chunk_vectors WHERE"
                      " length(embedding) != 128") == 0
         vector = mem.status().to_dict()["vector"]
@@ -265,7 +265,7 @@ def test_a_server_that_changes_dimension_never_mixes_sizes(ws: Path, tmp_path: P
         write(ws / "memory" / "2026-01-04.md", "The otter swims upstream.\n")
         mem.sync()
         assert count(mem.db_path, "SELECT COUNT(DISTINCT length(embedding)) FROM chunk_vectors") == 1
-        assert count(mem.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 5
+        assert count(mem.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 4
         assert "24 dimensions" in mem.status().to_dict()["vector"]["lastError"]
 
 
@@ -282,7 +282,7 @@ def test_a_stale_embedder_never_writes_into_an_index_rebuilt_for_another_model(
         assert "fake-other-model" in report.error
         assert count(primary.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 0
         other.embed_pending()
-        assert count(other.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 5
+        assert count(other.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 4
 
 
 def test_vector_cache_follows_a_reset_even_when_counters_restart(ws: Path, tmp_path: Path) -> None:
@@ -291,7 +291,7 @@ def test_vector_cache_follows_a_reset_even_when_counters_restart(ws: Path, tmp_p
         long_lived.sync()
         long_lived.search("gateway")  # caches the vector matrix
         cached = long_lived._searcher._vectors
-        assert cached is not None and len(cached) == 5
+        assert cached is not None and len(cached) == 4
         # Another process: reset (delete the index) and index different notes.
         for suffix in ("", "-wal", "-shm"):
             Path(f"{long_lived.db_path}{suffix}").unlink(missing_ok=True)
@@ -309,5 +309,5 @@ def test_last_embedding_error_survives_a_restart(ws: Path, tmp_path: Path) -> No
         mem.sync()
     with Memory(ws, tmp_path / "s", config=FAKE) as fresh:
         vector = fresh.status().to_dict()["vector"]
-        assert vector["pending"] == 5 and "401" in vector["lastError"]
+        assert vector["pending"] == 4 and "401" in vector["lastError"]
         assert "sk-abc123def456ghi" not in vector["lastError"]

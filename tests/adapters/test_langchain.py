@@ -186,7 +186,11 @@ def test_group_session_never_sees_memory_md(scenario_factory) -> None:
     assert "SECRET-CURATED-FACT" not in system and "Name: Ada" not in system
     assert "## Memory Recall" in system and "Do not mention file paths" in system
     tool_msg = next(m for m in result["messages"] if m.type == "tool")
-    assert "citation" not in tool_msg.artifact["results"][0]
+    # memory_search in a group never returns the private MEMORY.md (nor cites anything).
+    assert "8443" not in tool_msg.content and "SECRET-CURATED-FACT" not in tool_msg.content
+    assert all(
+        r["path"] != "MEMORY.md" and "citation" not in r for r in tool_msg.artifact["results"]
+    )
 
 
 def test_read_only_workspace_skips_flush(scenario_factory) -> None:
