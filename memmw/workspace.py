@@ -418,7 +418,9 @@ MAX_APPEND_BYTES = 1024 * 1024
 #: How long an append waits for another memmw writer of the same note.
 APPEND_LOCK_TIMEOUT_S = 10.0
 #: C0 controls and DEL, except tab, LF and CR, which are ordinary text.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# C0 and C1 controls but tab, LF and CR (NEL, U+0085, is a line break to Python but not
+# to the chunker or editors: it would make the note's lines disagree).
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 #: Bytes read from a note's end to learn its line ending.
 _TAIL_BYTES = 4096
 

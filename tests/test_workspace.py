@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -410,6 +411,30 @@ PROPS = settings(
 )
 
 
+def _lines(text: str) -> list[str]:
+    """Lines as editors read them; a final line break ends the last line (opens none)."""
+    parts = re.split(r"\r\n|\r|\n", text)
+    return parts[:-1] if len(parts) > 1 and parts[-1] == "" else parts
+
+
+@pytest.mark.parametrize("text", ["\x85", "a\x85b", "\x9f"])
+def test_c1_control_characters_are_refused(tmp_path: Path, text: str) -> None:
+    note = tmp_path / "memory" / "p.md"
+    note.parent.mkdir(parents=True)
+    note.write_bytes(b"kept\n")
+    with pytest.raises(ContentPolicyError, match="control character"):
+        append_text(note, text)
+    assert note.read_bytes() == b"kept\n"
+
+
+@pytest.mark.parametrize("text", ["\u2028", "a\u2029b"])
+def test_unicode_line_separators_are_appended_as_text(tmp_path: Path, text: str) -> None:
+    note = tmp_path / "memory" / "p.md"
+    note.parent.mkdir(parents=True)
+    append_text(note, text)
+    assert note.read_text(encoding="utf-8") == text + "\n"
+
+
 @PROPS
 @given(before=st.binary(max_size=200), text=st.text(max_size=300))
 def test_append_either_refuses_and_keeps_the_note_or_only_adds_to_its_end(
@@ -430,7 +455,9 @@ def test_append_either_refuses_and_keeps_the_note_or_only_adds_to_its_end(
     needs_sep = bool(before) and not before.endswith((b"\n", b"\r"))
     sep = ("\r\n" if tail.startswith("\r\n") else "\n") if needs_sep else ""
     assert tail.startswith(sep)  # a separator only when the note lacked a final newline
-    assert tail[len(sep):].splitlines() == (text.splitlines() or [""])
+    # Lines as the chunker and editors see them: only CR, LF and CRLF break a line
+    # (str.splitlines also breaks on U+2028 and friends, which are ordinary text here).
+    assert _lines(tail[len(sep):]) == _lines(text)
     assert "\x00" not in tail
 
 

@@ -1,0 +1,14 @@
+"""Shared test configuration: hypothesis profiles (CI runs derandomized, so a red build
+always reproduces; ``HYPOTHESIS_PROFILE=deep`` searches much harder on a workstation)."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("deep", max_examples=3000)
+_profile = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else None)
+if _profile:
+    settings.load_profile(_profile)
