@@ -302,3 +302,19 @@ def test_parse_since() -> None:
     assert abs(parse_since("1d") - (time.time() - 86400)) < 5
     with pytest.raises(click.BadParameter):
         parse_since("-3d")
+
+
+def test_one_shot_graph_commands_start_no_background_embedding(
+    capsys: pytest.CaptureFixture[str], ws: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from memmw.memory import Memory
+
+    monkeypatch.setenv("MEMMW__PROVIDER", "fake")
+    assert run(capsys, "index", "-w", str(ws), "--no-embed")[0] == EXIT_OK
+    started: list[str] = []
+    monkeypatch.setattr(Memory, "_start_background_embedding", lambda self: started.append("x"))
+    assert run(capsys, "facts", "-w", str(ws), "Alice")[0] == EXIT_OK
+    assert run(capsys, "forget", "-w", str(ws), "MEMORY.md#L6")[0] == EXIT_OK
+    assert run(capsys, "graph", "-w", str(ws), "--html", str(tmp_path / "g.html"))[0] == EXIT_OK
+    assert run(capsys, "stats", "-w", str(ws))[0] == EXIT_OK
+    assert started == []

@@ -60,7 +60,8 @@ def forget(
         if not key:
             raise click.UsageError("--entity needs --key (the fact to retract)")
     try:
-        result = mem.forget(citation, entity=entity, key=key, reason=reason)
+        # One-shot: sync the keyword index only; 'memmw index' embeds the changed chunk.
+        result = mem.forget(citation, entity=entity, key=key, reason=reason, embeddings="skip")
     except MemmwError as exc:
         if settings().json:
             emit_json({"status": "error", "error": str(exc)})
