@@ -10,10 +10,12 @@ from pathlib import Path
 
 import click
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memmw.cli import main
 from memmw.cli.commands.stats import parse_since
-from memmw.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE
+from memmw.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, iso
 
 MEMORY_MD = """# Memory
 
@@ -293,13 +295,14 @@ def test_stats_since(capsys: pytest.CaptureFixture[str], ws: Path) -> None:
 
 
 def test_parse_since() -> None:
-    now = 1_000_000.0
+    now = 1_800_000_000.0
     assert parse_since("90s", now) == now - 90
     assert parse_since("1.5h", now) == now - 5400
     assert parse_since("2w", now) == now - 2 * 604800
     assert parse_since("1970-01-02") == 86400.0  # naive means UTC
     assert parse_since("1970-01-02T02:00:00+02:00") == 86400.0
     assert abs(parse_since("1d") - (time.time() - 86400)) < 5
+    assert parse_since("1000000d") == 0.0 == parse_since("1960-01-01")  # everything
     with pytest.raises(click.BadParameter):
         parse_since("-3d")
 
@@ -318,3 +321,17 @@ def test_one_shot_graph_commands_start_no_background_embedding(
     assert run(capsys, "graph", "-w", str(ws), "--html", str(tmp_path / "g.html"))[0] == EXIT_OK
     assert run(capsys, "stats", "-w", str(ws))[0] == EXIT_OK
     assert started == []
+
+
+@given(st.one_of(
+    st.text(max_size=40),
+    st.from_regex(r"\A\s*[0-9]{1,400}(\.[0-9]{1,5})?\s*[smhdwSMHDW]\s*\Z"),
+    st.datetimes(timezones=st.timezones()).map(lambda d: d.isoformat()),
+))
+def test_parse_since_accepts_or_refuses_cleanly(value: str) -> None:
+    """Any --since either parses to a time that prints as ISO, or is a usage error."""
+    try:
+        start = parse_since(value)
+    except click.BadParameter:
+        return
+    assert iso(start) is not None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import time
 from typing import Any
@@ -30,19 +31,23 @@ Exit codes: 0 ok (also with an empty log), 1 error, 2 bad usage.
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+#: 9999-12-31T23:59:59Z: later ISO times (a far timezone offset) still print as ISO.
+_LATEST = 253402300799.0
 
 
 def parse_since(value: str, now: float | None = None) -> float:
-    """``24h`` / ``7d`` / an ISO date or time -> epoch seconds.
+    """``24h`` / ``7d`` / an ISO date or time -> epoch seconds (clamped to 1970..9999).
 
     Raises:
         click.BadParameter: neither a duration nor an ISO date/time.
     """
     m = _DURATION.match(value)
     if m:
-        return (time.time() if now is None else now) - float(m.group(1)) * _UNITS[
+        start = (time.time() if now is None else now) - float(m.group(1)) * _UNITS[
             m.group(2).lower()
         ]
+        # "since 10000 years ago" means everything: the log holds nothing before 1970.
+        return max(start, 0.0) if math.isfinite(start) else 0.0
     try:
         stamp = dt.datetime.fromisoformat(value.strip())
     except ValueError:
@@ -52,7 +57,7 @@ def parse_since(value: str, now: float | None = None) -> float:
         ) from None
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=dt.timezone.utc)
-    return stamp.timestamp()
+    return min(max(stamp.timestamp(), 0.0), _LATEST)
 
 
 def _fmt(value: Any, suffix: str = "") -> str:
