@@ -1000,18 +1000,20 @@ class Memory:
         entity: str | None = None,
         key: str | None = None,
         reason: str = "",
+        embeddings: Literal["wait", "background", "skip"] = "background",
     ) -> ForgetResult:
         """Retract an entry in the Markdown (struck through and annotated, never deleted).
 
         Name it by ``citation`` (``path#L12``) or by ``entity`` and ``key`` (every value
-        of that fact). The index is synced so search and facts skip it at once.
+        of that fact). The index is synced so search and facts skip it at once;
+        ``embeddings`` is passed to that sync (one-shot callers such as the CLI skip it).
 
         Raises:
             memmw.graph.engine.ForgetError: nothing to retract there.
             PathPolicyError: the path is not a memory file.
         """
         result = self.graph_engine.forget(citation, entity=entity, key=key, reason=reason)
-        self.sync(embeddings="background")
+        self.sync(embeddings=embeddings)
         return result
 
     def add_facts(self, facts: Any, path: str | None = None) -> tuple[str, int]:

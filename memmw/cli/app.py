@@ -36,6 +36,10 @@ COMMANDS: dict[str, str] = {
     "doctor": "memmw.cli.commands.doctor:doctor",
     "mcp": "memmw.cli.commands.mcp:mcp",
     "completion": "memmw.cli.commands.completion:completion",
+    "facts": "memmw.cli.commands.facts:facts",
+    "forget": "memmw.cli.commands.forget:forget",
+    "graph": "memmw.cli.commands.graph:graph",
+    "stats": "memmw.cli.commands.stats:stats",
 }
 
 
@@ -69,6 +73,7 @@ Examples:
   memmw index                      # build or refresh the index of the current folder
   memmw search "food allergies"    # best matching snippets with path:line citations
   memmw -w ~/agent get MEMORY.md --from 10 --lines 20
+  memmw facts "where Ali lives"    # facts and relations from the notes, cited
   memmw status                     # last sync, vectors, what is degraded and why
   memmw doctor                     # check the setup and say what to fix
   memmw mcp                        # serve memory_search/get/append over MCP (stdio)
