@@ -64,7 +64,7 @@ from memmw.index.vectors import (
     pending_count,
     provider_key,
 )
-from memmw.locks import exclusive_lock
+from memmw.locks import exclusive_lock, lock_path_for
 from memmw.redaction import redact_secrets
 from memmw.search import Searcher, VectorLeg
 from memmw.text import cut_utf16, utf16_len
@@ -73,6 +73,9 @@ from memmw.types import FileIssue, ReadResult, SearchHit, Status, SyncReport
 from memmw.workspace import discover, resolve_read_path
 
 log = logging.getLogger(__name__)
+
+#: ``BackfillReport.error`` when another process is already embedding this index.
+EMBEDDING_BUSY = "another process is embedding this index; its vectors appear as it goes"
 
 #: Providers reached over HTTP: their query embedding is bounded by one timeout.
 REMOTE_PROVIDERS = frozenset({"openai", "gemini"})
@@ -437,7 +440,13 @@ class Memory:
         )
         switches = getattr(provider, "generation", 0)
         with self._embed_lock:  # one backfill at a time in this process
-            report = backfill.run(progress=progress, should_stop=self._stop.is_set)
+            try:
+                # ... and across processes: a second `memmw index` (or an agent beside it)
+                # must not embed the same chunks again while the first is at it.
+                with exclusive_lock(lock_path_for(self.db_path.with_suffix(".embed")), timeout=0):
+                    report = backfill.run(progress=progress, should_stop=self._stop.is_set)
+            except TimeoutError:
+                return BackfillReport(error=EMBEDDING_BUSY)
         self._backfill_report = report
         if report.dims:
             self._record_dims(report.dims)
@@ -893,7 +902,11 @@ class Memory:
             selection = self.selection
         except MemmwError as exc:
             return {
-                "embedding": {"provider": None, "error": str(exc)},
+                "embedding": {
+                    "provider": None,
+                    "requested": self.config.provider,
+                    "error": str(exc),
+                },
                 "vector": {"enabled": False, "reason": f"provider cannot start: {exc}"},
             }
         provider = selection.provider

@@ -479,3 +479,32 @@ def test_a_heading_never_answers_alone(capsys: pytest.CaptureFixture[str], ws: P
     top = data["results"][0]  # type: ignore[index]
     assert code == EXIT_OK and top["path"] == "USER.md"
     assert "# User" in top["snippet"] and "Allergic to peanuts" in top["snippet"]
+
+
+def test_search_with_a_provider_that_cannot_start_is_an_error(
+    capsys: pytest.CaptureFixture[str], ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMMW__PROVIDER", "no-such-provider")
+    code, _, err = run(capsys, "search", "gateway", "-w", str(ws))
+    assert code == EXIT_ERROR  # no answer at all is an error, not "degraded"
+    assert "no-such-provider" in err
+    code, out, _ = run(capsys, "status", "-w", str(ws))
+    assert code == EXIT_DEGRADED and "requested no-such-provider" in out
+
+
+def test_status_deep_says_why_this_vector_path(
+    capsys: pytest.CaptureFixture[str], ws: Path
+) -> None:
+    code, out, _ = run(capsys, "status", "--deep", "-w", str(ws))
+    assert code in (EXIT_OK, EXIT_DEGRADED)
+    assert re.search(r"^Vector path\s+\S", out, re.M)
+
+
+def test_a_missing_extra_path_says_how_to_fix_it(
+    capsys: pytest.CaptureFixture[str], ws: Path
+) -> None:
+    (ws / "memmw.toml").write_text('extra_paths = ["missing-notes"]\n', encoding="utf-8")
+    run(capsys, "index", "-w", str(ws))
+    code, out, _ = run(capsys, "status", "-w", str(ws))
+    assert code == EXIT_DEGRADED
+    assert "extra path missing-notes" in out and "remove it from extra_paths" in out

@@ -311,3 +311,36 @@ def test_last_embedding_error_survives_a_restart(ws: Path, tmp_path: Path) -> No
         vector = fresh.status().to_dict()["vector"]
         assert vector["pending"] == 4 and "401" in vector["lastError"]
         assert "sk-abc123def456ghi" not in vector["lastError"]
+
+
+def test_one_process_embeds_an_index_at_a_time(ws: Path, tmp_path: Path) -> None:
+    """A second embedder (another `memmw index`, an agent) leaves the work to the first."""
+    from memmw.locks import exclusive_lock, lock_path_for
+    from memmw.memory import EMBEDDING_BUSY
+
+    with Memory(workspace=ws, state_dir=tmp_path / "s", config=FAKE) as mem:
+        mem.sync(embeddings="skip")
+        holder = lock_path_for(mem.db_path.with_suffix(".embed"))
+        done: list[bool] = []
+
+        def other_process_embedding() -> None:
+            with exclusive_lock(holder):
+                ready.set()
+                release.wait(10)
+            done.append(True)
+
+        import threading
+
+        ready, release = threading.Event(), threading.Event()
+        t = threading.Thread(target=other_process_embedding)
+        t.start()
+        ready.wait(10)
+        try:
+            report = mem.embed_pending()
+        finally:
+            release.set()
+            t.join()
+        assert report is not None and report.error == EMBEDDING_BUSY and report.embedded == 0
+        assert count(mem.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 0
+        report = mem.embed_pending()
+        assert report is not None and report.error is None and report.embedded > 0

@@ -39,7 +39,8 @@ EXIT_CODES_HELP = (
 ENV_HELP = (
     "Environment: MEMMW_WORKSPACE (workspace folder), MEMMW_STATE_DIR (state folder), "
     "MEMMW_AGENT (agent id), MEMMW_CONFIG (TOML config file), MEMMW_LOG_LEVEL (log level), "
-    "MEMMW__<SECTION>__<KEY> (any config setting, e.g. MEMMW__PROVIDER=none), "
+    "MEMMW__<SECTION>__<KEY> (any config setting, e.g. MEMMW__QUERY__MAX_RESULTS=8 or "
+    "MEMMW__PROVIDER=none), MEMMW_PROVIDER / MEMMW_MODEL / MEMMW_FALLBACK (short forms), "
     "OPENAI_API_KEY, GEMINI_API_KEY / GOOGLE_API_KEY (remote embedding providers), "
     "XDG_STATE_HOME (Linux: where the default state folder lives), "
     "_MEMMW_COMPLETE (shell completion, see 'memmw completion')."

@@ -20,7 +20,7 @@ from memmw.cli.common import (
     settings,
     with_memory,
 )
-from memmw.memory import Memory
+from memmw.memory import EMBEDDING_BUSY, Memory
 from memmw.types import SyncReport
 
 HELP = """Bring the index up to date with the workspace, then embed pending chunks.
@@ -29,7 +29,8 @@ Unchanged files are skipped; a first run of a large workspace spends most of its
 embedding (chunks are keyword-searchable as soon as the file pass ends). On a terminal a
 progress bar with an ETA is shown on stderr; elsewhere one line per phase with its
 elapsed time. When another memmw process is indexing the same index, this says so and
-waits (or exits 3 with --no-wait).
+waits (or exits 3 with --no-wait); when another process is already embedding it, this
+leaves the embedding to that process, says so and exits 3.
 
 \b
 Examples:
@@ -220,4 +221,6 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
         for issue in report.issues:
             out(f"  skipped {issue.path}: {issue.reason}", err=True)
         info(f"Done in {total:.2f}s.")
+    if embed_error == EMBEDDING_BUSY and pending:
+        return EXIT_BUSY  # the other process embeds them; nothing is wrong
     return EXIT_DEGRADED if degraded else EXIT_OK

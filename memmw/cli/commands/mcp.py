@@ -7,7 +7,7 @@ import click
 from memmw.cli.common import EXIT_OK, command, info, with_memory
 from memmw.memory import Memory
 
-HELP = """Serve memory_search, memory_get and memory_append over MCP (stdio by default).
+HELP = """Serve memory_search, memory_get, memory_append and memory_facts over MCP (stdio).
 
 The tools take the same arguments and return the same payloads as the agent tools. The
 index is synced at start (vectors are embedded in the background) and kept fresh while

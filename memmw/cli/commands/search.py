@@ -88,7 +88,7 @@ def search(
     else:
         _print_text(payload)
     if payload.get("error") and not payload.get("results"):
-        return EXIT_ERROR if not payload.get("unavailable") else EXIT_DEGRADED
+        return EXIT_ERROR  # no answer at all (a bad argument, or search unavailable)
     return EXIT_DEGRADED if payload.get("warning") or payload.get("fallback") else EXIT_OK
 
 

@@ -67,8 +67,13 @@ def assess(data: dict[str, Any]) -> tuple[list[dict[str, str]], list[str]]:
                          "fix": "pip install 'memmw[vec]' or set store.vector_backend = 'auto'"})
     issues = (data.get("scan") or {}).get("issues") or []
     for issue in issues:
-        degraded.append({"what": f"file {issue.get('path')}", "why": str(issue.get("reason")),
-                         "fix": "fix or remove the file, then 'memmw index'"})
+        missing_extra = issue.get("reason") == "extra path does not exist"
+        degraded.append({
+            "what": f"{'extra path' if missing_extra else 'file'} {issue.get('path')}",
+            "why": str(issue.get("reason")),
+            "fix": "create it or remove it from extra_paths, then 'memmw index'" if missing_extra
+            else "fix or remove the file, then 'memmw index'",
+        })
     watcher = data.get("watcher") or {}
     if watcher.get("state") in ("failed", "fallback"):
         degraded.append({"what": "file watcher", "why": str(watcher.get("error") or watcher),
@@ -180,6 +185,8 @@ def status(mem: Memory, deep: bool) -> int:
         rows.append(("FTS5", f"available {fts.get('available')}; tokenizer {fts.get('tokenizer')}"))
         km = data.get("keywordMatrix") or {}
         rows.append(("Keyword", ", ".join(f"{k} {v}" for k, v in km.items())))
+        if vector.get("reason"):
+            rows.append(("Vector path", str(vector["reason"])))
         probe = embedding.get("probe") or {}
         if probe:
             rows.append(("Probe", f"ok {probe.get('ms')} ms" if probe.get("ok") else f"failed: {probe.get('error')}"))
