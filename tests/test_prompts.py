@@ -21,6 +21,8 @@ from memmw.prompts import (
     visible_text,
 )
 
+from .adapters.conftest import NO_REPLY_FORMS
+
 
 def test_no_section_without_memory_tools() -> None:
     assert memory_recall_section([]) == ""
@@ -108,30 +110,9 @@ def test_strip_no_reply() -> None:
     assert strip_no_reply("NO_REPLY: done") == "done"
 
 
-#: NO_REPLY forms and what a person may see (None = nothing); the adapters' tests use
-#: the same table (tests/adapters/conftest.py).
-FORMS: list[tuple[str, str | None]] = [
-    ("NO_REPLY", None),
-    ("no_reply", None),
-    ("  NO_REPLY \n", None),
-    ("NO_REPLY.", None),
-    ("NO_REPLY!", None),
-    ("**NO_REPLY**", None),
-    ("`NO_REPLY`", None),
-    ("NO_REPLY: nothing to add", None),
-    ("NO_REPLY - not for me", None),
-    ('{"action": "NO_REPLY"}', None),
-    ('{ "action" : "no_reply" }', None),
-    ("Saved the note. NO_REPLY", "Saved the note."),
-    ("Done.**NO_REPLY**", "Done."),
-    ("ok NO_REPLY.", "ok"),
-    ("NO_REPLY\n\nHere is the answer.", "Here is the answer."),
-    ("No, I disagree.", "No, I disagree."),
-    ("NOPE", "NOPE"),
-    ("Plan N", "Plan N"),
-    ("FOO_NO_REPLY", "FOO_NO_REPLY"),
-    ("The NO_REPLY token is special.", "The NO_REPLY token is special."),
-]
+#: NO_REPLY forms and what a person may see (None = nothing): one table for the rules and
+#: both adapters.
+FORMS = NO_REPLY_FORMS
 
 
 @pytest.mark.parametrize(("text", "shown"), FORMS)
