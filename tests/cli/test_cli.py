@@ -21,23 +21,7 @@ from memmw.errors import ProviderError
 from memmw.locks import exclusive_lock, lock_path_for
 from memmw.testing import FakeEmbeddingProvider
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(autouse=True)
-def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No user state, keys or settings leak in; keyword-only unless a test says otherwise."""
-    for name in list(os.environ):
-        if name.startswith("MEMMW") or name in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
-            monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
-    monkeypatch.setenv("MEMMW__PROVIDER", "none")
-    import logging
-
-    level = logging.getLogger().level
-    yield
-    logging.getLogger().setLevel(level)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def make_workspace(root: Path, fact: str = "The gateway runs on port 8443.") -> Path:
