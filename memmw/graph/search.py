@@ -198,9 +198,26 @@ class FactHit:
         return item
 
 
+def _recall_fields(
+    stable_key: str,
+    importance_raw: int | None,
+    origin: str,
+    born: float | None,
+    graph: Graph,
+    now: float,
+) -> dict[str, Any]:
+    """Activation, tier, importance and retention of one entry (facts and relations alike)."""
+    activation = graph.activation_of(stable_key)
+    importance = importance_of(importance_raw, origin)
+    return {
+        "activation": activation,
+        "tier": tier(activation),
+        "importance": importance,
+        "retained": retained(importance, born, graph.last_access.get(stable_key), now),
+    }
+
+
 def _fact_hit(fact: Fact, phase: int, score: float, graph: Graph, now: float) -> FactHit:
-    activation = graph.activation_of(fact.stable_key)
-    importance = importance_of(fact.importance_raw, fact.origin)
     return FactHit(
         kind="fact",
         phase=phase,
@@ -216,18 +233,15 @@ def _fact_hit(fact: Fact, phase: int, score: float, graph: Graph, now: float) ->
         valid_from=fact.valid_from,
         origin=fact.origin,
         private=fact.private,
-        activation=activation,
-        tier=tier(activation),
-        importance=importance,
-        retained=retained(importance, fact.born, graph.last_access.get(fact.stable_key), now),
+        **_recall_fields(
+            fact.stable_key, fact.importance_raw, fact.origin, fact.born, graph, now
+        ),
         stable_key=fact.stable_key,
         entity_key=fact.entity_key,
     )
 
 
 def _relation_hit(rel: Relation, phase: int, score: float, graph: Graph, now: float) -> FactHit:
-    activation = graph.activation_of(rel.stable_key)
-    importance = importance_of(rel.importance_raw, rel.origin)
     return FactHit(
         kind="relation",
         phase=phase,
@@ -243,10 +257,9 @@ def _relation_hit(rel: Relation, phase: int, score: float, graph: Graph, now: fl
         valid_from=None,
         origin=rel.origin,
         private=rel.private,
-        activation=activation,
-        tier=tier(activation),
-        importance=importance,
-        retained=retained(importance, rel.observed_at, graph.last_access.get(rel.stable_key), now),
+        **_recall_fields(
+            rel.stable_key, rel.importance_raw, rel.origin, rel.observed_at, graph, now
+        ),
         stable_key=rel.stable_key,
         entity_key=rel.subject_key,
     )
