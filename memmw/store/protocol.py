@@ -94,7 +94,7 @@ class StoreHealth:
 
     Attributes:
         ok: The backend's integrity check passed.
-        detail: What the check said (``ok`` or the problem).
+        detail: What the check said (``ok`` or the problem), or why it could not open.
         chunks: Chunks in the index.
         location: Where the index lives (a file, a database and schema), for messages.
         features: Backend capabilities by name (for SQLite ``{"fts5": True}``).
@@ -105,6 +105,8 @@ class StoreHealth:
     chunks: int
     location: str
     features: dict[str, bool] = field(default_factory=dict)
+    #: False when the index could not even be opened (``detail`` says why).
+    opened: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -421,22 +423,64 @@ class Store(Protocol):
         """True when this process can search but never write the index."""
         ...
 
+    def features(self) -> dict[str, bool]:
+        """Backend capabilities by name (cheap; for ``status --deep``)."""
+        ...
+
+    def open(self) -> bool:
+        """Connect, or reconnect when the backend's index was replaced under this process.
+
+        Returns:
+            True when a new connection was made (callers re-check what they cached).
+
+        Raises:
+            memmw.errors.IndexCorruptError: the index is damaged.
+        """
+        ...
+
     def read(self) -> AbstractContextManager[StoreReader]:
-        """A read snapshot for the block (one committed generation throughout)."""
+        """A read snapshot for the block (one committed generation throughout).
+
+        Usable from any thread; nested reads in one thread share the outer snapshot.
+        """
         ...
 
     def write(
-        self, *, timeout: float | None = None, what: str = "write"
+        self, *, timeout: float | None = None, what: str = "write", exclusive: bool = True
     ) -> AbstractContextManager[StoreWriter]:
         """Hold the single writer lock for the block and yield the writer.
+
+        Re-entrant within one thread (a nested ``write`` joins the held lock).
 
         Args:
             timeout: Seconds to wait for another writer (None: wait; 0: try once).
             what: Recorded as what the holder is doing (shown to a waiting writer).
+            exclusive: False for small independent writes (activation bumps) that need
+                not wait for a sync; they wait at most ``timeout`` for row locks.
 
         Raises:
             memmw.errors.IndexBusyError: the lock is held elsewhere past ``timeout``;
                 the message names the holder.
+        """
+        ...
+
+    def writer_lock(
+        self, *, timeout: float | None = None, what: str = "write"
+    ) -> AbstractContextManager[None]:
+        """Hold the single writer lock without opening a writer (a sync spans several).
+
+        Re-entrant within one thread; :meth:`write` inside it joins the held lock.
+
+        Raises:
+            memmw.errors.IndexBusyError: held elsewhere past ``timeout``; names the holder.
+        """
+        ...
+
+    def named_lock(self, name: str, *, timeout: float | None = None) -> AbstractContextManager[None]:
+        """A cross-process lock of this agent's index for one job (``embed``).
+
+        Raises:
+            memmw.errors.IndexBusyError: held elsewhere past ``timeout``.
         """
         ...
 
@@ -451,6 +495,17 @@ class Store(Protocol):
         what is kept across rebuilds (embedding cache, activation, the chunk id sequence
         and the generation counter); a block that raises discards it and the old rows stay
         searchable.
+        """
+        ...
+
+    def quarantine(self, reason: str) -> str:
+        """Move a damaged index aside (kept for inspection); the next write starts a new one.
+
+        Call with the writer lock held (outside any nested writer). Returns where the
+        damaged index went.
+
+        Raises:
+            memmw.errors.IndexCorruptError: it could not be moved aside.
         """
         ...
 

@@ -13,17 +13,17 @@ from collections.abc import Iterable
 
 from memmw.graph.provenance import provenance_for
 from memmw.graph.syntax import (
+    GRAPH_VERSION,
     ParsedNote,
     implicit_aliases,
     normalize_key,
     normalize_name,
     parse_note,
 )
+from memmw.store.protocol import GraphRows
 
 log = logging.getLogger(__name__)
 
-#: Bump when the parser changes what it extracts: indexes then re-derive the graph.
-GRAPH_VERSION = "4"
 #: Activation of an entry the first time sync sees it (the bottom of "warm").
 INITIAL_ACTIVATION = 1.0
 #: Activation kept per day without access (the daily decay step).
@@ -283,6 +283,41 @@ def copy_activation(source: sqlite3.Connection, target: sqlite3.Connection) -> N
         target.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('graph_decay_at', ?)", row)
 
 
+def read_rows(conn: sqlite3.Connection) -> GraphRows:
+    """Every graph row, as ``memmw.graph.model.load_graph`` reads them (one snapshot)."""
+    return GraphRows(
+        entities=conn.execute(
+            "SELECT entity_key, name, kind, path, line FROM graph_entities ORDER BY path, line"
+        ).fetchall(),
+        aliases=conn.execute(
+            "SELECT entity_key, alias FROM graph_aliases ORDER BY path, line"
+        ).fetchall(),
+        facts=conn.execute(
+            "SELECT id, entity_key, entity, key, key_norm, value, path, line, valid_from, retracted,"
+            " importance, origin, session_kind, observed_at, private, current, stable_key"
+            " FROM graph_facts ORDER BY path, line"
+        ).fetchall(),
+        relations=conn.execute(
+            "SELECT id, subject_key, subject, predicate, object_key, object, path, line, retracted,"
+            " importance, origin, observed_at, private, stable_key FROM graph_relations"
+            " ORDER BY path, line"
+        ).fetchall(),
+        triggers=conn.execute(
+            "SELECT path, line, phrases, text, importance, origin, private FROM graph_triggers"
+        ).fetchall(),
+        entity_paths=conn.execute(
+            "SELECT entity_key, path FROM graph_entities UNION ALL"
+            " SELECT entity_key, path FROM graph_facts"
+        ).fetchall(),
+        cooccurrences=conn.execute(
+            "SELECT a_key, b_key, COUNT(*) FROM graph_cooccurrences GROUP BY a_key, b_key"
+        ).fetchall(),
+        activation=conn.execute(
+            "SELECT stable_key, activation, last_access FROM graph_activation"
+        ).fetchall(),
+    )
+
+
 def bump_activation(
     conn: sqlite3.Connection, keys: Iterable[str], *, amount: float, now: float | None = None
 ) -> int:
@@ -305,6 +340,7 @@ __all__ = [
     "decay_activation",
     "entity_stable_key",
     "fact_stable_key",
+    "read_rows",
     "refresh_cooccurrences",
     "refresh_supersession",
     "relation_stable_key",
