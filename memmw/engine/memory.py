@@ -49,9 +49,8 @@ from memmw.graph.search import FactHit
 from memmw.graph.telemetry import TelemetryLog, telemetry_path
 from memmw.redaction import redact_secrets
 from memmw.search.searcher import Searcher, VectorLeg
-from memmw.store.factory import create_store
+from memmw.store.factory import create_store, vector_backend_status
 from memmw.store.protocol import StoreReader
-from memmw.store.sqlite.sqlitevec import sqlite_vec_status
 from memmw.store.vectors import provider_key
 from memmw.text.analysis import cut_utf16, utf16_len
 from memmw.types import FileIssue, ReadResult, SearchHit, Status, SyncReport
@@ -76,22 +75,6 @@ class _SearchResult:
     hits: list[SearchHit]
     mode: str
     warning: str | None
-
-
-def vector_backend_status(configured: str) -> dict[str, Any]:
-    """Which vector search path is active, and why."""
-    loadable, why = sqlite_vec_status()
-    if configured == "sqlite-vec":
-        backend = "sqlite-vec" if loadable else "unavailable"
-        reason = why
-    else:
-        backend = "numpy"
-        reason = (
-            "numpy brute force (measured faster than a vec0 scan); sqlite-vec: " + why
-            if configured == "auto"
-            else "configured"
-        )
-    return {"backend": backend, "reason": reason, "sqliteVecLoadable": loadable}
 
 
 def default_db_path(state_dir: Path, agent_id: str, template: str | None) -> Path:
@@ -700,30 +683,30 @@ class Memory:
         exists = self.store.exists()
         if exists:
             with self._lock, self._read() as store:
-                    counts = store.counts()
-                    raw = store.get_meta("last_sync")
-                    last_sync = float(raw) if raw else None
-                    raw_issues = store.get_meta(SCAN_ISSUES_KEY)
-                    issues = tuple(FileIssue(**i) for i in json.loads(raw_issues or "[]"))
-                    if deep:
-                        details["fts"] = {
-                            "available": self.store.features().get("fts5", False),
-                            "tokenizer": self.config.store.fts_tokenizer,
-                            "keywordBackend": (
-                                "fts5" if self.config.store.keyword_backend == "fts5" else "memory"
-                            ),
+                counts = store.counts()
+                raw = store.get_meta("last_sync")
+                last_sync = float(raw) if raw else None
+                raw_issues = store.get_meta(SCAN_ISSUES_KEY)
+                issues = tuple(FileIssue(**i) for i in json.loads(raw_issues or "[]"))
+                if deep:
+                    details["fts"] = {
+                        "available": self.store.features().get("fts5", False),
+                        "tokenizer": self.config.store.fts_tokenizer,
+                        "keywordBackend": (
+                            "fts5" if self.config.store.keyword_backend == "fts5" else "memory"
+                        ),
+                    }
+                    matrix = self._searcher.keyword_matrix(store, self.config.sources)
+                    details["keywordMatrix"] = (
+                        {"state": "building in the background (FTS5 answers meanwhile)"}
+                        if matrix is None
+                        else {
+                            "state": "ready",
+                            "chunks": matrix.n_docs,
+                            "segments": matrix.segments,
+                            "terms": matrix.n_terms,
                         }
-                        matrix = self._searcher.keyword_matrix(store, self.config.sources)
-                        details["keywordMatrix"] = (
-                            {"state": "building in the background (FTS5 answers meanwhile)"}
-                            if matrix is None
-                            else {
-                                "state": "ready",
-                                "chunks": matrix.n_docs,
-                                "segments": matrix.segments,
-                                "terms": matrix.n_terms,
-                            }
-                        )
+                    )
         details.update(self._provider_status(deep))
         details.update(self._freshness.to_dict())
         return Status(
@@ -795,20 +778,20 @@ class Memory:
             vector.update(vector_backend_status(self.config.store.vector_backend))
         if self.store.exists():
             with self._lock, self._read() as store:
-                    stats = store.vector_stats()
-                    vector["vectors"] = stats.vectors
-                    vector["pending"] = stats.pending if provider is not None else 0
-                    cache["entries"] = stats.cache_entries
-                    vector["bytesBySource"] = {
-                        src: {"chunkBytes": tb, "embeddingBytes": eb}
-                        for src, (tb, eb) in stats.bytes_by_source.items()
-                    }
-                    vector["dims"] = (store.identity() or {}).get("vectorDims")
-                    stored_error = store.get_meta(EMBEDDING_ERROR_KEY)
-                    if stored_error and vector["pending"]:
-                        # Persisted by whichever process embedded last: a fresh process's
-                        # status says why vectors are pending.
-                        vector["lastError"] = json.loads(stored_error).get("error")
+                stats = store.vector_stats()
+                vector["vectors"] = stats.vectors
+                vector["pending"] = stats.pending if provider is not None else 0
+                cache["entries"] = stats.cache_entries
+                vector["bytesBySource"] = {
+                    src: {"chunkBytes": tb, "embeddingBytes": eb}
+                    for src, (tb, eb) in stats.bytes_by_source.items()
+                }
+                vector["dims"] = (store.identity() or {}).get("vectorDims")
+                stored_error = store.get_meta(EMBEDDING_ERROR_KEY)
+                if stored_error and vector["pending"]:
+                    # Persisted by whichever process embedded last: a fresh process's
+                    # status says why vectors are pending.
+                    vector["lastError"] = json.loads(stored_error).get("error")
         if self._backfill_report is not None and self._backfill_report.error:
             vector["lastError"] = self._backfill_report.error
         if self._breaker is not None:

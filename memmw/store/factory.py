@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from memmw.config import MemoryConfig
 from memmw.store.protocol import Store
@@ -32,4 +33,27 @@ def create_store(
     )
 
 
-__all__ = ["create_store"]
+def sqlite_vec_status() -> tuple[bool, str]:
+    """Whether the sqlite-vec extension can be used here, and why (not)."""
+    from memmw.store.sqlite.sqlitevec import sqlite_vec_status as status
+
+    return status()
+
+
+def vector_backend_status(configured: str) -> dict[str, Any]:
+    """Which vector search path is active, and why."""
+    loadable, why = sqlite_vec_status()
+    if configured == "sqlite-vec":
+        backend = "sqlite-vec" if loadable else "unavailable"
+        reason = why
+    else:
+        backend = "numpy"
+        reason = (
+            "numpy brute force (measured faster than a vec0 scan); sqlite-vec: " + why
+            if configured == "auto"
+            else "configured"
+        )
+    return {"backend": backend, "reason": reason, "sqliteVecLoadable": loadable}
+
+
+__all__ = ["create_store", "sqlite_vec_status", "vector_backend_status"]

@@ -187,7 +187,7 @@ def doctor(no_probe: bool) -> int:
     from memmw.config import MemoryConfig, resolve_workspace
     from memmw.engine.memory import Memory
     from memmw.errors import MemmwError
-    from memmw.store.sqlite.sqlitevec import sqlite_vec_status
+    from memmw.store.factory import sqlite_vec_status
 
     s = settings()
     workspace = resolve_workspace(s.workspace).absolute()
