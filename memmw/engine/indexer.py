@@ -243,11 +243,10 @@ class Indexer:
                         ) from again
                     reason = "corrupt-index"
         except IndexBusyError as exc:
-            if "is writing" not in str(exc):
-                raise
+            holder = store.lock_holder()
+            who = f" ({holder.describe()})" if holder is not None else ""
             raise IndexBusyError(
-                f"another process is syncing {Path(store.location).name}; try again shortly"
-                f" ({exc})"
+                f"another process is syncing {Path(store.location).name}{who}; try again shortly"
             ) from exc
         report = SyncReport(
             full_rebuild=reason is not None,
