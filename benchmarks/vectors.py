@@ -33,9 +33,8 @@ from scale import generate, make_queries, percentile
 
 from memmw import Memory, MemoryConfig, StoreConfig
 from memmw.config import RemoteConfig
-from memmw.store.sqlite.db import snapshot
 from memmw.store.sqlite.sqlitevec import SqliteVecIndex, sqlite_vec_status
-from memmw.store.sqlite.vectors import load_vectors
+from memmw.store.vectors import VectorMatrix
 
 
 def timed(fn, runs: list) -> list[float]:  # type: ignore[no-untyped-def,type-arg]
@@ -66,9 +65,8 @@ def run_size(size: int, dims: int, n_queries: int, work: Path) -> dict[str, floa
         units = [v / np.linalg.norm(v) for v in qvecs.values()]
         mem.prepare()  # load the keyword and vector matrices once
 
-        conn = mem._reader()
-        with snapshot(conn):
-            matrix = load_vectors(conn, ("memory",), dims)
+        with mem.store.read() as reader:
+            matrix = VectorMatrix(reader.vector_rows(("memory",)), dims)
         plain = np.array(matrix.matrix, copy=True)
         result["vectors"] = len(matrix)
 
@@ -89,7 +87,7 @@ def run_size(size: int, dims: int, n_queries: int, work: Path) -> dict[str, floa
 
         loadable, why = sqlite_vec_status()
         if loadable:
-            vec0 = SqliteVecIndex(mem.db_path, mem._indexer.lock_path)
+            vec0 = SqliteVecIndex(mem.db_path, mem._indexer.lock_path)  # the SQLite store's own
             started = time.perf_counter()
             vec0.refresh(dims)
             result["vec0_build_s"] = round(time.perf_counter() - started, 1)

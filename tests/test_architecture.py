@@ -139,6 +139,31 @@ def test_imports_point_down_only() -> None:
     assert violations == []
 
 
+def test_only_the_store_package_touches_sqlite() -> None:
+    """The engine, graph, search and CLI reach the index through ``memmw.store.protocol``.
+
+    Outside ``memmw.store`` no module imports ``sqlite3`` or a SQLite store module (the
+    store factory is the one place that picks the SQLite package).
+    """
+    violations: list[str] = []
+    for name, path in all_modules():
+        if name == "memmw.store" or name.startswith("memmw.store."):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                targets = [node.module or ""]
+            violations.extend(
+                f"{name}:{node.lineno} imports {t}"
+                for t in targets
+                if t == "sqlite3" or t.startswith("memmw.store.sqlite")
+            )
+    assert violations == []
+
+
 def test_the_layer_checker_catches_an_upward_import() -> None:
     tree = ast.parse(
         "from memmw.engine.memory import Memory\n"

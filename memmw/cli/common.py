@@ -239,17 +239,13 @@ def _quick_unchanged(mem: Memory) -> bool:
     realpath or path policy per file). Anything unusual (extra paths, a file the walk
     sees that the index lacks, a symlink) returns False, and the full check decides.
     """
-    from memmw.store.sqlite.db import connect
     from memmw.workspace.files import MEMORY_DIR, ROOT_FILES
 
     if mem.config.extra_paths:
         return False
-    conn = connect(mem.db_path)
-    try:
-        rows = conn.execute("SELECT path, mtime, size FROM files WHERE source='memory'")
-        indexed = {path: (float(mtime), int(size)) for path, mtime, size in rows}
-    finally:
-        conn.close()
+    with mem.store.read() as reader:
+        records = reader.file_records("memory")
+    indexed = {path: (mtime, size) for path, (_hash, mtime, size) in records.items()}
     seen = 0
     root = str(mem.workspace)
     stack = [(os.path.join(root, MEMORY_DIR), MEMORY_DIR)]

@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import re
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -27,9 +26,19 @@ from memmw.embeddings.breaker import (
     GuardedEmbedder,
 )
 from memmw.embeddings.registry import ProviderSelection, create_provider
+from memmw.engine.backfill import EMBEDDING_ERROR_KEY, Backfill, BackfillReport
 from memmw.engine.freshness import Freshness
+from memmw.engine.indexer import (
+    SCAN_ISSUES_KEY,
+    FileReadError,
+    Indexer,
+    Progress,
+    ProviderIdentity,
+    read_markdown,
+)
 from memmw.errors import (
     ConfigError,
+    IndexBusyError,
     IndexCorruptError,
     MemmwError,
     PathPolicyError,
@@ -40,36 +49,12 @@ from memmw.graph.search import FactHit
 from memmw.graph.telemetry import TelemetryLog, telemetry_path
 from memmw.redaction import redact_secrets
 from memmw.search.searcher import Searcher, VectorLeg
-from memmw.store.sqlite.db import (
-    connect,
-    fts5_available,
-    is_corruption,
-    is_writable_dir,
-    snapshot,
-    transaction,
-)
-from memmw.store.sqlite.schema import migrate
-from memmw.store.sqlite.sqlitevec import SqliteVecIndex, sqlite_vec_status
-from memmw.store.sqlite.store import IndexStore
-from memmw.store.sqlite.sync import (
-    SCAN_ISSUES_KEY,
-    FileReadError,
-    Indexer,
-    Progress,
-    ProviderIdentity,
-    read_markdown,
-)
-from memmw.store.sqlite.vectors import (
-    EMBEDDING_ERROR_KEY,
-    Backfill,
-    BackfillReport,
-    pending_count,
-    provider_key,
-)
+from memmw.store.factory import create_store, vector_backend_status
+from memmw.store.protocol import StoreReader
+from memmw.store.vectors import provider_key
 from memmw.text.analysis import cut_utf16, utf16_len
 from memmw.types import FileIssue, ReadResult, SearchHit, Status, SyncReport
 from memmw.workspace.files import discover, resolve_read_path
-from memmw.workspace.locks import exclusive_lock, lock_path_for
 from memmw.workspace.transcripts import sessions_dir
 
 log = logging.getLogger(__name__)
@@ -90,22 +75,6 @@ class _SearchResult:
     hits: list[SearchHit]
     mode: str
     warning: str | None
-
-
-def vector_backend_status(configured: str) -> dict[str, Any]:
-    """Which vector search path is active, and why."""
-    loadable, why = sqlite_vec_status()
-    if configured == "sqlite-vec":
-        backend = "sqlite-vec" if loadable else "unavailable"
-        reason = why
-    else:
-        backend = "numpy"
-        reason = (
-            "numpy brute force (measured faster than a vec0 scan); sqlite-vec: " + why
-            if configured == "auto"
-            else "configured"
-        )
-    return {"backend": backend, "reason": reason, "sqliteVecLoadable": loadable}
 
 
 def default_db_path(state_dir: Path, agent_id: str, template: str | None) -> Path:
@@ -160,25 +129,31 @@ class Memory:
         transcripts = (
             sessions_dir(self.state_dir, agent_id) if "sessions" in self.config.sources else None
         )
+        self._searcher = Searcher(self.config)
+        #: The index of this agent, reached only through the store protocol.
+        self.store = create_store(
+            self.config,
+            db_path=self.db_path,
+            agent_id=agent_id,
+            # Replaced file or lost WAL: counters may repeat, so cached matrices can lie.
+            on_reopen=self._searcher.invalidate,
+        )
+        self._searcher.snapshot = self.store.read
         self._indexer = Indexer(
+            store=self.store,
             db_path=self.db_path,
             workspace=self.workspace,
             config=self.config,
             sessions_dir=transcripts,
         )
-        self._searcher = Searcher(self.config, connect=lambda: connect(self.db_path))
-        self._conn: sqlite3.Connection | None = None
-        self._conn_inode: int | None = None
-        self._conn_shm: int | None = None
         self._lock = threading.RLock()
+        self._workspace_ok = False
         self._closed = False
         self._selection: ProviderSelection | None = None
         self._backfill_thread: threading.Thread | None = None
         self._backfill_report: BackfillReport | None = None
         self._embed_lock = threading.Lock()
         self._stop = threading.Event()
-        self._vec0: SqliteVecIndex | None = None
-        self._has_index = False
         #: Fail-fast guard of the embedding provider (see ``memmw.embeddings.breaker``).
         self.breaker_policy = BreakerPolicy()
         self._breaker: CircuitBreaker | None = None
@@ -192,8 +167,8 @@ class Memory:
         )
         # -- knowledge graph (issue 13): facts, activation, forget, telemetry --
         self.graph_engine = GraphEngine(
-            db_path=self.db_path,
-            reader=self._reader,
+            store=self.store,
+            open_store=self._open_store,
             lock=self._lock,
             ensure_index=self._ensure_index,
             workspace=self.workspace,
@@ -234,103 +209,43 @@ class Memory:
             # (keyword-searchable) for the next index run or long-lived process.
             thread.join(timeout=CLOSE_EMBED_GRACE_S)
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-            if self._vec0 is not None:
-                self._vec0.close()
-                self._vec0 = None
+            self.store.close()
             self._closed = True
 
-    def _reader(self) -> sqlite3.Connection:
-        """The read connection, reopened if the index file was replaced or deleted."""
+    def _open_store(self) -> None:
+        """Make the store's read side current; rebuild a deleted or damaged index first."""
         if self._closed:
             raise ConfigError("this Memory is closed")
-        try:
-            inode: int | None = os.stat(self.db_path).st_ino
-        except FileNotFoundError:
-            inode = None
-        if (
-            self._conn is not None
-            and inode == self._conn_inode
-            and inode is not None
-            # An open WAL connection keeps its "-shm" alive; if it was deleted (or
-            # replaced) under us, this connection no longer sees other writers: reopen.
-            and self._shm_inode() == self._conn_shm
-        ):
-            return self._conn
-        if self._conn is not None:
-            # Replaced file or lost WAL: counters may repeat, so cached matrices can lie.
-            self._searcher.invalidate()
-        self._drop_reader()
-        if inode is None:  # deleted meanwhile (another process ran reset): rebuild
+        if not self.store.exists():  # deleted meanwhile (another process ran reset): rebuild
             self.sync(embeddings="background")
         try:
-            conn = self._open_reader()
-        except sqlite3.DatabaseError as exc:
-            if not is_corruption(exc):
-                raise
+            reopened = self.store.open()
+        except IndexCorruptError:
             self.sync(embeddings="background")  # moves the damaged file aside, rebuilds
-            conn = self._open_reader()
-        try:
-            self._check_workspace(conn)
-        except BaseException:
-            conn.close()
-            raise
-        self._conn, self._conn_inode = conn, os.stat(self.db_path).st_ino
-        self._conn_shm = self._shm_inode()
-        return conn
+            reopened = self.store.open()
+        if reopened or not self._workspace_ok:
+            self._check_workspace(opened=True)
+            self._workspace_ok = True
 
-    def _shm_inode(self) -> int | None:
-        try:
-            return os.stat(f"{self.db_path}-shm").st_ino
-        except OSError:
-            return None
-
-    def _open_reader(self) -> sqlite3.Connection:
-        if self._state_read_only():
-            return connect(self.db_path, readonly=True)  # search only: no migration
-        writer = connect(self.db_path)
-        try:
-            migrate(writer, self.config.store.fts_tokenizer)
-        finally:
-            writer.close()
-        # The long-lived reader is read-only: if another program deletes the -wal/-shm
-        # under it, closing it can never checkpoint a stale WAL over newer pages.
-        return connect(self.db_path, readonly=True)
-
-    def _drop_reader(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(sqlite3.Error):
-                self._conn.close()
-            self._conn = None
-
-    def _check_workspace(self, conn: sqlite3.Connection | None = None) -> None:
+    def _check_workspace(self, *, opened: bool = False) -> None:
         """Refuse an index that was built for another workspace (never re-point it).
 
         Raises:
             ConfigError: the index records a different workspace folder.
         """
-        if conn is None:
-            if not self.db_path.exists():
-                return
-            try:
-                conn = connect(self.db_path)
-            except sqlite3.DatabaseError:  # damaged: the sync moves it aside and rebuilds
-                return
-            try:
-                self._check_workspace(conn)
-            finally:
-                conn.close()
+        if not opened and not self.store.exists():
             return
         try:
-            row = conn.execute("SELECT value FROM meta WHERE key='workspace'").fetchone()
-        except sqlite3.DatabaseError:  # no meta table yet (a new index), or damaged
+            with self.store.read() as reader:
+                recorded = reader.get_meta("workspace")
+        except ConfigError:
+            raise
+        except MemmwError:  # no meta yet (a new index), or damaged: the sync rebuilds it
             return
         mine = str(self.workspace.resolve())
-        if row is not None and row[0] != mine:
+        if recorded is not None and recorded != mine:
             raise ConfigError(
-                f"the index {self.db_path} was built for the workspace {row[0]}, not {mine}; "
+                f"the index {self.db_path} was built for the workspace {recorded}, not {mine}; "
                 "leave the state folder unset (each workspace then gets its own), choose "
                 "another one (--state-dir / MEMMW_STATE_DIR / store.path), or delete this "
                 "index with 'memmw reset' to rebuild it for this workspace"
@@ -339,48 +254,28 @@ class Memory:
     def _record_workspace(self) -> None:
         """Record which workspace the index belongs to (checked by later opens)."""
         mine = str(self.workspace.resolve())
-        with exclusive_lock(self._indexer.lock_path):
-            conn = connect(self.db_path)
-            try:
-                store = IndexStore(conn)
-                if store.get_meta("workspace") != mine:
-                    with transaction(conn):
-                        store.set_meta("workspace", mine)
-            finally:
-                conn.close()
+        with self.store.write(what="sync") as writer:
+            if writer.get_meta("workspace") != mine:
+                with writer.transaction():
+                    writer.set_meta("workspace", mine)
 
     def _published(self) -> bool:
         """True once an index has been built (its identity is recorded)."""
-        if self._has_index:
-            return True
-        if not self.db_path.exists():
-            return False
-        try:
-            conn = connect(self.db_path, readonly=True)
-        except sqlite3.Error:
-            return False
-        try:
-            row = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
-            ).fetchone()
-            self._has_index = bool(
-                row and conn.execute("SELECT 1 FROM meta WHERE key='identity'").fetchone()
-            )
-        finally:
-            conn.close()
-        return self._has_index
+        return self.store.published()
 
     def _state_read_only(self) -> bool:
-        """True when the index folder cannot be written (search works, syncs cannot)."""
-        return self.db_path.exists() and not is_writable_dir(self.db_path.parent)
+        """True when the index cannot be written here (search works, syncs cannot)."""
+        return self.store.read_only()
 
     def _ensure_index(self) -> None:
         """Build the index when none was published yet (keyword search ready on return)."""
         if not self._published():
             self.sync(embeddings="background")
 
-    def _store(self) -> IndexStore:
-        return IndexStore(self._reader(), fts_tokenizer=self.config.store.fts_tokenizer)
+    def _read(self) -> contextlib.AbstractContextManager[StoreReader]:
+        """A read snapshot of the index (reopened, rebuilt or checked first as needed)."""
+        self._open_store()
+        return self.store.read()
 
     # -- public API ------------------------------------------------------------------
     # -- embeddings --------------------------------------------------------------------
@@ -431,8 +326,7 @@ class Memory:
             return None
         identity = self._provider_identity()
         backfill = Backfill(
-            db_path=self.db_path,
-            lock_path=self._indexer.lock_path,
+            store=self.store,
             provider=GuardedEmbedder(provider, self._provider_breaker(provider)),
             provider_key=identity.provider_key,
             cache_enabled=self.config.cache.enabled,
@@ -443,9 +337,9 @@ class Memory:
             try:
                 # ... and across processes: a second `memmw index` (or an agent beside it)
                 # must not embed the same chunks again while the first is at it.
-                with exclusive_lock(lock_path_for(self.db_path.with_suffix(".embed")), timeout=0):
+                with self.store.named_lock("embed", timeout=0):
                     report = backfill.run(progress=progress, should_stop=self._stop.is_set)
-            except TimeoutError:
+            except IndexBusyError:
                 return BackfillReport(error=EMBEDDING_BUSY)
         self._backfill_report = report
         if report.dims:
@@ -462,18 +356,12 @@ class Memory:
         return report
 
     def _record_dims(self, dims: int) -> None:
-        with exclusive_lock(self._indexer.lock_path):
-            conn = connect(self.db_path)
-            try:
-                store = IndexStore(conn)
-                raw = store.get_meta("identity")
-                identity = json.loads(raw) if raw else {}
-                if identity.get("vectorDims") != dims:
-                    identity["vectorDims"] = dims
-                    with transaction(conn):
-                        store.set_meta("identity", json.dumps(identity, sort_keys=True))
-            finally:
-                conn.close()
+        with self.store.write(what="embed") as writer:
+            identity = writer.identity() or {}
+            if identity.get("vectorDims") != dims:
+                identity["vectorDims"] = dims
+                with writer.transaction():
+                    writer.set_identity(identity)
 
     def _start_background_embedding(self) -> None:
         thread = self._backfill_thread
@@ -572,31 +460,20 @@ class Memory:
                 self._freshness.on_search()  # a background sync if dirty; never waits
             try:
                 return self._search_index(query, max_results, min_score)
-            except sqlite3.DatabaseError as exc:
-                if not is_corruption(exc):
-                    raise
+            except IndexCorruptError as exc:
                 # Damage found past the header (a torn page): rebuild, then answer.
                 log.warning("the index is damaged (%s); rebuilding it from the notes", exc)
-                self._drop_reader()
                 self._heal()
                 return self._search_index(query, max_results, min_score)
 
     def _heal(self) -> None:
         """Rebuild a damaged index from the Markdown files (moved aside if unreadable)."""
-        try:
-            self.sync(force=True, embeddings="background")
-        except sqlite3.DatabaseError as exc:
-            raise IndexCorruptError(
-                f"the index {self.db_path} is damaged ({exc}); run 'memmw reset' then "
-                "'memmw index' to rebuild it from the notes"
-            ) from exc
+        self.sync(force=True, embeddings="background")
 
     def _search_index(
         self, query: str, max_results: int | None, min_score: float | None
     ) -> _SearchResult:
-        conn = self._reader()
-        with snapshot(conn):
-            store = IndexStore(conn, fts_tokenizer=self.config.store.fts_tokenizer)
+        with self._read() as store:
             vector_leg, warning = self._vector_leg(store, query)
             outcome = self._searcher.search(
                 store,
@@ -615,27 +492,21 @@ class Memory:
         """
         if not self._published():
             self.sync(embeddings="background")
-        with self._lock:
-            store = self._store()
-            with snapshot(store.conn):
-                self._searcher.keyword_matrix(store, self.config.sources)
+        with self._lock, self._read() as store:
+            self._searcher.keyword_matrix(store, self.config.sources)
         self._searcher.wait_ready(timeout)
-        with self._lock:
-            store = self._store()
-            with snapshot(store.conn):
-                self._searcher.keyword_matrix(store, self.config.sources)
-                if self.provider is not None and self.config.store.vector_backend != "sqlite-vec":
-                    raw = store.get_meta("identity")
-                    dims = json.loads(raw).get("vectorDims") if raw else None
-                    self._searcher.vector_matrix(store, self.config.sources, dims)
+        with self._lock, self._read() as store:
+            self._searcher.keyword_matrix(store, self.config.sources)
+            if self.provider is not None and self.config.store.vector_backend != "sqlite-vec":
+                dims = (store.identity() or {}).get("vectorDims")
+                self._searcher.vector_matrix(store, self.config.sources, dims)
 
-    def _vector_leg(self, store: IndexStore, query: str) -> tuple[VectorLeg | None, str | None]:
+    def _vector_leg(self, store: StoreReader, query: str) -> tuple[VectorLeg | None, str | None]:
         """The vector leg for ``query``, or None (keyword only) with a warning if it failed."""
         provider = self.provider
         if provider is None or not self.config.store.vector_enabled:
             return None, None
-        raw = store.get_meta("identity")
-        identity = json.loads(raw) if raw else {}
+        identity = store.identity() or {}
         early: list[float] | None = None
         if (
             identity.get("provider") not in (None, provider.id)
@@ -663,18 +534,8 @@ class Memory:
         if use_vec0:
             if not dims:
                 return None, None
-            vec0 = self._sqlite_vec()
-            vec0.refresh(int(dims))
-            present = {r[0] for r in store.conn.execute("SELECT DISTINCT source FROM files")}
-            allowed = None
-            if not present <= set(self.config.sources):
-                marks = ",".join("?" * len(self.config.sources))
-                allowed = [
-                    r[0]
-                    for r in store.conn.execute(
-                        f"SELECT rowid FROM chunks WHERE source IN ({marks})", self.config.sources
-                    )
-                ]
+            # The store answers through its own KNN index (sqlite-vec's vec0 table).
+            store.nearest([0.0] * int(dims), 1, self.config.sources)  # fail before embedding
         else:
             matrix = self._searcher.vector_matrix(store, self.config.sources, dims)
             if not len(matrix):
@@ -706,7 +567,8 @@ class Memory:
             return None, None
         unit = qvec / norm
         if use_vec0:
-            return (lambda limit: vec0.search(unit, limit, allowed)), None
+            sources = self.config.sources
+            return (lambda limit: store.nearest(unit.tolist(), limit, sources)), None
         calibrate = self.config.query.hybrid.calibrate_vectors
         return (lambda limit: matrix.search(unit, limit, calibrate=calibrate)), None
 
@@ -748,14 +610,6 @@ class Memory:
         breaker.success()
         vector: list[float] = box["vector"]
         return vector
-
-    def _sqlite_vec(self) -> SqliteVecIndex:
-        if self._vec0 is None:
-            try:
-                self._vec0 = SqliteVecIndex(self.db_path, self._indexer.lock_path)
-            except RuntimeError as exc:
-                raise ConfigError(f"store.vector_backend is 'sqlite-vec' but {exc}") from exc
-        return self._vec0
 
     def search_payload(
         self,
@@ -826,35 +680,33 @@ class Memory:
         last_sync: float | None = None
         issues: tuple[FileIssue, ...] = ()
         details: dict[str, Any] = {}
-        exists = self.db_path.exists()
+        exists = self.store.exists()
         if exists:
-            with self._lock:
-                store = self._store()
-                with snapshot(store.conn):
-                    counts = store.counts()
-                    raw = store.get_meta("last_sync")
-                    last_sync = float(raw) if raw else None
-                    raw_issues = store.get_meta(SCAN_ISSUES_KEY)
-                    issues = tuple(FileIssue(**i) for i in json.loads(raw_issues or "[]"))
-                    if deep:
-                        details["fts"] = {
-                            "available": fts5_available(store.conn),
-                            "tokenizer": self.config.store.fts_tokenizer,
-                            "keywordBackend": (
-                                "fts5" if self.config.store.keyword_backend == "fts5" else "memory"
-                            ),
+            with self._lock, self._read() as store:
+                counts = store.counts()
+                raw = store.get_meta("last_sync")
+                last_sync = float(raw) if raw else None
+                raw_issues = store.get_meta(SCAN_ISSUES_KEY)
+                issues = tuple(FileIssue(**i) for i in json.loads(raw_issues or "[]"))
+                if deep:
+                    details["fts"] = {
+                        "available": self.store.features().get("fts5", False),
+                        "tokenizer": self.config.store.fts_tokenizer,
+                        "keywordBackend": (
+                            "fts5" if self.config.store.keyword_backend == "fts5" else "memory"
+                        ),
+                    }
+                    matrix = self._searcher.keyword_matrix(store, self.config.sources)
+                    details["keywordMatrix"] = (
+                        {"state": "building in the background (FTS5 answers meanwhile)"}
+                        if matrix is None
+                        else {
+                            "state": "ready",
+                            "chunks": matrix.n_docs,
+                            "segments": matrix.segments,
+                            "terms": matrix.n_terms,
                         }
-                        matrix = self._searcher.keyword_matrix(store, self.config.sources)
-                        details["keywordMatrix"] = (
-                            {"state": "building in the background (FTS5 answers meanwhile)"}
-                            if matrix is None
-                            else {
-                                "state": "ready",
-                                "chunks": matrix.n_docs,
-                                "segments": matrix.segments,
-                                "terms": matrix.n_terms,
-                            }
-                        )
+                    )
         details.update(self._provider_status(deep))
         details.update(self._freshness.to_dict())
         return Status(
@@ -880,10 +732,8 @@ class Memory:
         A stat of each file (size and mtime) against the index; no file is read.
         """
         files, _issues = discover(self.workspace, self.config.extra_paths)
-        with self._lock:
-            store = self._store()
-            with snapshot(store.conn):
-                indexed = store.file_records("memory")
+        with self._lock, self._read() as store:
+            indexed = store.file_records("memory")
         if {f.path for f in files} != set(indexed):
             return True
         for f in files:
@@ -926,34 +776,22 @@ class Memory:
             vector["reason"] = selection.unavailable_reason or "keyword-only"
         else:
             vector.update(vector_backend_status(self.config.store.vector_backend))
-        if self.db_path.exists():
-            with self._lock:
-                store = self._store()
-                with snapshot(store.conn):
-                    conn = store.conn
-                    vector["vectors"] = int(
-                        conn.execute("SELECT COUNT(*) FROM chunk_vectors").fetchone()[0]
-                    )
-                    vector["pending"] = pending_count(conn) if provider is not None else 0
-                    cache["entries"] = int(
-                        conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]
-                    )
-                    bytes_by_source = conn.execute(
-                        "SELECT c.source, SUM(LENGTH(c.text)), SUM(LENGTH(v.embedding))"
-                        " FROM chunks c LEFT JOIN chunk_vectors v ON v.chunk_rowid = c.rowid"
-                        " GROUP BY c.source"
-                    ).fetchall()
-                    vector["bytesBySource"] = {
-                        src: {"chunkBytes": int(tb or 0), "embeddingBytes": int(eb or 0)}
-                        for src, tb, eb in bytes_by_source
-                    }
-                    raw = store.get_meta("identity")
-                    vector["dims"] = json.loads(raw).get("vectorDims") if raw else None
-                    stored_error = store.get_meta(EMBEDDING_ERROR_KEY)
-                    if stored_error and vector["pending"]:
-                        # Persisted by whichever process embedded last: a fresh process's
-                        # status says why vectors are pending.
-                        vector["lastError"] = json.loads(stored_error).get("error")
+        if self.store.exists():
+            with self._lock, self._read() as store:
+                stats = store.vector_stats()
+                vector["vectors"] = stats.vectors
+                vector["pending"] = stats.pending if provider is not None else 0
+                cache["entries"] = stats.cache_entries
+                vector["bytesBySource"] = {
+                    src: {"chunkBytes": tb, "embeddingBytes": eb}
+                    for src, (tb, eb) in stats.bytes_by_source.items()
+                }
+                vector["dims"] = (store.identity() or {}).get("vectorDims")
+                stored_error = store.get_meta(EMBEDDING_ERROR_KEY)
+                if stored_error and vector["pending"]:
+                    # Persisted by whichever process embedded last: a fresh process's
+                    # status says why vectors are pending.
+                    vector["lastError"] = json.loads(stored_error).get("error")
         if self._backfill_report is not None and self._backfill_report.error:
             vector["lastError"] = self._backfill_report.error
         if self._breaker is not None:
@@ -1081,14 +919,8 @@ class Memory:
 
     def reset(self) -> None:
         """Delete the derived index (never a Markdown file); the next sync rebuilds it."""
-        with self._lock, exclusive_lock(self._indexer.lock_path, timeout=120):
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-            for suffix in ("", "-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(f"{self.db_path}{suffix}")
-            self._has_index = False
+        with self._lock:
+            self.store.reset()
             self._freshness.mark_dirty()
 
     # -- freshness -------------------------------------------------------------------

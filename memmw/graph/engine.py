@@ -6,7 +6,6 @@ import contextlib
 import datetime as dt
 import logging
 import re
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -15,13 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from memmw.config import ExtraPath
-from memmw.errors import MemmwError
+from memmw.errors import IndexBusyError, IndexStoreError, MemmwError
 from memmw.graph.model import Graph, load_graph
 from memmw.graph.search import FactHit, search_facts
 from memmw.graph.syntax import normalize_key, normalize_name, retract_line
 from memmw.graph.telemetry import TelemetryLog
-from memmw.store.sqlite import graph as graph_index
-from memmw.store.sqlite.db import connect, snapshot, transaction
+from memmw.store.protocol import Store
 from memmw.types import SearchHit
 from memmw.workspace.files import atomic_write_text, resolve_read_path
 from memmw.workspace.locks import exclusive_lock
@@ -62,9 +60,9 @@ class GraphEngine:
     """Reads and updates the graph of one index.
 
     Args:
-        db_path: The index database.
-        reader: Returns the open read connection (the caller's lock is held).
-        lock: The caller's lock around the read connection.
+        store: The index (graph rows are read and activation written through it).
+        open_store: Makes the store's read side current (called with ``lock`` held).
+        lock: The caller's lock around reads.
         ensure_index: Called before reading (builds the index when there is none).
         workspace: The workspace root (for ``forget``).
         extra_paths: Configured extra paths (the read path policy).
@@ -74,16 +72,16 @@ class GraphEngine:
     def __init__(
         self,
         *,
-        db_path: Path,
-        reader: Callable[[], sqlite3.Connection],
+        store: Store,
+        open_store: Callable[[], None],
         lock: threading.RLock,
         ensure_index: Callable[[], None],
         workspace: Path,
         extra_paths: Sequence[ExtraPath],
         telemetry: TelemetryLog,
     ) -> None:
-        self.db_path = db_path
-        self._reader = reader
+        self.store = store
+        self._open_store = open_store
         self._lock = lock
         self._ensure_index = ensure_index
         self.workspace = workspace
@@ -100,15 +98,12 @@ class GraphEngine:
         """The current graph (re-read when the index generation changed)."""
         self._ensure_index()
         with self._lock:
-            conn = self._reader()
-            with snapshot(conn):
-                rows = dict(
-                    conn.execute("SELECT key, value FROM meta WHERE key IN ('generation', 'epoch')")
-                )
-                stamp = (rows.get("generation", ""), rows.get("epoch", ""))
+            self._open_store()
+            with self.store.read() as reader:
+                stamp = (reader.get_meta("generation") or "", reader.get_meta("epoch") or "")
                 if self._cache is not None and self._cache[0] == stamp:
                     return self._cache[1]
-                graph = load_graph(conn)
+                graph = load_graph(reader.graph_rows())
         with self._pending_lock:
             for key, amount in self._pending.items():  # bumps not written yet
                 graph.activation[key] = graph.activation_of(key) + amount
@@ -166,28 +161,27 @@ class GraphEngine:
         """Write buffered activation bumps; False (kept for later) when the index is busy."""
         with self._pending_lock:
             pending = dict(self._pending) if pending is None else pending
-        if not pending or not self._can_write or not self.db_path.exists():
+        if not pending or not self._can_write or not self.store.exists():
             return False
-        conn: sqlite3.Connection | None = None
         try:
-            conn = connect(self.db_path)
-            conn.execute(f"PRAGMA busy_timeout={ACTIVATION_BUSY_MS}")
-            with transaction(conn):
+            with (
+                self.store.write(
+                    timeout=ACTIVATION_BUSY_MS / 1000, what="activation", exclusive=False
+                ) as writer,
+                writer.transaction(),
+            ):
                 by_amount: dict[float, list[str]] = {}
                 for key, amount in pending.items():
                     by_amount.setdefault(amount, []).append(key)
                 for amount, keys in by_amount.items():
-                    graph_index.bump_activation(conn, keys, amount=amount)
-        except sqlite3.Error as exc:
-            if "locked" in str(exc) or "busy" in str(exc):  # a sync is writing: retry later
-                log.debug("activation write deferred: %s", exc)
-            else:  # read-only or damaged: keep activation in memory for this process
-                log.info("activation not persisted (%s); kept in memory", exc)
-                self._can_write = False
+                    writer.bump_activation(keys, amount)
+        except IndexBusyError as exc:  # a sync is writing: retry later
+            log.debug("activation write deferred: %s", exc)
             return False
-        finally:
-            if conn is not None:
-                conn.close()
+        except IndexStoreError as exc:  # read-only or damaged: keep it in memory
+            log.info("activation not persisted (%s); kept in memory", exc)
+            self._can_write = False
+            return False
         with self._pending_lock:
             for key, amount in pending.items():
                 left = self._pending.get(key, 0.0) - amount

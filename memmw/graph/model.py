@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import sqlite3
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from memmw.graph.syntax import implicit_aliases, normalize_name
+from memmw.store.protocol import GraphRows
 from memmw.text.analysis import has_cjk, terms
 from memmw.workspace.files import is_private_path
 
@@ -254,26 +254,20 @@ class Graph:
         return out
 
 
-def load_graph(conn: sqlite3.Connection) -> Graph:
-    """Read the graph tables (call inside a read snapshot for a consistent view)."""
+def load_graph(rows: GraphRows) -> Graph:
+    """Build the graph from the rows a store returns (``StoreReader.graph_rows``)."""
     graph = Graph()
     names: dict[str, tuple[str, str, int, str]] = {}
     citations: dict[str, list[str]] = {}
     private: dict[str, bool] = {}
-    for key, name, kind, path, line in conn.execute(
-        "SELECT entity_key, name, kind, path, line FROM graph_entities ORDER BY path, line"
-    ):
+    for key, name, kind, path, line in rows.entities:
         names.setdefault(key, (name, kind, line, path))
         citations.setdefault(key, []).append(f"{path}#L{line}")
     aliases: dict[str, list[str]] = {}
-    for key, alias in conn.execute("SELECT entity_key, alias FROM graph_aliases ORDER BY path, line"):
+    for key, alias in rows.aliases:
         if alias not in aliases.setdefault(key, []):
             aliases[key].append(alias)
-    for row in conn.execute(
-        "SELECT id, entity_key, entity, key, key_norm, value, path, line, valid_from, retracted,"
-        " importance, origin, session_kind, observed_at, private, current, stable_key"
-        " FROM graph_facts ORDER BY path, line"
-    ):
+    for row in rows.facts:
         fact = Fact(
             id=row[0],
             entity_key=row[1],
@@ -295,11 +289,7 @@ def load_graph(conn: sqlite3.Connection) -> Graph:
         )
         graph.facts.append(fact)
         names.setdefault(fact.entity_key, (fact.entity, "", fact.line, fact.path))
-    for row in conn.execute(
-        "SELECT id, subject_key, subject, predicate, object_key, object, path, line, retracted,"
-        " importance, origin, observed_at, private, stable_key FROM graph_relations"
-        " ORDER BY path, line"
-    ):
+    for row in rows.relations:
         graph.relations.append(
             Relation(
                 id=row[0],
@@ -319,9 +309,7 @@ def load_graph(conn: sqlite3.Connection) -> Graph:
             )
         )
         names.setdefault(row[1], (row[2], "", row[7], row[6]))
-    for path, line, phrases, text, importance, origin, priv in conn.execute(
-        "SELECT path, line, phrases, text, importance, origin, private FROM graph_triggers"
-    ):
+    for path, line, phrases, text, importance, origin, priv in rows.triggers:
         graph.triggers.append(
             Trigger(
                 path=path,
@@ -334,10 +322,7 @@ def load_graph(conn: sqlite3.Connection) -> Graph:
             )
         )
     # An entity is private when every place naming it is a private file.
-    for key, path in conn.execute(
-        "SELECT entity_key, path FROM graph_entities UNION ALL"
-        " SELECT entity_key, path FROM graph_facts"
-    ):
+    for key, path in rows.entity_paths:
         private[key] = private.get(key, True) and is_private_path(path)
     for key, (name, kind, _line, _path) in names.items():
         graph.entities[key] = Entity(
@@ -348,13 +333,9 @@ def load_graph(conn: sqlite3.Connection) -> Graph:
             citations=tuple(citations.get(key, ())),
             private=private.get(key, False),
         )
-    for a, b, n in conn.execute(
-        "SELECT a_key, b_key, COUNT(*) FROM graph_cooccurrences GROUP BY a_key, b_key"
-    ):
+    for a, b, n in rows.cooccurrences:
         graph.cooccurrences[(a, b)] = int(n)
-    for key, activation, last in conn.execute(
-        "SELECT stable_key, activation, last_access FROM graph_activation"
-    ):
+    for key, activation, last in rows.activation:
         graph.activation[key] = float(activation)
         if last is not None:
             graph.last_access[key] = float(last)

@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 
 from memmw.text.chunking import strip_carriers
 
+#: Bump when the parser changes what it extracts: indexes then re-derive the graph.
+GRAPH_VERSION = "4"
+
 #: Headings whose bullets each name an entity (people, projects, ...), in several languages.
 CONTAINER_HEADINGS: dict[str, str] = {
     **dict.fromkeys(

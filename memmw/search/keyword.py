@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memmw.store.sqlite.store import IndexStore
+from memmw.store.protocol import StoreReader
 from memmw.store.terms import ENTRY, term_hash
 
 K1 = 1.2
@@ -192,7 +192,7 @@ def fts_quote(term: str) -> str:
 
 
 def fts_search(
-    store: IndexStore, query_terms: Sequence[str], limit: int, sources: Sequence[str]
+    store: StoreReader, query_terms: Sequence[str], limit: int, sources: Sequence[str]
 ) -> list[KeywordHit]:
     """The original's keyword strategy through FTS5.
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 import math
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,8 +17,8 @@ from memmw.errors import ConfigError
 from memmw.search.keyword import KeywordHit, KeywordMatrix, bm25_to_score, fts_search
 from memmw.search.ranking import decay_multiplier, importance_multiplier, mmr_order
 from memmw.search.snippets import build_snippet
-from memmw.store.sqlite.store import ChunkRow, IndexStore
-from memmw.store.sqlite.vectors import VectorMatrix, load_vectors
+from memmw.store.protocol import ChunkRow, StoreReader
+from memmw.store.vectors import VectorMatrix
 from memmw.text.analysis import normalize, query_terms
 from memmw.types import SearchHit, citation_for
 
@@ -78,20 +78,21 @@ class Searcher:
         self,
         config: MemoryConfig,
         *,
-        connect: Callable[[], sqlite3.Connection] | None = None,
+        snapshot: Callable[[], AbstractContextManager[StoreReader]] | None = None,
         sync_build_max_chunks: int = SYNC_BUILD_MAX_CHUNKS,
     ) -> None:
         """Create a searcher.
 
         Args:
             config: Memory settings.
-            connect: Opens a new connection to the index; enables building a large keyword
-                matrix in a background thread (FTS5 answers meanwhile).
+            snapshot: Opens a read snapshot of the index from any thread; enables building
+                a large keyword matrix in a background thread (FTS5 answers meanwhile).
             sync_build_max_chunks: Indexes up to this size build the matrix in the calling
                 thread (a few hundred milliseconds at most).
         """
         self.config = config
-        self._connect = connect
+        #: Opens a read snapshot (``Store.read``); None builds every matrix in the caller.
+        self.snapshot = snapshot
         self._sync_build_max = sync_build_max_chunks
         self._matrix: KeywordMatrix | None = None
         self._matrix_key: _MatrixKey | None = None
@@ -106,7 +107,7 @@ class Searcher:
             self._matrix = self._matrix_key = None
             self._vectors = self._vectors_key = None
 
-    def keyword_matrix(self, store: IndexStore, sources: Sequence[str]) -> KeywordMatrix | None:
+    def keyword_matrix(self, store: StoreReader, sources: Sequence[str]) -> KeywordMatrix | None:
         """The BM25 matrix of the current generation, or None while a first build runs.
 
         After a sync the previous matrix is updated incrementally (new chunks form a small
@@ -125,12 +126,12 @@ class Searcher:
                 fresh = current.updated(alive, store.term_blobs(sources, after=current.max_rowid))
                 self._matrix, self._matrix_key = fresh, key
                 if fresh.needs_compaction():
-                    if fresh.n_docs <= self._sync_build_max or self._connect is None:
+                    if fresh.n_docs <= self._sync_build_max or self.snapshot is None:
                         self._matrix = KeywordMatrix(store.term_blobs(sources))
                     else:
                         self._start_build(key)
                 return self._matrix
-            if self._connect is None or store.chunk_count(sources) <= self._sync_build_max:
+            if self.snapshot is None or store.chunk_count(sources) <= self._sync_build_max:
                 started = time.perf_counter()
                 self._matrix = KeywordMatrix(store.term_blobs(sources))
                 self._matrix_key = key
@@ -147,20 +148,14 @@ class Searcher:
         """Build a full matrix in a thread; it replaces the current one when done."""
         if self._building is not None and self._building.is_alive():
             return
-        connect = self._connect
-        assert connect is not None
+        snapshot = self.snapshot
+        assert snapshot is not None
 
         def build() -> None:
             try:
-                conn = connect()
-                try:
-                    conn.execute("BEGIN")
-                    store = IndexStore(conn)
+                with snapshot() as store:
                     built: _MatrixKey = (store.generation(), key[1], store.get_meta("epoch"))
                     matrix = KeywordMatrix(store.term_blobs(key[1]))
-                    conn.execute("COMMIT")
-                finally:
-                    conn.close()
                 with self._lock:
                     # Keep a newer incremental matrix if one was published meanwhile.
                     cur = self._matrix_key
@@ -179,7 +174,7 @@ class Searcher:
             thread.join(timeout)
 
     def vector_matrix(
-        self, store: IndexStore, sources: Sequence[str], dims: int | None
+        self, store: StoreReader, sources: Sequence[str], dims: int | None
     ) -> VectorMatrix:
         """Stored vectors of the current generation (reloaded when a sync or backfill wrote)."""
         # The epoch is the rebuild id: counters restart after a reset, the epoch never
@@ -193,13 +188,13 @@ class Searcher:
         )
         with self._lock:
             if self._vectors is None or self._vectors_key != key:
-                self._vectors = load_vectors(store.conn, sources, dims)
+                self._vectors = VectorMatrix(store.vector_rows(sources), dims)
                 self._vectors_key = key
             return self._vectors
 
     def search(
         self,
-        store: IndexStore,
+        store: StoreReader,
         query: str,
         *,
         max_results: int | None = None,

@@ -19,7 +19,7 @@ import pytest
 
 from memmw import Memory, MemoryConfig
 from memmw.config import SyncConfig
-from memmw.store.sqlite.sync import Indexer
+from memmw.engine.indexer import Indexer
 from memmw.testing import require_optional
 from memmw.types import SyncReport
 from memmw.workspace.transcripts import TranscriptStore

@@ -107,7 +107,7 @@ def test_activation_rises_with_access_and_telemetry_is_logged(mem: Memory) -> No
 def test_activation_and_telemetry_degrade_on_a_read_only_state(mem: Memory, monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
     import sqlite3
 
-    from memmw.graph import engine as engine_mod
+    from memmw.store.sqlite import backend as engine_mod
 
     def readonly(*args: object, **kwargs: object) -> sqlite3.Connection:
         raise sqlite3.OperationalError("attempt to write a readonly database")

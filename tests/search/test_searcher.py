@@ -186,7 +186,7 @@ def test_keyword_relaxation_fills_slots_below_min_score(ws: Path, tmp_path: Path
 
 def test_lexical_score_formula() -> None:
     from memmw.search.keyword import KeywordHit
-    from memmw.store.sqlite.store import ChunkRow
+    from memmw.store.protocol import ChunkRow
 
     chunk = ChunkRow(
         rowid=1,
@@ -357,7 +357,6 @@ def test_matrix_reloads_after_a_full_rebuild(ws: Path, tmp_path: Path) -> None:
 
 def test_large_index_answers_from_fts5_while_the_matrix_builds(ws: Path, tmp_path: Path) -> None:
     from memmw.search.searcher import Searcher
-    from memmw.store.sqlite.db import connect
 
     with Memory(
         workspace=ws, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")
@@ -365,7 +364,7 @@ def test_large_index_answers_from_fts5_while_the_matrix_builds(ws: Path, tmp_pat
         mem.sync()
         # Pretend the index is large: any size builds in the background.
         mem._searcher = Searcher(
-            mem.config, connect=lambda: connect(mem.db_path), sync_build_max_chunks=0
+            mem.config, snapshot=mem.store.read, sync_build_max_chunks=0
         )
         first = mem.search("kubernetes migration")
         assert [h.path for h in first] == ["memory/2026-01-02.md"]  # answered by FTS5
@@ -377,7 +376,7 @@ def test_large_index_answers_from_fts5_while_the_matrix_builds(ws: Path, tmp_pat
 def test_normalized_fusion_rescales_each_leg_over_its_own_candidates() -> None:
     from memmw.config import HybridConfig
     from memmw.search.searcher import Searcher, _Candidate
-    from memmw.store.sqlite.store import ChunkRow
+    from memmw.store.protocol import ChunkRow
 
     def cand(rowid: int, raw: float | None, cos: float | None) -> _Candidate:
         chunk = ChunkRow(

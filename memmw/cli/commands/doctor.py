@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
-import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -119,28 +118,20 @@ def _package(name: str, module: str, purpose: str, extra: str, *, needed: bool) 
 
 
 def _index_checks(mem: Any) -> list[Check]:
-    from memmw.store.sqlite.db import connect, fts5_available
-
     checks: list[Check] = []
-    db = Path(mem.db_path)
-    if not db.exists():
+    db = mem.store.location
+    if not mem.store.exists():
         return [Check("index", "warn", f"{db} does not exist yet", "run 'memmw index'")]
-    try:
-        conn = connect(db)
-        try:
-            result = conn.execute("PRAGMA quick_check").fetchone()[0]
-            chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-            fts = fts5_available(conn)
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        return [Check("index", "fail", f"{db}: {exc}",
+    health = mem.store.health()
+    if not health.opened:
+        return [Check("index", "fail", f"{db}: {health.detail}",
                       "'memmw reset --yes' then 'memmw index' rebuilds it from the files")]
-    if result != "ok":
-        checks.append(Check("index", "fail", f"{db}: integrity check says {result}",
+    fts = health.features.get("fts5", False)
+    if not health.ok:
+        checks.append(Check("index", "fail", f"{db}: integrity check says {health.detail}",
                             "'memmw reset --yes' then 'memmw index' rebuilds it from the files"))
     else:
-        checks.append(Check("index", "ok", f"{db} ({chunks} chunks, integrity ok)"))
+        checks.append(Check("index", "ok", f"{db} ({health.chunks} chunks, integrity ok)"))
     checks.append(Check("FTS5", "ok" if fts else "warn",
                         "available" if fts else "this SQLite has no FTS5",
                         None if fts else "keyword search uses the in-memory matrix; install a "
@@ -196,7 +187,7 @@ def doctor(no_probe: bool) -> int:
     from memmw.config import MemoryConfig, resolve_workspace
     from memmw.engine.memory import Memory
     from memmw.errors import MemmwError
-    from memmw.store.sqlite.sqlitevec import sqlite_vec_status
+    from memmw.store.factory import sqlite_vec_status
 
     s = settings()
     workspace = resolve_workspace(s.workspace).absolute()

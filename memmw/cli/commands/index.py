@@ -76,25 +76,18 @@ class _Bars:
 
 def _lock_busy(mem: Memory) -> bool:
     """True when another process holds the index's writer lock right now."""
-    from memmw.workspace.locks import exclusive_lock, lock_path_for
+    from memmw.errors import IndexBusyError
 
-    mem.db_path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with exclusive_lock(lock_path_for(mem.db_path), timeout=0):
+        with mem.store.writer_lock(timeout=0, what="probe"):
             return False
-    except TimeoutError:
+    except IndexBusyError:
         return True
 
 
 def _pending(mem: Memory) -> int:
-    from memmw.store.sqlite.db import connect
-    from memmw.store.sqlite.vectors import pending_count
-
-    conn = connect(mem.db_path)
-    try:
-        return int(pending_count(conn))
-    finally:
-        conn.close()
+    with mem.store.read() as reader:
+        return reader.pending_count()
 
 
 def report_dict(report: SyncReport) -> dict[str, Any]:

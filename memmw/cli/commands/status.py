@@ -103,22 +103,18 @@ def _note_fallback_index(mem: Memory, data: dict[str, Any]) -> None:
     The primary provider is retried by every new process, so a fresh ``status`` has not
     seen it fail; the index identity still records that the fallback embedded it.
     """
-    import json
-
-    from memmw.store.sqlite.db import connect
+    from memmw.errors import MemmwError
 
     embedding = data.get("embedding") or {}
     fallback = str(mem.config.fallback or "none").strip().lower()
     if embedding.get("fallbackFrom") or fallback == "none" or not data["indexExists"]:
         return
-    conn = connect(mem.db_path)
     try:
-        row = conn.execute("SELECT value FROM meta WHERE key='identity'").fetchone()
-    except Exception:
-        row = None
-    finally:
-        conn.close()
-    built_by = (json.loads(row[0]) if row else {}).get("provider")
+        with mem.store.read() as reader:
+            identity = reader.identity() or {}
+    except MemmwError:
+        identity = {}
+    built_by = identity.get("provider")
     if built_by == fallback and embedding.get("provider") not in (None, fallback):
         embedding["fallbackFrom"] = embedding.get("provider")
         embedding["fallbackReason"] = (

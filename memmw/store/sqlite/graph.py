@@ -2,55 +2,29 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
 import logging
 import math
-import re
 import sqlite3
 import time
 from collections.abc import Iterable
 
-from memmw.graph.provenance import provenance_for
-from memmw.graph.syntax import (
-    ParsedNote,
-    implicit_aliases,
-    normalize_key,
-    normalize_name,
-    parse_note,
+from memmw.graph.syntax import GRAPH_VERSION, ParsedNote, parse_note
+from memmw.store.graphrows import (
+    DAY_S,
+    DECAY_PER_DAY,
+    INITIAL_ACTIVATION,
+    MIN_COOCCURRENCE_NAME,
+    cooccurrence_matcher,
+    current_fact_ids,
+    entity_stable_key,
+    fact_stable_key,
+    note_rows,
+    relation_stable_key,
+    stable_key,
 )
+from memmw.store.protocol import GraphRows
 
 log = logging.getLogger(__name__)
-
-#: Bump when the parser changes what it extracts: indexes then re-derive the graph.
-GRAPH_VERSION = "4"
-#: Activation of an entry the first time sync sees it (the bottom of "warm").
-INITIAL_ACTIVATION = 1.0
-#: Activation kept per day without access (the daily decay step).
-DECAY_PER_DAY = 0.9
-DAY_S = 86_400.0
-#: Shortest name matched in chunk text for co-occurrences (shorter ones are too noisy).
-MIN_COOCCURRENCE_NAME = 3
-
-
-def stable_key(*parts: str) -> str:
-    """A key that survives rebuilds: sha1 of the normalised parts."""
-    return hashlib.sha1("\x1f".join(parts).encode("utf-8")).hexdigest()
-
-
-def fact_stable_key(entity_key: str, key_norm: str, value: str) -> str:
-    """Stable key of one fact value."""
-    return "f:" + stable_key(entity_key, key_norm, normalize_name(value))
-
-
-def relation_stable_key(subject_key: str, predicate: str, object_key: str) -> str:
-    """Stable key of one relation."""
-    return "r:" + stable_key(subject_key, normalize_key(predicate), object_key)
-
-
-def entity_stable_key(entity_key: str) -> str:
-    """Stable key of an entity."""
-    return "e:" + entity_key
 
 
 def write_note(
@@ -76,90 +50,33 @@ def write_note(
     if source != "memory":
         return
     note = parsed if parsed is not None else parse_note(text, path)
-    prov = provenance_for(path, source)
+    rows = note_rows(path, source, note)
     conn.executemany(
         "INSERT INTO graph_entities(file_id, path, line, entity_key, name, kind) VALUES (?,?,?,?,?,?)",
-        [(file_id, path, e.line, e.key, e.name, e.kind) for e in note.entities],
+        [(file_id, *row) for row in rows.entities],
     )
     conn.executemany(
         "INSERT INTO graph_aliases(file_id, path, line, entity_key, alias, alias_key)"
         " VALUES (?,?,?,?,?,?)",
-        [
-            (file_id, path, a.line, normalize_name(a.entity), a.alias, normalize_name(a.alias))
-            for a in note.aliases
-        ],
+        [(file_id, *row) for row in rows.aliases],
     )
     conn.executemany(
         "INSERT INTO graph_facts(file_id, path, line, entity_key, entity, key, key_norm, value,"
         " valid_from, retracted, importance, origin, session_kind, observed_at, private,"
         " supersedes_key, stable_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        [
-            (
-                file_id,
-                path,
-                f.line,
-                f.entity_key,
-                f.entity,
-                f.key,
-                f.key_norm,
-                f.value,
-                f.valid_from,
-                int(f.retracted),
-                f.importance,
-                prov.origin,
-                prov.session_kind,
-                prov.observed_at,
-                int(prov.private),
-                # Observations accumulate; other keys hold one current value.
-                f"{f.entity_key}\x1f{f.key_norm}"
-                + (f"\x1f{normalize_name(f.value)}" if f.observation else ""),
-                fact_stable_key(f.entity_key, f.key_norm, f.value),
-            )
-            for f in note.facts
-        ],
+        [(file_id, *row) for row in rows.facts],
     )
     conn.executemany(
         "INSERT INTO graph_relations(file_id, path, line, subject_key, subject, predicate,"
         " object_key, object, retracted, importance, origin, session_kind, observed_at, private,"
         " stable_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        [
-            (
-                file_id,
-                path,
-                r.line,
-                normalize_name(r.subject),
-                r.subject,
-                r.predicate,
-                normalize_name(r.object),
-                r.object,
-                int(r.retracted),
-                r.importance,
-                prov.origin,
-                prov.session_kind,
-                prov.observed_at,
-                int(prov.private),
-                relation_stable_key(normalize_name(r.subject), r.predicate, normalize_name(r.object)),
-            )
-            for r in note.relations
-        ],
+        [(file_id, *row) for row in rows.relations],
     )
     conn.executemany(
         "INSERT INTO graph_triggers(file_id, path, line, phrases, text, importance, origin, private)"
         " VALUES (?,?,?,?,?,?,?,?)",
-        [
-            (file_id, path, t.line, "; ".join(t.phrases), t.text, t.importance, prov.origin, int(prov.private))
-            for t in note.triggers
-        ],
+        [(file_id, *row) for row in rows.triggers],
     )
-
-
-def _order_date(valid_from: str | None, observed_at: float | None) -> str:
-    """When a value became true, as sortable text ("" for undated evergreen notes)."""
-    if valid_from:
-        return valid_from
-    if observed_at is not None:
-        return dt.datetime.fromtimestamp(observed_at, dt.timezone.utc).date().isoformat()
-    return ""
 
 
 def refresh_supersession(conn: sqlite3.Connection) -> int:
@@ -168,14 +85,12 @@ def refresh_supersession(conn: sqlite3.Connection) -> int:
     Undated values (curated files) are older than any dated one; among equals the later
     file and line win. Retracted values are never current. Returns how many are current.
     """
-    groups: dict[str, list[tuple[str, str, int, int]]] = {}
-    for fid, key, valid_from, observed, path, line, retracted in conn.execute(
-        "SELECT id, supersedes_key, valid_from, observed_at, path, line, retracted FROM graph_facts"
-    ):
-        if retracted:
-            continue
-        groups.setdefault(key, []).append((_order_date(valid_from, observed), path, line, fid))
-    current = [max(rows)[3] for rows in groups.values()]
+    current = current_fact_ids(
+        conn.execute(
+            "SELECT id, supersedes_key, valid_from, observed_at, path, line, retracted"
+            " FROM graph_facts"
+        )
+    )
     conn.execute("UPDATE graph_facts SET current=0")
     for start in range(0, len(current), 500):
         part = current[start : start + 500]
@@ -192,16 +107,11 @@ def refresh_cooccurrences(conn: sqlite3.Connection) -> int:
     (chunk rowids only grow, and a chunk's rows go with it); otherwise all are.
     Returns how many chunks were scanned.
     """
-    names: dict[str, str] = {}
-    for key, name in conn.execute("SELECT entity_key, name FROM graph_entities"):
-        names.setdefault(normalize_name(name), key)
-    for key, alias in conn.execute("SELECT entity_key, alias_key FROM graph_aliases"):
-        names.setdefault(alias, key)
-    display = {key: name for key, name in conn.execute("SELECT entity_key, name FROM graph_entities")}
-    for first, key in implicit_aliases(display).items():
-        names.setdefault(first, key)
-    usable = sorted((n for n in names if len(n) >= MIN_COOCCURRENCE_NAME), key=len, reverse=True)
-    signature = stable_key(*(f"{n}={names[n]}" for n in sorted(usable)))
+    matcher = cooccurrence_matcher(
+        conn.execute("SELECT entity_key, name FROM graph_entities"),
+        conn.execute("SELECT entity_key, alias_key FROM graph_aliases"),
+    )
+    signature = matcher.signature
     meta = dict(
         conn.execute("SELECT key, value FROM meta WHERE key IN ('graph_names', 'graph_cooc_rowid')")
     )
@@ -213,17 +123,15 @@ def refresh_cooccurrences(conn: sqlite3.Connection) -> int:
         "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
         [("graph_names", signature), ("graph_cooc_rowid", str(top))],
     )
-    if not usable:
+    if matcher.pattern is None:
         return 0
-    pattern = re.compile(r"(?<!\w)(" + "|".join(re.escape(n) for n in usable) + r")(?!\w)")
     rows: list[tuple[int, str, str]] = []
     scanned = 0
     for rowid, text in conn.execute(
         "SELECT rowid, text FROM chunks WHERE source='memory' AND rowid > ?", (after,)
     ):
         scanned += 1
-        found = sorted({names[m] for m in pattern.findall(normalize_name(text))})
-        rows.extend((rowid, a, b) for i, a in enumerate(found) for b in found[i + 1 :])
+        rows.extend((rowid, a, b) for a, b in matcher.pairs(text))
     conn.executemany("INSERT OR IGNORE INTO graph_cooccurrences VALUES (?,?,?)", rows)
     return scanned
 
@@ -283,6 +191,41 @@ def copy_activation(source: sqlite3.Connection, target: sqlite3.Connection) -> N
         target.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('graph_decay_at', ?)", row)
 
 
+def read_rows(conn: sqlite3.Connection) -> GraphRows:
+    """Every graph row, as ``memmw.graph.model.load_graph`` reads them (one snapshot)."""
+    return GraphRows(
+        entities=conn.execute(
+            "SELECT entity_key, name, kind, path, line FROM graph_entities ORDER BY path, line"
+        ).fetchall(),
+        aliases=conn.execute(
+            "SELECT entity_key, alias FROM graph_aliases ORDER BY path, line"
+        ).fetchall(),
+        facts=conn.execute(
+            "SELECT id, entity_key, entity, key, key_norm, value, path, line, valid_from, retracted,"
+            " importance, origin, session_kind, observed_at, private, current, stable_key"
+            " FROM graph_facts ORDER BY path, line"
+        ).fetchall(),
+        relations=conn.execute(
+            "SELECT id, subject_key, subject, predicate, object_key, object, path, line, retracted,"
+            " importance, origin, observed_at, private, stable_key FROM graph_relations"
+            " ORDER BY path, line"
+        ).fetchall(),
+        triggers=conn.execute(
+            "SELECT path, line, phrases, text, importance, origin, private FROM graph_triggers"
+        ).fetchall(),
+        entity_paths=conn.execute(
+            "SELECT entity_key, path FROM graph_entities UNION ALL"
+            " SELECT entity_key, path FROM graph_facts"
+        ).fetchall(),
+        cooccurrences=conn.execute(
+            "SELECT a_key, b_key, COUNT(*) FROM graph_cooccurrences GROUP BY a_key, b_key"
+        ).fetchall(),
+        activation=conn.execute(
+            "SELECT stable_key, activation, last_access FROM graph_activation"
+        ).fetchall(),
+    )
+
+
 def bump_activation(
     conn: sqlite3.Connection, keys: Iterable[str], *, amount: float, now: float | None = None
 ) -> int:
@@ -299,12 +242,15 @@ def bump_activation(
 
 
 __all__ = [
+    "DECAY_PER_DAY",
     "GRAPH_VERSION",
+    "MIN_COOCCURRENCE_NAME",
     "bump_activation",
     "copy_activation",
     "decay_activation",
     "entity_stable_key",
     "fact_stable_key",
+    "read_rows",
     "refresh_cooccurrences",
     "refresh_supersession",
     "relation_stable_key",

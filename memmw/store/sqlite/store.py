@@ -2,44 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from memmw.store.protocol import ChunkRow, GraphRows, Postings, VectorStats
+from memmw.store.sqlite import graph
+from memmw.store.sqlite import vectors as vsql
+from memmw.store.sqlite.db import transaction
 from memmw.store.terms import pack_terms, unpack_terms
+from memmw.store.vectors import VectorMatrix
 from memmw.text.analysis import terms
 from memmw.text.chunking import Chunk
 
-
-@dataclass(frozen=True, kw_only=True)
-class ChunkRow:
-    """A chunk as stored, with what ranking and snippets need."""
-
-    rowid: int
-    id: str
-    path: str
-    source: str
-    start_line: int
-    end_line: int
-    text: str
-    line_map: tuple[int, ...] | None
-    importance: int | None
-    n_terms: int
-    decay_ts: float | None
-    terms_blob: bytes = b""
-
-    def term_set(self) -> frozenset[int]:
-        """The chunk's distinct term hashes (for similarity between chunks)."""
-        return frozenset(unpack_terms(self.terms_blob)["h"].tolist())
-
-    def piece_lines(self) -> list[int]:
-        """Line number of each ``\\n``-separated piece of ``text``."""
-        if self.line_map is not None:
-            return list(self.line_map)
-        return list(range(self.start_line, self.start_line + self.text.count("\n") + 1))
+if TYPE_CHECKING:
+    from memmw.graph.syntax import ParsedNote
+    from memmw.store.sqlite.sqlitevec import SqliteVecIndex
 
 
 _CHUNK_COLUMNS = (
@@ -85,9 +68,17 @@ class IndexStore:
     implement the same methods.
     """
 
-    def __init__(self, conn: sqlite3.Connection, *, fts_tokenizer: str = "unicode61") -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        fts_tokenizer: str = "unicode61",
+        vec0: Callable[[], SqliteVecIndex] | None = None,
+    ) -> None:
         self.conn = conn
         self.fts_tokenizer = fts_tokenizer
+        #: KNN through sqlite-vec (``store.vector_backend = "sqlite-vec"``), else numpy.
+        self.vec0 = vec0
 
     # -- meta ------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -288,3 +279,183 @@ class IndexStore:
         for source, n in self.conn.execute("SELECT source, COUNT(*) FROM chunks GROUP BY source"):
             out.setdefault(source, {"files": 0, "chunks": 0})["chunks"] = n
         return out
+
+    # -- protocol: meta, identity, files ---------------------------------------------
+    # (StoreReader / StoreWriter of memmw.store.protocol over this connection.)
+    def identity(self) -> dict[str, Any] | None:
+        """The stored index identity, or None before the first build (or if unreadable)."""
+        raw = self.get_meta("identity")
+        if not raw:
+            return None
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
+
+    def set_identity(self, identity: Mapping[str, Any]) -> None:
+        """Record the index identity."""
+        self.set_meta("identity", json.dumps(dict(identity), sort_keys=True))
+
+    def delete_meta(self, key: str) -> None:
+        """Remove a meta value."""
+        self.conn.execute("DELETE FROM meta WHERE key=?", (key,))
+
+    def sources_present(self) -> set[str]:
+        """Sources with at least one indexed file."""
+        return {r[0] for r in self.conn.execute("SELECT DISTINCT source FROM files")}
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[IndexStore]:
+        """One write transaction (``BEGIN IMMEDIATE``)."""
+        with transaction(self.conn):
+            yield self
+
+    # -- protocol: keyword postings --------------------------------------------------
+    def postings(self, term_hashes: Sequence[int], sources: Sequence[str]) -> dict[int, Postings]:
+        """Live postings of each term (from the per-chunk term blobs)."""
+        return postings_from_blobs(self.term_blobs(sources), term_hashes)
+
+    def keyword_stats(self, sources: Sequence[str]) -> tuple[int, float]:
+        """``(live chunks, total terms)`` of ``sources``."""
+        marks = ",".join("?" * len(sources))
+        n, total = self.conn.execute(
+            f"SELECT COUNT(*), COALESCE(SUM(n_terms), 0) FROM chunks WHERE source IN ({marks})",
+            tuple(sources),
+        ).fetchone()
+        return int(n), float(total)
+
+    # -- protocol: vectors and the embedding cache -----------------------------------
+    def vector_rows(self, sources: Sequence[str]) -> list[tuple[int, bytes]]:
+        """``(rowid, blob)`` of every stored vector of ``sources``."""
+        return vsql.vector_rows(self.conn, sources)
+
+    def nearest(
+        self, vector: Sequence[float], k: int, sources: Sequence[str]
+    ) -> list[tuple[int, float]]:
+        """The ``k`` nearest stored vectors by cosine, best first (ties by rowid)."""
+        query = np.asarray(vector, dtype=np.float32)
+        if self.vec0 is not None:
+            return self._nearest_vec0(query, k, sources)
+        rows = self.vector_rows(sources)
+        matrix = VectorMatrix(rows, len(query)) if len(query) else VectorMatrix([], None)
+        norm = float(np.linalg.norm(query))
+        if not len(matrix) or norm == 0.0 or k < 1:
+            return []
+        return matrix.search(query / norm, k)
+
+    def _nearest_vec0(
+        self, query: np.ndarray, k: int, sources: Sequence[str]
+    ) -> list[tuple[int, float]]:
+        assert self.vec0 is not None
+        index = self.vec0()
+        identity = self.identity() or {}
+        dims = identity.get("vectorDims")
+        if not dims:
+            return []
+        index.refresh(int(dims))
+        allowed = None
+        if not self.sources_present() <= set(sources):
+            allowed = self.chunk_rowids(sources)
+        norm = float(np.linalg.norm(query))
+        return [] if norm == 0.0 else index.search(query / norm, k, allowed)
+
+    def vector_stats(self) -> VectorStats:
+        """Vector, pending and cache figures."""
+        return VectorStats(
+            vectors=vsql.vector_count(self.conn),
+            pending=vsql.pending_count(self.conn),
+            cache_entries=vsql.cache_count(self.conn),
+            bytes_by_source=vsql.vector_bytes_by_source(self.conn),
+        )
+
+    def pending_count(self) -> int:
+        """Chunks without a vector."""
+        return vsql.pending_count(self.conn)
+
+    def pending_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]:
+        """``(rowid, hash, text)`` of chunks without a vector past ``after``."""
+        return vsql.pending_chunks(self.conn, after, limit)
+
+    def cached_embeddings(
+        self, provider: str, model: str, provider_key: str, hashes: Sequence[str]
+    ) -> dict[str, bytes]:
+        """Cached vectors by chunk hash."""
+        return vsql.cached_embeddings(self.conn, provider, model, provider_key, hashes)
+
+    def cache_count(self) -> int:
+        """Rows in the embedding cache."""
+        return vsql.cache_count(self.conn)
+
+    def put_embeddings(
+        self, provider: str, model: str, provider_key: str, vectors: Mapping[str, bytes]
+    ) -> None:
+        """Cache vectors by chunk hash."""
+        vsql.put_embeddings(self.conn, provider, model, provider_key, vectors)
+
+    def write_vectors(self, rows: Sequence[tuple[int, str, bytes]]) -> int:
+        """Store vectors of chunks that still have that hash."""
+        return vsql.write_vectors(self.conn, rows)
+
+    def bump_vector_generation(self) -> int:
+        """Increment the vector generation."""
+        return vsql.bump_vector_generation(self.conn)
+
+    def prune_embedding_cache(self, max_entries: int, batch: int) -> int:
+        """Delete the oldest cache rows above ``max_entries`` (at most ``batch``)."""
+        return vsql.prune_cache(self.conn, max_entries, batch)
+
+    # -- protocol: knowledge graph ---------------------------------------------------
+    def graph_rows(self) -> GraphRows:
+        """Every graph row."""
+        return graph.read_rows(self.conn)
+
+    def replace_note_graph(
+        self, *, path: str, source: str, note: ParsedNote | None, fresh: bool = False
+    ) -> None:
+        """Replace one file's graph rows with ``note``."""
+        graph.write_note(self.conn, path=path, source=source, text="", parsed=note, fresh=fresh)
+
+    def refresh_graph(self) -> None:
+        """Supersession, co-occurrences and seeded activation."""
+        graph.refresh_supersession(self.conn)
+        graph.refresh_cooccurrences(self.conn)
+        graph.seed_activation(self.conn)
+
+    def decay_activation(self) -> None:
+        """The daily activation decay."""
+        graph.decay_activation(self.conn)
+
+    def bump_activation(self, keys: Iterable[str], amount: float) -> None:
+        """Raise the activation of entries."""
+        graph.bump_activation(self.conn, keys, amount=amount)
+
+
+def postings_from_blobs(
+    rows: Sequence[tuple[int, bytes, int]], term_hashes: Sequence[int]
+) -> dict[int, Postings]:
+    """Postings of ``term_hashes`` computed from ``(rowid, terms blob, n_terms)`` rows.
+
+    The straightforward implementation over the per-chunk term blobs (a scan); a store
+    that persists postings answers from them instead.
+    """
+    wanted = {int(h) for h in term_hashes}
+    found: dict[int, tuple[list[int], list[float], list[float]]] = {}
+    if not wanted:
+        return {}
+    for rowid, blob, n_terms in rows:
+        entries = unpack_terms(blob)
+        hit = np.isin(entries["h"], list(wanted))
+        for h, tf in zip(entries["h"][hit].tolist(), entries["tf"][hit].tolist(), strict=True):
+            ids, tfs, lens = found.setdefault(int(h), ([], [], []))
+            ids.append(int(rowid))
+            tfs.append(float(tf))
+            lens.append(float(n_terms))
+    return {
+        h: Postings(
+            rowids=np.asarray(ids, dtype=np.int64),
+            tf=np.asarray(tfs, dtype=np.float32),
+            doc_len=np.asarray(lens, dtype=np.float32),
+        )
+        for h, (ids, tfs, lens) in found.items()
+    }

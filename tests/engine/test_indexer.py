@@ -21,10 +21,10 @@ import pytest
 import memmw
 from memmw import Memory, MemoryConfig, StoreConfig
 from memmw.config import ChunkingConfig, ExtraPath, SyncConfig
+from memmw.engine import indexer as sync_mod
+from memmw.engine.indexer import FileReadError, Indexer, decay_timestamp, read_markdown
 from memmw.errors import IndexBusyError, IndexStoreError
-from memmw.store.sqlite import sync as sync_mod
 from memmw.store.sqlite.store import IndexStore, chunk_id
-from memmw.store.sqlite.sync import FileReadError, Indexer, decay_timestamp, read_markdown
 from memmw.text.chunking import chunk_text
 from memmw.types import SyncReport
 from memmw.workspace.files import WorkspaceFile

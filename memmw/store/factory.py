@@ -1,0 +1,59 @@
+"""Choose and build the store of one agent's index from the configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memmw.config import MemoryConfig
+from memmw.store.protocol import Store
+
+
+def create_store(
+    config: MemoryConfig,
+    *,
+    db_path: Path,
+    agent_id: str = "main",
+    on_reopen: Callable[[], None] | None = None,
+) -> Store:
+    """The store for ``config`` (today the SQLite file ``db_path``).
+
+    A second backend (PostgreSQL) is selected here from ``config.store``; the SQLite
+    package is imported only when it is the one chosen.
+    """
+    from memmw.store.sqlite.backend import SqliteStore
+
+    return SqliteStore(
+        db_path,
+        agent_id=agent_id,
+        fts_tokenizer=config.store.fts_tokenizer,
+        vector_backend=config.store.vector_backend,
+        on_reopen=on_reopen,
+    )
+
+
+def sqlite_vec_status() -> tuple[bool, str]:
+    """Whether the sqlite-vec extension can be used here, and why (not)."""
+    from memmw.store.sqlite.sqlitevec import sqlite_vec_status as status
+
+    return status()
+
+
+def vector_backend_status(configured: str) -> dict[str, Any]:
+    """Which vector search path is active, and why."""
+    loadable, why = sqlite_vec_status()
+    if configured == "sqlite-vec":
+        backend = "sqlite-vec" if loadable else "unavailable"
+        reason = why
+    else:
+        backend = "numpy"
+        reason = (
+            "numpy brute force (measured faster than a vec0 scan); sqlite-vec: " + why
+            if configured == "auto"
+            else "configured"
+        )
+    return {"backend": backend, "reason": reason, "sqliteVecLoadable": loadable}
+
+
+__all__ = ["create_store", "sqlite_vec_status", "vector_backend_status"]

@@ -1,0 +1,497 @@
+"""Store conformance: the contract of ``memmw.store.protocol`` that every store keeps.
+
+Every test talks to the store only through the protocol and runs once per factory in
+``tests/store/conftest.py`` (SQLite today; PostgreSQL when ``MEMMW_TEST_PG_DSN`` is set).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pytest
+
+from memmw.errors import IndexBusyError
+from memmw.graph.syntax import parse_note
+from memmw.store.protocol import (
+    ChunkRow,
+    GraphRows,
+    LockHolder,
+    Postings,
+    Store,
+    StoreReader,
+    StoreWriter,
+    VectorStats,
+)
+from memmw.store.terms import term_hash, unpack_terms
+from memmw.store.vectors import to_blob
+from memmw.text.chunking import Chunk, chunk_text
+
+#: ``make(agent_id="main") -> Store`` (the ``store_factory`` fixture of conftest.py).
+StoreFactory = Callable[..., Store]
+
+SOURCES = ("memory",)
+BOTH = ("memory", "sessions")
+
+
+def chunks_of(text: str) -> list[Chunk]:
+    return chunk_text(text, tokens=40, overlap=0)
+
+
+def put_file(
+    writer: StoreWriter,
+    path: str,
+    text: str,
+    *,
+    source: str = "memory",
+    file_hash: str | None = None,
+    mtime: float = 1000.0,
+    decay_ts: float | None = None,
+) -> list[int]:
+    return writer.replace_file(
+        path=path,
+        source=source,
+        file_hash=file_hash or f"h-{path}-{len(text)}",
+        mtime=mtime,
+        size=len(text.encode()),
+        decay_ts=decay_ts,
+        chunks=chunks_of(text),
+        model="fts-only",
+    )
+
+
+def seed(store: Store, files: dict[str, str], *, source: str = "memory") -> dict[str, list[int]]:
+    with store.write() as writer, writer.transaction():
+        return {path: put_file(writer, path, text, source=source) for path, text in files.items()}
+
+
+NOTES = {
+    "MEMORY.md": "The gateway runs on port 8080.\nAlice prefers green tea.\n",
+    "memory/2026-01-02.md": "We planned the kubernetes migration.\nThe gateway moved.\n",
+    "memory/2026-01-03.md": "Bob fixed the backup cron job.\n",
+}
+
+
+def test_the_sqlite_store_satisfies_the_protocol(store: Store) -> None:
+    assert isinstance(store, Store)
+    with store.write() as writer:
+        assert isinstance(writer, StoreWriter)
+    with store.read() as reader:
+        assert isinstance(reader, StoreReader)
+
+
+# -- files and chunks -------------------------------------------------------------------
+
+
+def test_a_new_store_is_empty_and_unpublished(store: Store) -> None:
+    assert not store.published()
+    with store.write() as writer:
+        assert writer.generation() == 0
+        assert writer.identity() is None
+    assert store.exists()
+    with store.read() as reader:
+        assert reader.counts() == {}
+        assert reader.file_records("memory") == {}
+        assert reader.chunk_count(SOURCES) == 0
+
+
+def test_file_records_round_trip(store: Store) -> None:
+    with store.write() as writer, writer.transaction():
+        put_file(writer, "MEMORY.md", NOTES["MEMORY.md"], file_hash="abc", mtime=12.5)
+        put_file(writer, "sessions/a.jsonl", "hello there\n", source="sessions", file_hash="s1")
+    with store.read() as reader:
+        size = len(NOTES["MEMORY.md"].encode())
+        assert reader.file_records("memory") == {"MEMORY.md": ("abc", 12.5, size)}
+        assert set(reader.file_records("sessions")) == {"sessions/a.jsonl"}
+        assert reader.sources_present() == {"memory", "sessions"}
+    with store.write() as writer, writer.transaction():
+        writer.update_file_stat("MEMORY.md", "memory", mtime=99.0, size=7)
+    with store.read() as reader:
+        assert reader.file_records("memory") == {"MEMORY.md": ("abc", 99.0, 7)}
+
+
+def test_chunk_rows_carry_what_ranking_needs(store: Store) -> None:
+    text = "Alpha line one.\nBeta line two.\n"
+    with store.write() as writer, writer.transaction():
+        ids = put_file(writer, "memory/2026-01-02.md", text, decay_ts=1_767_312_000.0)
+    with store.read() as reader:
+        rows = reader.chunks([*ids, 10**9])
+    assert set(rows) == set(ids)  # unknown ids are left out
+    expected = chunks_of(text)
+    for rowid, chunk in zip(ids, expected, strict=True):
+        row = rows[rowid]
+        assert isinstance(row, ChunkRow)
+        assert (row.rowid, row.path, row.source) == (rowid, "memory/2026-01-02.md", "memory")
+        assert (row.start_line, row.end_line, row.text) == (chunk.start_line, chunk.end_line, chunk.text)
+        assert row.decay_ts == 1_767_312_000.0
+        assert row.n_terms == int(unpack_terms(row.terms_blob)["tf"].sum())
+        assert row.piece_lines()[0] == chunk.start_line
+
+
+def test_replacing_a_file_removes_its_old_chunks_and_never_reuses_ids(store: Store) -> None:
+    first = seed(store, {"MEMORY.md": "The zeppelin hangar opens in May.\n"})["MEMORY.md"]
+    second = seed(store, {"MEMORY.md": "The gateway runs on port 8080.\n"})["MEMORY.md"]
+    assert min(second) > max(first)
+    with store.read() as reader:
+        assert reader.chunks(first) == {}
+        assert set(reader.chunks(second)) == set(second)
+        assert reader.chunk_rowids(SOURCES) == sorted(second)
+        assert reader.postings([term_hash("zeppelin")], SOURCES) == {}
+        assert set(reader.postings([term_hash("gateway")], SOURCES)) == {term_hash("gateway")}
+
+
+def test_deleting_a_file_removes_everything_derived_from_it(store: Store) -> None:
+    ids = seed(store, NOTES)
+    with store.write() as writer, writer.transaction():
+        writer.write_vectors([(ids["MEMORY.md"][0], _hash_of(writer, ids["MEMORY.md"][0]), to_blob([1.0, 0.0]))])
+        writer.delete_file("MEMORY.md", "memory")
+        writer.delete_file("not-indexed.md", "memory")  # no error
+    with store.read() as reader:
+        assert "MEMORY.md" not in reader.file_records("memory")
+        assert reader.chunks(ids["MEMORY.md"]) == {}
+        assert reader.postings([term_hash("tea")], SOURCES) == {}
+        assert reader.vector_stats().vectors == 0
+        assert reader.counts()["memory"]["files"] == 2
+
+
+def test_counts_by_source(store: Store) -> None:
+    seed(store, NOTES)
+    seed(store, {"sessions/a.jsonl": "user: hello\n"}, source="sessions")
+    with store.read() as reader:
+        counts = reader.counts()
+        assert counts["memory"]["files"] == 3 and counts["sessions"]["files"] == 1
+        assert counts["memory"]["chunks"] == reader.chunk_count(SOURCES)
+        assert reader.chunk_count(BOTH) == counts["memory"]["chunks"] + counts["sessions"]["chunks"]
+
+
+def test_a_failed_transaction_writes_nothing(store: Store) -> None:
+    seed(store, {"MEMORY.md": "kept\n"})
+    with pytest.raises(RuntimeError), store.write() as writer, writer.transaction():
+        put_file(writer, "memory/new.md", "never committed\n")
+        writer.delete_file("MEMORY.md", "memory")
+        writer.set_meta("k", "v")
+        raise RuntimeError("boom")
+    with store.read() as reader:
+        assert set(reader.file_records("memory")) == {"MEMORY.md"}
+        assert reader.get_meta("k") is None
+
+
+# -- meta, identity, generation ----------------------------------------------------------
+
+
+def test_meta_and_identity(store: Store) -> None:
+    identity = {"provider": "fake", "model": "m", "vectorDims": 8, "sources": ["memory"]}
+    with store.write() as writer, writer.transaction():
+        writer.set_meta("workspace", "/ws")
+        writer.set_meta("gone", "x")
+        writer.delete_meta("gone")
+        writer.delete_meta("never-set")
+        writer.set_identity(identity)
+    assert store.published()
+    with store.read() as reader:
+        assert reader.get_meta("workspace") == "/ws"
+        assert reader.get_meta("gone") is None
+        assert reader.identity() == identity
+
+
+def test_generation_bumps_are_committed_and_seen_by_readers(store: Store) -> None:
+    with store.write() as writer, writer.transaction():
+        assert writer.bump_generation() == 1
+        assert writer.bump_generation() == 2
+    with store.read() as reader:
+        assert reader.generation() == 2
+        assert reader.get_meta("last_sync") is not None
+    with store.write() as writer, writer.transaction():
+        assert writer.bump_vector_generation() == 1
+
+
+def test_a_read_snapshot_sees_one_generation(store: Store) -> None:
+    seed(store, {"MEMORY.md": "first\n"})
+
+    def bump() -> None:
+        with store.write() as writer, writer.transaction():
+            writer.bump_generation()
+            put_file(writer, "memory/b.md", "second\n")
+
+    with store.read() as reader:
+        before = reader.generation()
+        thread = threading.Thread(target=bump)
+        thread.start()
+        thread.join()
+        assert reader.generation() == before
+        assert set(reader.file_records("memory")) == {"MEMORY.md"}
+    with store.read() as reader:
+        assert reader.generation() == before + 1
+
+
+# -- keyword postings and stats ------------------------------------------------------------
+
+
+def test_postings_and_keyword_stats_match_the_chunks_terms(store: Store) -> None:
+    seed(store, NOTES)
+    seed(store, {"sessions/a.jsonl": "the gateway session\n"}, source="sessions")
+    with store.read() as reader:
+        rows = reader.chunks(reader.chunk_rowids(SOURCES))
+        expected: dict[int, dict[int, tuple[float, float]]] = {}
+        for row in rows.values():
+            for h, tf in zip(*(unpack_terms(row.terms_blob)[k].tolist() for k in ("h", "tf")), strict=True):
+                expected.setdefault(h, {})[row.rowid] = (float(tf), float(row.n_terms))
+        wanted = [term_hash(t) for t in ("gateway", "tea", "kubernetes", "absent")]
+        got = reader.postings(wanted, SOURCES)
+        assert set(got) == {h for h in wanted if h in expected}
+        for h, post in got.items():
+            assert isinstance(post, Postings)
+            assert post.rowids.dtype == np.int64
+            assert list(post.rowids) == sorted(post.rowids)  # rowid ascending
+            assert {
+                int(r): (float(t), float(d)) for r, t, d in zip(post.rowids, post.tf, post.doc_len, strict=True)
+            } == expected[h]
+        n, total = reader.keyword_stats(SOURCES)
+        assert n == len(rows)
+        assert total == pytest.approx(sum(r.n_terms for r in rows.values()))
+        # A source filter: the session chunk only counts with its source.
+        assert len(reader.postings([term_hash("session")], SOURCES)) == 0
+        assert len(reader.postings([term_hash("session")], BOTH)) == 1
+        assert reader.keyword_stats(BOTH)[0] == n + 1
+
+
+def test_term_blobs_after_a_rowid(store: Store) -> None:
+    ids = seed(store, NOTES)
+    every = sorted(r for rs in ids.values() for r in rs)
+    with store.read() as reader:
+        assert [r for r, _b, _n in reader.term_blobs(SOURCES)] == every
+        assert [r for r, _b, _n in reader.term_blobs(SOURCES, after=every[0])] == every[1:]
+
+
+# -- vectors and the embedding cache -------------------------------------------------------
+
+
+def _hash_of(reader: StoreReader, rowid: int) -> str:
+    pending = {r: h for r, h, _t in reader.pending_chunks(0, 10_000)}
+    return pending[rowid]
+
+
+def _vectorise(store: Store, vectors: dict[int, Sequence[float]]) -> None:
+    with store.write() as writer, writer.transaction():
+        rows = [(rowid, _hash_of(writer, rowid), to_blob(vec)) for rowid, vec in vectors.items()]
+        assert writer.write_vectors(rows) == len(rows)
+
+
+def test_nearest_orders_by_cosine_and_filters_by_source(store: Store) -> None:
+    ids = seed(store, NOTES)
+    session = seed(store, {"sessions/a.jsonl": "user: hi\n"}, source="sessions")["sessions/a.jsonl"]
+    a, b, c = ids["MEMORY.md"][0], ids["memory/2026-01-02.md"][0], ids["memory/2026-01-03.md"][0]
+    _vectorise(store, {a: [1.0, 0.0, 0.0], b: [0.6, 0.8, 0.0], c: [0.0, 0.0, 1.0], session[0]: [1.0, 0.01, 0.0]})
+    with store.read() as reader:
+        hits = reader.nearest([1.0, 0.1, 0.0], 3, SOURCES)
+        assert [r for r, _ in hits] == [a, b, c]
+        sims = [s for _, s in hits]
+        assert sims == sorted(sims, reverse=True)
+        assert sims[0] == pytest.approx(1.0 / np.linalg.norm([1.0, 0.1]), abs=1e-5)
+        assert [r for r, _ in reader.nearest([1.0, 0.1, 0.0], 1, SOURCES)] == [a]
+        assert reader.nearest([1.0, 0.1, 0.0], 2, BOTH)[0][0] == session[0]
+        assert dict(reader.vector_rows(SOURCES)).keys() == {a, b, c}
+
+
+def test_vectors_of_replaced_chunks_are_not_written(store: Store) -> None:
+    rowid = seed(store, {"MEMORY.md": "old text\n"})["MEMORY.md"][0]
+    with store.read() as reader:
+        stale = _hash_of(reader, rowid)
+    seed(store, {"MEMORY.md": "new text\n"})
+    with store.write() as writer, writer.transaction():
+        assert writer.write_vectors([(rowid, stale, to_blob([1.0, 0.0]))]) == 0
+    with store.read() as reader:
+        assert reader.vector_stats().vectors == 0
+
+
+def test_pending_chunks_and_vector_stats(store: Store) -> None:
+    ids = seed(store, NOTES)
+    every = sorted(r for rs in ids.values() for r in rs)
+    with store.read() as reader:
+        assert reader.pending_count() == len(every)
+        assert [r for r, _h, _t in reader.pending_chunks(0, 2)] == every[:2]
+        assert [r for r, _h, _t in reader.pending_chunks(every[0], 100)] == every[1:]
+    _vectorise(store, {every[0]: [0.0, 1.0]})
+    with store.read() as reader:
+        stats = reader.vector_stats()
+        assert isinstance(stats, VectorStats)
+        assert (stats.vectors, stats.pending) == (1, len(every) - 1)
+        text_bytes, vector_bytes = stats.bytes_by_source["memory"]
+        assert vector_bytes == 8 and text_bytes > 0
+
+
+def test_embedding_cache_get_put_and_prune(store: Store) -> None:
+    blob = to_blob([0.0, 1.0, 0.0])
+    with store.write() as writer, writer.transaction():
+        writer.put_embeddings("fake", "m1", "key", {"h1": blob, "h2": to_blob([1.0, 0.0, 0.0])})
+    with store.read() as reader:
+        assert reader.cached_embeddings("fake", "m1", "key", ["h1", "h3"]) == {"h1": blob}
+        assert reader.cached_embeddings("fake", "m2", "key", ["h1"]) == {}
+        assert reader.cached_embeddings("fake", "m1", "other-endpoint", ["h1"]) == {}
+        assert reader.cache_count() == 2
+    with store.write() as writer, writer.transaction():
+        assert writer.prune_embedding_cache(1, 100) == 1
+        assert writer.prune_embedding_cache(1, 100) == 0
+    with store.read() as reader:
+        assert reader.cache_count() == 1
+
+
+# -- locks ---------------------------------------------------------------------------------
+
+
+def test_a_second_writer_is_told_who_holds_the_lock(store_factory: StoreFactory) -> None:
+    holder, other = store_factory("main"), store_factory("main")
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with holder.write(what="sync"):
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert held.wait(10)
+        with pytest.raises(IndexBusyError, match=rf"pid {os.getpid()}.*sync"), other.write(timeout=0):
+            pass
+        who = other.lock_holder()
+        assert isinstance(who, LockHolder)
+        assert who.pid == os.getpid() and who.what == "sync"
+    finally:
+        release.set()
+        thread.join()
+    assert other.lock_holder() is None
+    with other.write(timeout=0) as writer:  # free again
+        writer.set_meta("after", "1")
+
+
+def test_the_writer_lock_is_reentrant_in_one_thread(store: Store) -> None:
+    with store.writer_lock(timeout=0, what="sync"), store.write(timeout=0) as writer, writer.transaction():
+        writer.set_meta("k", "v")
+    with store.read() as reader:
+        assert reader.get_meta("k") == "v"
+
+
+# -- rebuild, reset ------------------------------------------------------------------------
+
+
+def test_a_rebuild_swaps_in_atomically_and_keeps_what_survives(store: Store) -> None:
+    old = seed(store, NOTES)
+    with store.write() as writer, writer.transaction():
+        writer.put_embeddings("fake", "m", "k", {"h": to_blob([1.0, 0.0])})
+        writer.bump_generation()
+    old_max = max(r for rs in old.values() for r in rs)
+    with store.write() as writer, store.rebuild(writer) as staged, staged.transaction():
+        assert staged.file_records("memory") == {}  # starts empty
+        new = put_file(staged, "memory/only.md", "The only note left.\n")
+        staged.set_identity({"provider": "none"})
+        staged.bump_generation()
+    with store.read() as reader:
+        assert set(reader.file_records("memory")) == {"memory/only.md"}
+        assert min(new) > old_max  # chunk ids never reused, even across a rebuild
+        assert reader.generation() >= 2
+        assert reader.cached_embeddings("fake", "m", "k", ["h"]).keys() == {"h"}
+        assert reader.identity() == {"provider": "none"}
+
+
+def test_a_failed_rebuild_leaves_the_old_rows_searchable(store: Store) -> None:
+    seed(store, NOTES)
+    with store.read() as reader:
+        before = (reader.file_records("memory"), reader.chunk_rowids(SOURCES), reader.generation())
+    with pytest.raises(RuntimeError), store.write() as writer, store.rebuild(writer) as staged:
+        with staged.transaction():
+            put_file(staged, "memory/half.md", "half a rebuild\n")
+            staged.bump_generation()
+        # Committed in the staging area, then the orchestration gives up.
+        raise RuntimeError("the rebuild failed after its transaction")
+    with pytest.raises(RuntimeError), store.write() as writer, store.rebuild(writer) as staged:
+        put_file(staged, "memory/half.md", "half a rebuild\n")
+        raise RuntimeError("the rebuild failed while staging")
+    with store.read() as reader:
+        after = (reader.file_records("memory"), reader.chunk_rowids(SOURCES), reader.generation())
+        assert len(reader.postings([term_hash("gateway")], SOURCES)[term_hash("gateway")].rowids) == 2
+    assert after == before
+
+
+def test_reset_deletes_the_index(store: Store) -> None:
+    seed(store, NOTES)
+    with store.write() as writer, writer.transaction():
+        writer.set_identity({"provider": "none"})
+    assert store.published()
+    store.reset()
+    assert not store.published()
+    with store.read() as reader:
+        assert reader.counts() == {} and reader.identity() is None
+
+
+# -- namespaces ----------------------------------------------------------------------------
+
+
+def test_two_agents_never_see_each_others_rows(store_factory: StoreFactory) -> None:
+    alice, bob = store_factory("alice"), store_factory("bob")
+    seed(alice, {"MEMORY.md": "Alice's secret garden.\n"})
+    with alice.write() as writer, writer.transaction():
+        writer.set_identity({"provider": "none"})
+        writer.put_embeddings("fake", "m", "k", {"h": to_blob([1.0, 0.0])})
+    seed(bob, {"memory/b.md": "Bob's notes.\n"})
+    with bob.read() as reader:
+        assert set(reader.file_records("memory")) == {"memory/b.md"}
+        assert reader.postings([term_hash("garden")], SOURCES) == {}
+        assert reader.identity() is None and reader.cache_count() == 0
+    assert alice.published() and not bob.published()
+    bob.reset()
+    with alice.read() as reader:
+        assert set(reader.file_records("memory")) == {"MEMORY.md"}
+
+
+# -- knowledge graph -----------------------------------------------------------------------
+
+GRAPH_NOTE = "## Alice Martin (Ali)\n- city: Berlin\n- employer: Acme\n"
+
+
+def test_graph_rows_follow_their_file(store: Store) -> None:
+    seed(store, {"MEMORY.md": GRAPH_NOTE})
+    with store.write() as writer, writer.transaction():
+        writer.replace_note_graph(
+            path="MEMORY.md", source="memory", note=parse_note(GRAPH_NOTE, "MEMORY.md"), fresh=True
+        )
+        writer.refresh_graph()
+    with store.read() as reader:
+        rows = reader.graph_rows()
+    assert isinstance(rows, GraphRows)
+    assert ("alice martin", "Ali") in rows.aliases
+    facts = {(f[1], f[3], f[5]) for f in rows.facts}
+    assert {("alice martin", "city", "Berlin"), ("alice martin", "employer", "Acme")} <= facts
+    assert all(f[15] for f in rows.facts)  # each the current value of its key
+    seeded = {key for key, _act, _last in rows.activation}
+    assert {f[16] for f in rows.facts} <= seeded
+    with store.write() as writer, writer.transaction():
+        writer.replace_note_graph(path="MEMORY.md", source="memory", note=None)
+    with store.read() as reader:
+        assert reader.graph_rows().facts == []
+
+
+def test_activation_bumps_survive_a_rebuild(store: Store) -> None:
+    seed(store, {"MEMORY.md": GRAPH_NOTE})
+    with store.write(exclusive=False) as writer, writer.transaction():
+        writer.bump_activation(["f:abc", "f:def"], 0.5)
+        writer.bump_activation(["f:abc"], 0.5)
+    with store.write() as writer, store.rebuild(writer) as staged, staged.transaction():
+        put_file(staged, "MEMORY.md", GRAPH_NOTE)
+    with store.read() as reader:
+        activation = {k: a for k, a, _last in reader.graph_rows().activation}
+    assert activation["f:abc"] > activation["f:def"] > 0
+
+
+# -- health --------------------------------------------------------------------------------
+
+
+def test_health_reports_an_intact_index(store: Store) -> None:
+    seed(store, NOTES)
+    health = store.health()
+    assert health.opened and health.ok
+    with store.read() as reader:
+        assert health.chunks == reader.chunk_count(SOURCES)
+    assert health.location == store.location
