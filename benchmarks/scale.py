@@ -27,16 +27,18 @@ slower machine hits each the same:
 2. a fresh process (no ``prepare()``, no warm-up): import + open time, then the first
    ``--fresh`` searches (p50 / p95 / max); then ``prepare()`` when the checkout has it;
    then ``--queries`` searches warm (p50 / p95); the process's max RSS;
-3. the one-shot CLI: ``memmw search --json`` for each of the first ``--fresh`` queries
-   (wall time median and max, max RSS) and whether it ranks as the library does: the
-   CLI's list of (path, start line, end line) equals the warm library's for k of them,
-   and the top hit for k of them;
+3. the one-shot CLI: ``memmw search --json`` for each of the first ``--cli-queries``
+   queries (wall time and max RSS, median and max) and whether it ranks as the library
+   does: the CLI's list of (path, start line, end line) equals the warm library's (step
+   2) for k of them, and the top hit for k of them;
 4. ``StoreConfig(keyword_backend="fts5")`` in a fresh process: first search, p50 / p95;
 5. in a process that has called ``prepare()``: a no-op ``sync()``, a ``sync()`` after one
    note got a line more, and the first search after it (the note is then restored).
 
 It prints a markdown table (one column per checkout, and each column's ratio to the
-first) and writes every raw figure to ``<out>/scale.json`` (or ``--json``).
+first) and writes every raw figure to ``<out>/scale.json`` (or ``--json``), with the
+load average seen as each child started (the machine's noise). Step 1 is the long one
+(minutes per checkout at 165k chunks); ``--files 200`` runs the whole in about 2 minutes.
 """
 
 from __future__ import annotations
@@ -366,8 +368,13 @@ class Child:
     maxrss_mb: float
 
 
+#: The 1-minute load average as each child started (a shared machine's noise, reported).
+LOADS: list[float] = []
+
+
 def run_child(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float) -> Child:
     """Run a command; wall time, exit code, output and the child's own max RSS (wait4)."""
+    LOADS.append(os.getloadavg()[0])
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         proc = subprocess.Popen(
@@ -587,7 +594,8 @@ def measure(args: argparse.Namespace, codes: dict[str, Path], out: Path) -> dict
     for m in res.values():
         m["cli_s"] = statistics.median(m["cli_wall"])
         m["cli_max_s"] = max(m["cli_wall"])
-        m["cli_rss_mb"] = max(m["cli_rss"])
+        m["cli_rss_mb"] = statistics.median(m["cli_rss"])
+        m["cli_rss_max_mb"] = max(m["cli_rss"])
         m["cli_identical"] = sum(
             c == w for c, w in zip(m["cli_ranked"], m["warm_ranked"][:cli_n], strict=True)
         )
@@ -631,6 +639,7 @@ def measure(args: argparse.Namespace, codes: dict[str, Path], out: Path) -> dict
         "queries": {"n": len(queries), "fresh": fresh, "cli": cli_n, "seed": args.seed + 1},
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),
+        "load_1min": {"min": min(LOADS), "median": statistics.median(LOADS), "max": max(LOADS)},
         "checkouts": checkouts,
         "results": res,
     }
@@ -656,7 +665,8 @@ ROWS: list[tuple[str, str, str]] = [
     ("search process max RSS (MB)", "search_rss_mb", "{:,.0f}"),
     ("one-shot CLI `search --json`: median (s)", "cli_s", "{:.2f}"),
     ("one-shot CLI `search --json`: max (s)", "cli_max_s", "{:.2f}"),
-    ("one-shot CLI max RSS (MB)", "cli_rss_mb", "{:,.0f}"),
+    ("one-shot CLI max RSS: median (MB)", "cli_rss_mb", "{:,.0f}"),
+    ("one-shot CLI max RSS: max (MB)", "cli_rss_max_mb", "{:,.0f}"),
     ("CLI = library: identical top-6 lists", "cli_identical", "/{cli}"),
     ("CLI = library: same top hit", "cli_same_top", "/{cli}"),
     ("warm top-6 = first column's", "same_as_first_column", "/{n}"),
@@ -773,6 +783,11 @@ def main(argv: list[str] | None = None) -> int:
         f"# memmw scale: {ws['notes']} notes ({ws['markdown_mb']:.0f} MB of Markdown, "
         f"{args.source}, seed {args.seed}); keyword-only; python {report['python']}, "
         f"{report['cpus']} cpus; whole run {report['run_s'] / 60:.1f} min"
+    )
+    load = report["load_1min"]
+    print(
+        f"# load average (1 min) as the children started: {load['min']:.1f} to "
+        f"{load['max']:.1f}, median {load['median']:.1f}"
     )
     for name, info in report["checkouts"].items():
         print(f"# {name}: {info['git']} ({info['path']})")
