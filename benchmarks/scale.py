@@ -48,6 +48,7 @@ import datetime as dt
 import json
 import os
 import random
+import re
 import resource
 import shutil
 import statistics
@@ -255,12 +256,44 @@ def database_bytes(state: Path) -> int:
     """Bytes of the SQLite databases in a state folder plus their WAL files."""
     total = 0
     for f in state.rglob("*"):
-        if f.is_file() and (f.suffix in {".sqlite", ".db"} or f.name.endswith(("-wal",))):
+        if f.is_file() and (
+            f.suffix in {".sqlite", ".sqlite3", ".db"} or f.name.endswith(("-wal",))
+        ):
             total += f.stat().st_size
     return total
 
 
 Ranked = list[list[Any]]
+
+
+CITATION = re.compile(r"^(?P<path>.+)#L(?P<start>\d+)(?:-L(?P<end>\d+))?$")
+
+
+def cli_ranked(payload: Any) -> Ranked:
+    """``[[path, start_line, end_line], ...]`` of a ``search --json`` payload, best first.
+
+    Reads ``path``/``startLine``/``endLine`` (or snake_case), else the ``path#Lx-Ly``
+    citation, so a payload that changes shape is still compared line for line.
+
+    Raises:
+        ValueError: The payload has no ``results`` list or a result has no position.
+    """
+    rows = payload.get("results") if isinstance(payload, dict) else None
+    if not isinstance(rows, list):
+        raise ValueError("no results list")
+    out: Ranked = []
+    for r in rows:
+        start = r.get("startLine", r.get("start_line"))
+        end = r.get("endLine", r.get("end_line"))
+        if r.get("path") is not None and start is not None and end is not None:
+            out.append([r["path"], start, end])
+            continue
+        m = CITATION.match(str(r.get("citation", "")))
+        if m is None:
+            raise ValueError(f"a result without path and lines: {r!r}")
+        start = int(m["start"])
+        out.append([m["path"], start, int(m["end"] or start)])
+    return out
 
 
 # -- the worker: runs in a child process with PYTHONPATH=<checkout> ----------------------
@@ -446,15 +479,9 @@ class Harness:
         ]  # fmt: skip
         child = run_child(cmd, self.envs[name], self.out, self.args.timeout)
         try:
-            payload = json.loads(child.stdout)
+            return cli_ranked(json.loads(child.stdout)), child
         except ValueError:
             return None, child
-        rows = payload.get("results", []) if isinstance(payload, dict) else []
-        return [
-            [r.get("path"), r.get("startLine", r.get("start_line")),
-             r.get("endLine", r.get("end_line"))]
-            for r in rows
-        ], child  # fmt: skip
 
     def probe(self, name: str) -> dict[str, Any]:
         """Which memmw a child imports, its version and the checkout's git commit."""

@@ -91,6 +91,23 @@ def test_table_has_a_column_per_checkout_and_ratios(scale: ModuleType) -> None:
     assert not any("p95" in row for row in rows)  # figures nobody measured are left out
 
 
+def test_cli_payload_gives_paths_and_lines(scale: ModuleType) -> None:
+    payload = {
+        "results": [
+            {"path": "memory/a.md", "startLine": 3, "endLine": 5, "citation": "x#L1-L1"},
+            {"citation": "memory/b c.md#L7-L9"},
+            {"citation": "MEMORY.md#L4"},
+        ]
+    }
+    assert scale.cli_ranked(payload) == [
+        ["memory/a.md", 3, 5], ["memory/b c.md", 7, 9], ["MEMORY.md", 4, 4]
+    ]  # fmt: skip
+    assert scale.cli_ranked({"results": []}) == []
+    for bad in ({"error": "boom"}, [], {"results": [{"snippet": "no position"}]}):
+        with pytest.raises(ValueError):
+            scale.cli_ranked(bad)
+
+
 def test_codes_must_name_a_checkout(scale: ModuleType, tmp_path: Path) -> None:
     assert scale.parse_codes([]) == {"this": ROOT}
     assert scale.parse_codes([f"a={ROOT}", f"b={ROOT}"]) == {"a": ROOT, "b": ROOT}
