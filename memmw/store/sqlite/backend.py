@@ -406,7 +406,7 @@ class SqliteStore:
     # -- lifecycle -----------------------------------------------------------------------
     def reset(self) -> None:
         """Delete the index file (never a Markdown file); the next sync rebuilds it."""
-        with exclusive_lock(self.lock_path, timeout=120):
+        with self.writer_lock(timeout=120, what="reset"):
             self.drop_readers()
             for suffix in ("", "-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
