@@ -238,7 +238,7 @@ class Memory:
         try:
             with self.store.read() as reader:
                 recorded = reader.get_meta("workspace")
-        except ConfigError:
+        except ConfigError:  # this Memory is closed
             raise
         except MemmwError:  # no meta yet (a new index), or damaged: the sync rebuilds it
             return

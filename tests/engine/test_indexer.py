@@ -398,6 +398,29 @@ def test_concurrent_sync_without_waiting_is_busy(ws: Path, tmp_path: Path) -> No
     assert indexer.sync(wait=False).files_added == 4
 
 
+def test_a_busy_sync_names_the_process_that_holds_the_lock(ws: Path, tmp_path: Path) -> None:
+    db = tmp_path / "state" / "memory" / "main.sqlite"
+    holder = Indexer(db_path=db, workspace=ws, config=KEYWORD_ONLY)
+    waiting = Indexer(db_path=db, workspace=ws, config=KEYWORD_ONLY)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with holder.store.writer_lock(what="sync"):
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert held.wait(10)
+        with pytest.raises(IndexBusyError, match=rf"syncing main.sqlite \(pid {os.getpid()} .*sync"):
+            waiting.sync(wait=False)
+    finally:
+        release.set()
+        thread.join()
+    assert waiting.sync(wait=False).files_added == 4
+
+
 def test_progress_callback(ws: Path, tmp_path: Path) -> None:
     calls: list[tuple[int, int, str]] = []
     with open_memory(ws, tmp_path / "state") as mem:

@@ -41,6 +41,8 @@ class _Reader:
     inode: int | None
     shm: int | None
     depth: int = 0
+    #: Checked against the file by ``open`` since the last snapshot (``read`` skips it).
+    validated: bool = False
 
 
 def translate(exc: sqlite3.Error, location: str) -> IndexStoreError:
@@ -168,6 +170,7 @@ class SqliteStore:
             and inode is not None
             and self._shm_inode() == current.shm
         ):
+            current.validated = True
             return False
         if current is not None:
             if current.depth:
@@ -179,7 +182,7 @@ class SqliteStore:
             conn = self._open_reader()
         except sqlite3.Error as exc:
             raise translate(exc, self.location) from exc
-        reader = _Reader(conn, self._inode(), self._shm_inode())
+        reader = _Reader(conn, self._inode(), self._shm_inode(), validated=True)
         with self._readers_lock:
             for thread in [t for t in self._readers if not t.is_alive()]:
                 with contextlib.suppress(sqlite3.Error):
@@ -230,10 +233,14 @@ class SqliteStore:
     @contextlib.contextmanager
     def read(self) -> Iterator[IndexStore]:
         """A read snapshot of the index for the block (nested reads share it)."""
-        self.open()
         me = threading.current_thread()
         with self._readers_lock:
-            reader = self._readers[me]
+            reader = self._readers.get(me)
+        if reader is None or not (reader.depth or reader.validated):
+            self.open()  # not checked just before by the caller: check the file now
+            with self._readers_lock:
+                reader = self._readers[me]
+        reader.validated = False
         store = IndexStore(reader.conn, fts_tokenizer=self.fts_tokenizer, vec0=self._vec0_factory())
         if reader.depth:
             reader.depth += 1
@@ -406,7 +413,7 @@ class SqliteStore:
     # -- lifecycle -----------------------------------------------------------------------
     def reset(self) -> None:
         """Delete the index file (never a Markdown file); the next sync rebuilds it."""
-        with exclusive_lock(self.lock_path, timeout=120):
+        with self.writer_lock(timeout=120, what="reset"):
             self.drop_readers()
             for suffix in ("", "-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
