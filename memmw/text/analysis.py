@@ -167,3 +167,12 @@ def query_terms(text: str) -> list[str]:
             continue
         kept.extend(t for t in word_terms if t not in STOP_WORDS and not (t.isascii() and len(t) < 2))
     return list(dict.fromkeys(kept or every))
+
+
+@lru_cache(maxsize=4096)
+def distinct_terms(text: str) -> frozenset[str]:
+    """The set of ``terms(text)``, computed once per distinct word (similarity of texts)."""
+    out: set[str] = set()
+    for word in set(_WORD.findall(normalize(text))):
+        out.update(_word_terms(word))
+    return frozenset(out)

@@ -9,8 +9,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memmw.store.terms import pack_terms, unpack_terms
-from memmw.text.analysis import terms
+from memmw.store.sqlite.postings import (
+    FLUSH_AT,
+    Postings,
+    PostingsBuffer,
+    read_postings,
+    read_stats,
+    term_counts,
+)
+from memmw.text.analysis import distinct_terms, terms
 from memmw.text.chunking import Chunk
 
 
@@ -29,11 +36,10 @@ class ChunkRow:
     importance: int | None
     n_terms: int
     decay_ts: float | None
-    terms_blob: bytes = b""
 
-    def term_set(self) -> frozenset[int]:
-        """The chunk's distinct term hashes (for similarity between chunks)."""
-        return frozenset(unpack_terms(self.terms_blob)["h"].tolist())
+    def term_set(self) -> frozenset[str]:
+        """The chunk's distinct terms (for similarity between chunks)."""
+        return distinct_terms(self.text)
 
     def piece_lines(self) -> list[int]:
         """Line number of each ``\\n``-separated piece of ``text``."""
@@ -44,7 +50,7 @@ class ChunkRow:
 
 _CHUNK_COLUMNS = (
     "c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.text, c.line_map, "
-    "c.importance, c.n_terms, f.decay_ts, c.terms"
+    "c.importance, c.n_terms, f.decay_ts"
 )
 
 
@@ -61,7 +67,6 @@ def _chunk_row(row: Sequence[Any]) -> ChunkRow:
         importance=row[8],
         n_terms=row[9],
         decay_ts=row[10],
-        terms_blob=row[11],
     )
 
 
@@ -85,9 +90,22 @@ class IndexStore:
     implement the same methods.
     """
 
-    def __init__(self, conn: sqlite3.Connection, *, fts_tokenizer: str = "unicode61") -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, *, fts_tokenizer: str = "unicode61", fts: bool = True
+    ) -> None:
+        """Wrap one connection.
+
+        Args:
+            conn: The index database.
+            fts_tokenizer: Tokenizer of ``chunks_fts``.
+            fts: Keep ``chunks_fts`` filled on writes (only the ``fts5`` keyword backend
+                reads it; the postings are always kept).
+        """
         self.conn = conn
         self.fts_tokenizer = fts_tokenizer
+        self.fts = fts
+        #: Postings changes of the current write transaction (see ``flush_postings``).
+        self.postings_buffer = PostingsBuffer()
 
     # -- meta ------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -128,14 +146,19 @@ class IndexStore:
 
     def delete_file(self, path: str, source: str) -> None:
         """Remove a file and everything derived from it."""
-        ids = [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT c.rowid FROM chunks c JOIN files f ON f.id=c.file_id WHERE f.path=? AND f.source=?",
-                (path, source),
-            )
-        ]
-        self._delete_fts(ids)
+        ids: list[int] = []
+        for rowid, text in self.conn.execute(
+            "SELECT c.rowid, c.text FROM chunks c JOIN files f ON f.id=c.file_id"
+            " WHERE f.path=? AND f.source=?",
+            (path, source),
+        ):
+            # The postings of a chunk are found again from its text (the terms are a
+            # function of it), so no per-chunk copy of the terms is stored.
+            hashes, _tf, length = term_counts(text)
+            self.postings_buffer.remove(source, rowid, hashes, length)
+            ids.append(rowid)
+        if self.fts:
+            self._delete_fts(ids)
         self.conn.execute("DELETE FROM files WHERE path=? AND source=?", (path, source))
 
     def _delete_fts(self, rowids: Iterable[int]) -> None:
@@ -170,11 +193,11 @@ class IndexStore:
                 # the id; one copy serves search equally well (the reference upserts).
                 continue
             written.add(cid)
-            blob, n_terms = pack_terms(chunk.text)
+            hashes, tf, n_terms = term_counts(chunk.text)
             cur = self.conn.execute(
                 "INSERT INTO chunks(id, file_id, path, source, start_line, end_line, hash, model,"
-                " text, line_map, importance, terms, n_terms, updated_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " text, line_map, importance, n_terms, updated_at)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     cid,
                     file_id,
@@ -187,18 +210,25 @@ class IndexStore:
                     chunk.text,
                     json.dumps(chunk.line_map) if chunk.line_map else None,
                     chunk.importance,
-                    blob,
                     n_terms,
                     now,
                 ),
             )
             assert cur.lastrowid is not None
             rowids.append(cur.lastrowid)
-            self.conn.execute(
-                "INSERT INTO chunks_fts(rowid, body) VALUES (?, ?)",
-                (cur.lastrowid, fts_body(chunk.text, self.fts_tokenizer)),
-            )
+            self.postings_buffer.add(source, cur.lastrowid, hashes, tf, n_terms)
+            if self.fts:
+                self.conn.execute(
+                    "INSERT INTO chunks_fts(rowid, body) VALUES (?, ?)",
+                    (cur.lastrowid, fts_body(chunk.text, self.fts_tokenizer)),
+                )
+        if self.postings_buffer.size >= FLUSH_AT:
+            self.flush_postings()
         return rowids
+
+    def flush_postings(self) -> None:
+        """Write the buffered postings changes (before the write transaction commits)."""
+        self.postings_buffer.flush(self.conn)
 
     # -- reads -----------------------------------------------------------------------
     def chunks(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
@@ -216,25 +246,18 @@ class IndexStore:
                 out[row[0]] = _chunk_row(row)
         return out
 
-    def term_blobs(self, sources: Sequence[str], *, after: int = 0) -> list[tuple[int, bytes, int]]:
-        """``(rowid, terms blob, n_terms)`` of the chunks of ``sources`` with rowid > ``after``."""
-        marks = ",".join("?" * len(sources))
-        return self.conn.execute(
-            "SELECT rowid, terms, n_terms FROM chunks"
-            f" WHERE source IN ({marks}) AND rowid > ? ORDER BY rowid",
-            (*sources, after),
-        ).fetchall()
+    def postings(self, term_hashes: Sequence[int], sources: Sequence[str]) -> dict[int, Postings]:
+        """Each term's live postings over ``sources``, rowid ascending (absent: none)."""
+        if self.postings_buffer.pending:
+            self.flush_postings()  # a writer reading its own transaction
+        return read_postings(self.conn, term_hashes, sources)
 
-    def chunk_rowids(self, sources: Sequence[str]) -> list[int]:
-        """Rowids of every chunk of ``sources``, ascending."""
-        marks = ",".join("?" * len(sources))
-        return [
-            r[0]
-            for r in self.conn.execute(
-                f"SELECT rowid FROM chunks WHERE source IN ({marks}) ORDER BY rowid",
-                tuple(sources),
-            )
-        ]
+    def keyword_stats(self, sources: Sequence[str]) -> tuple[int, float]:
+        """``(live chunks, total terms)`` of ``sources``: the BM25 collection statistics."""
+        if self.postings_buffer.pending:
+            self.flush_postings()
+        chunks, length = read_stats(self.conn, sources)
+        return chunks, float(length)
 
     def chunk_count(self, sources: Sequence[str]) -> int:
         """Chunks of ``sources``."""

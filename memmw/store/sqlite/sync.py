@@ -23,6 +23,7 @@ from memmw.errors import IndexBusyError, IndexCorruptError, IndexStoreError
 from memmw.graph.syntax import mask_retracted
 from memmw.store.sqlite import graph as graph_index
 from memmw.store.sqlite.db import connect, is_corruption, quarantine, transaction
+from memmw.store.sqlite.postings import PostingsBuffer
 from memmw.store.sqlite.schema import migrate
 from memmw.store.sqlite.store import IndexStore
 from memmw.store.terms import TERMS_VERSION
@@ -150,6 +151,8 @@ def build_identity(
         "chunkTokens": config.chunking.tokens,
         "chunkOverlap": config.chunking.overlap,
         "ftsTokenizer": config.store.fts_tokenizer,
+        # chunks_fts is only filled for the fts5 backend (postings serve the others).
+        "keywordBackend": "fts5" if config.store.keyword_backend == "fts5" else "postings",
         "chunkingVersion": CHUNKING_VERSION,
         "termsVersion": TERMS_VERSION,
     }
@@ -261,6 +264,13 @@ class Indexer:
         return report
 
     # -- internals -------------------------------------------------------------------
+    def _store(self, conn: sqlite3.Connection) -> IndexStore:
+        return IndexStore(
+            conn,
+            fts_tokenizer=self.config.store.fts_tokenizer,
+            fts=self.config.store.keyword_backend == "fts5",
+        )
+
     def _sync_locked(
         self, force: bool, progress: Progress | None
     ) -> tuple[str | None, _Counts, int]:
@@ -268,7 +278,7 @@ class Indexer:
         conn = connect(self.db_path)
         try:
             migrate(conn, self.config.store.fts_tokenizer)
-            store = IndexStore(conn, fts_tokenizer=self.config.store.fts_tokenizer)
+            store = self._store(conn)
             wanted = build_identity(self.config, self.workspace, self.provider)
             stored_raw = store.get_meta("identity")
             stored = json.loads(stored_raw) if stored_raw else None
@@ -365,6 +375,7 @@ class Indexer:
             store.delete_file(path, "memory")
             counts.removed += 1
         self._index_sessions(store, counts)
+        store.flush_postings()
         if counts.modified or graph_stale:
             graph_index.refresh_supersession(store.conn)
             graph_index.refresh_cooccurrences(store.conn)
@@ -442,7 +453,9 @@ class Indexer:
         try:
             tmp.execute("PRAGMA synchronous=OFF")
             migrate(tmp, self.config.store.fts_tokenizer)
-            store = IndexStore(tmp, fts_tokenizer=self.config.store.fts_tokenizer)
+            store = self._store(tmp)
+            # An empty database: postings are only ever appended (no read-back).
+            store.postings_buffer = PostingsBuffer(bulk=True)
             old_generation = live_store.generation()
             old_chunks = live.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
             with transaction(tmp):
