@@ -91,8 +91,14 @@ print(json.dumps({"first": first, "warm": warm, "top": top, "rss_mb": rss}))
 
 def run(checkout: Path, code: str, *args: str) -> dict[str, object]:
     env = dict(os.environ, PYTHONPATH=str(checkout))
+    # cwd too: ``python -c`` puts the current folder first on the path.
     out = subprocess.run(
-        [sys.executable, "-c", code, *args], env=env, check=True, capture_output=True, text=True
+        [sys.executable, "-c", code, *args],
+        env=env,
+        cwd=checkout,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -128,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
             os.path.getsize(f"{db}{s}") for s in ("", "-wal") if os.path.exists(f"{db}{s}")
         )
         res = run(checkout, CHILD_SEARCH, str(ws), str(state), json.dumps(queries))
+        import_check = run(checkout, "import json, memmw; print(json.dumps({'f': memmw.__file__}))")
+        assert str(import_check["f"]).startswith(str(checkout)), import_check
         first = [float(x) for x in res["first"]]  # type: ignore[attr-defined]
         warm = [float(x) for x in res["warm"]]  # type: ignore[attr-defined]
         tops[str(checkout)] = list(res["top"])  # type: ignore[call-overload]

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memmw.search.keyword import (
     K1,
@@ -241,3 +243,24 @@ def test_fts_search_survives_hostile_terms(tmp_path: Path, tokenizer: str, raw: 
         fts_search(store, query_terms(raw), 5, ["memory"])
     finally:
         store.conn.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sets(st.integers(0, 60)), min_size=1, max_size=5))
+def test_union_of_postings_equals_numpy_unique(lists: list[set[int]]) -> None:
+    from memmw.search.keyword import _union
+
+    postings = [
+        Postings(
+            np.asarray(sorted(s), dtype=np.int64),
+            np.ones(len(s), dtype=np.float32),
+            np.ones(len(s), dtype=np.float32),
+        )
+        for s in lists
+    ]
+    rows, inverse = _union(postings)
+    want_rows, want_inverse = np.unique(
+        np.concatenate([p.rowids for p in postings]), return_inverse=True
+    )
+    assert rows.tolist() == want_rows.tolist()
+    assert inverse.tolist() == want_inverse.tolist()

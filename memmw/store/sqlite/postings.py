@@ -17,14 +17,13 @@ A query reads only its terms' rows.
 from __future__ import annotations
 
 import sqlite3
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from memmw.store.terms import term_hash
-from memmw.text.analysis import terms
+from memmw.text.analysis import term_frequencies
 
 #: Postings per segment row: small enough that appending to a frequent term rewrites
 #: little, large enough that reading one is a handful of rows.
@@ -55,11 +54,11 @@ EMPTY = Postings(
 
 def term_counts(text: str) -> tuple[np.ndarray, np.ndarray, int]:
     """``(term hashes, counts, length)`` of a chunk's text: its row of the term matrix."""
-    counts = Counter(terms(text))
+    counts = term_frequencies(text)
     n = len(counts)
-    hashes = np.fromiter((term_hash(t) for t in counts), dtype=np.int64, count=n)
-    tf = np.minimum(np.fromiter(counts.values(), dtype=np.int64, count=n), 65535)
-    return hashes, tf.astype(np.uint16), sum(counts.values())
+    hashes = np.fromiter(map(term_hash, counts), dtype=np.int64, count=n)
+    tf = np.fromiter(counts.values(), dtype=np.int64, count=n)
+    return hashes, np.minimum(tf, 65535).astype(np.uint16), int(tf.sum())
 
 
 def _decode(seg: int, data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
