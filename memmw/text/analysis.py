@@ -173,17 +173,13 @@ def query_terms(text: str) -> list[str]:
 
 def term_frequencies(text: str) -> dict[str, int]:
     """``Counter(terms(text))``, computed once per distinct word (indexing hot path)."""
+    norm = normalize(text)
+    words = _WORD.findall(norm)
+    if not _HAS_CJK.search(norm):
+        # Every word is one term, its stem: count in C, no per-word Python loop.
+        return dict(Counter(map(stem, words)))
     out: dict[str, int] = {}
-    for word, n in Counter(_WORD.findall(normalize(text))).items():
+    for word, n in Counter(words).items():
         for term in _word_terms(word):
             out[term] = out.get(term, 0) + n
     return out
-
-
-@lru_cache(maxsize=4096)
-def distinct_terms(text: str) -> frozenset[str]:
-    """The set of ``terms(text)``, computed once per distinct word (similarity of texts)."""
-    out: set[str] = set()
-    for word in set(_WORD.findall(normalize(text))):
-        out.update(_word_terms(word))
-    return frozenset(out)

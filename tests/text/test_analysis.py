@@ -144,7 +144,6 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from memmw.text.analysis import (  # noqa: E402
-    distinct_terms,
     term_frequencies,
 )
 
@@ -157,5 +156,4 @@ _TEXT = st.text(
 @given(_TEXT)
 def test_fast_term_paths_equal_their_definitions(text: str) -> None:
     assert term_frequencies(text) == dict(Counter(terms(text)))
-    assert distinct_terms(text) == frozenset(terms(text))
     assert weight(text) == len(text) + 3 * sum(1 for ch in text if is_wide(ch))

@@ -155,9 +155,9 @@ MIGRATIONS: tuple[str, ...] = (
         updated_at REAL NOT NULL
     );
     """,
-    # 3: persisted keyword postings and statistics (memmw.store.sqlite.postings) replace
-    # the per-chunk term blobs; the old derived rows cannot serve search, so the
-    # identity is dropped and the next sync rebuilds the index from the notes.
+    # 3: persisted keyword postings and statistics (memmw.store.sqlite.postings); the
+    # chunks' ``terms`` column now holds only their distinct term hashes. The old rows
+    # cannot serve search, so the identity is dropped and the next sync rebuilds.
     """
     CREATE TABLE postings (
         source TEXT NOT NULL,
@@ -172,7 +172,6 @@ MIGRATIONS: tuple[str, ...] = (
         chunks INTEGER NOT NULL,
         terms INTEGER NOT NULL
     );
-    ALTER TABLE chunks DROP COLUMN terms;
     DELETE FROM meta WHERE key = 'identity'
     """,
 )

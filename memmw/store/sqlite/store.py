@@ -9,6 +9,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from memmw.store.sqlite.postings import (
     FLUSH_AT,
     Postings,
@@ -17,7 +19,7 @@ from memmw.store.sqlite.postings import (
     read_stats,
     term_counts,
 )
-from memmw.text.analysis import distinct_terms, terms
+from memmw.text.analysis import terms
 from memmw.text.chunking import Chunk
 
 
@@ -36,10 +38,11 @@ class ChunkRow:
     importance: int | None
     n_terms: int
     decay_ts: float | None
+    terms_blob: bytes = b""
 
-    def term_set(self) -> frozenset[str]:
-        """The chunk's distinct terms (for similarity between chunks)."""
-        return distinct_terms(self.text)
+    def term_set(self) -> frozenset[int]:
+        """The chunk's distinct term hashes (for similarity between chunks)."""
+        return frozenset(np.frombuffer(self.terms_blob, dtype="<i8").tolist())
 
     def piece_lines(self) -> list[int]:
         """Line number of each ``\\n``-separated piece of ``text``."""
@@ -50,7 +53,7 @@ class ChunkRow:
 
 _CHUNK_COLUMNS = (
     "c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.text, c.line_map, "
-    "c.importance, c.n_terms, f.decay_ts"
+    "c.importance, c.n_terms, f.decay_ts, c.terms"
 )
 
 
@@ -67,6 +70,7 @@ def _chunk_row(row: Sequence[Any]) -> ChunkRow:
         importance=row[8],
         n_terms=row[9],
         decay_ts=row[10],
+        terms_blob=row[11],
     )
 
 
@@ -147,15 +151,13 @@ class IndexStore:
     def delete_file(self, path: str, source: str) -> None:
         """Remove a file and everything derived from it."""
         ids: list[int] = []
-        for rowid, text in self.conn.execute(
-            "SELECT c.rowid, c.text FROM chunks c JOIN files f ON f.id=c.file_id"
+        for rowid, blob, length in self.conn.execute(
+            "SELECT c.rowid, c.terms, c.n_terms FROM chunks c JOIN files f ON f.id=c.file_id"
             " WHERE f.path=? AND f.source=?",
             (path, source),
         ):
-            # The postings of a chunk are found again from its text (the terms are a
-            # function of it), so no per-chunk copy of the terms is stored.
-            hashes, _tf, length = term_counts(text)
-            self.postings_buffer.remove(source, rowid, hashes, length)
+            # The chunk's distinct terms name the postings it is in.
+            self.postings_buffer.remove(source, rowid, np.frombuffer(blob, dtype="<i8"), length)
             ids.append(rowid)
         if self.fts:
             self._delete_fts(ids)
@@ -196,8 +198,8 @@ class IndexStore:
             hashes, tf, n_terms = term_counts(chunk.text)
             cur = self.conn.execute(
                 "INSERT INTO chunks(id, file_id, path, source, start_line, end_line, hash, model,"
-                " text, line_map, importance, n_terms, updated_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " text, line_map, importance, terms, n_terms, updated_at)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     cid,
                     file_id,
@@ -210,6 +212,7 @@ class IndexStore:
                     chunk.text,
                     json.dumps(chunk.line_map) if chunk.line_map else None,
                     chunk.importance,
+                    np.sort(hashes).astype("<i8").tobytes(),
                     n_terms,
                     now,
                 ),
