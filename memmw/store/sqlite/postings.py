@@ -2,8 +2,10 @@
 
 Layout: ``postings(source, term, seg, n, data)`` WITHOUT ROWID, one row per segment of
 at most ``SEGMENT_MAX`` postings of one term. ``seg`` is the first chunk rowid of the
-segment and ``data`` packs, per posting, the rowid's offset from ``seg`` (u32), the term
-frequency (u16) and the chunk's length in terms (u32). Chunk rowids are never reused
+segment and ``data`` packs its postings as three arrays, each of the narrowest unsigned
+width that holds its values (1, 2 or 4 bytes, named by a 3-byte header): the gaps
+between consecutive rowids (the first counted from ``seg``), the term frequencies and
+the chunks' lengths in terms. Most postings take 4 or 5 bytes. Chunk rowids are never reused
 and only grow, so new postings always go at the end of a term's last segment; deleting
 a chunk rewrites only the segments that held it. ``keyword_stats(source, chunks,
 terms)`` holds the live chunk count and the total length for the BM25 length norm
@@ -31,9 +33,8 @@ SEGMENT_MAX = 4096
 #: Buffered postings that trigger a flush (bounds the memory of a full rebuild).
 FLUSH_AT = 2_000_000
 
-#: One stored posting.
-POSTING = np.dtype([("off", "<u4"), ("tf", "<u2"), ("dl", "<u4")])
 _U32 = 2**32
+_WIDTHS = (1, 2, 4)
 
 @dataclass(frozen=True)
 class Postings:
@@ -61,17 +62,33 @@ def term_counts(text: str) -> tuple[np.ndarray, np.ndarray, int]:
     return hashes, np.minimum(tf, 65535).astype(np.uint16), int(tf.sum())
 
 
-def _decode(seg: int, data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    arr = np.frombuffer(data, dtype=POSTING)
-    return arr["off"].astype(np.int64) + seg, arr["tf"], arr["dl"]
+def decode(seg: int, data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(rowids, tf, lengths)`` of one stored segment."""
+    wg, wt, wl = data[0], data[1], data[2]
+    n = (len(data) - 3) // (wg + wt + wl)
+    gaps = np.frombuffer(data, dtype=f"<u{wg}", count=n, offset=3)
+    tf = np.frombuffer(data, dtype=f"<u{wt}", count=n, offset=3 + n * wg)
+    dl = np.frombuffer(data, dtype=f"<u{wl}", count=n, offset=3 + n * (wg + wt))
+    return np.cumsum(gaps, dtype=np.int64) + seg, tf, dl
 
 
-def _encode(seg: int, rowids: np.ndarray, tf: np.ndarray, dl: np.ndarray) -> bytes:
-    arr = np.empty(len(rowids), dtype=POSTING)
-    arr["off"] = rowids - seg
-    arr["tf"] = tf
-    arr["dl"] = dl
-    return arr.tobytes()
+def _width(values: np.ndarray) -> int:
+    top = int(values.max()) if len(values) else 0
+    return next(w for w in _WIDTHS if top < 1 << (8 * w))
+
+
+def encode(seg: int, rowids: np.ndarray, tf: np.ndarray, dl: np.ndarray) -> bytes:
+    """One segment's bytes (``rowids`` ascending, the first at least ``seg``)."""
+    gaps = np.diff(rowids, prepend=seg)
+    widths = (_width(gaps), _width(tf), _width(dl))
+    return b"".join(
+        [
+            bytes(widths),
+            gaps.astype(f"<u{widths[0]}").tobytes(),
+            np.asarray(tf).astype(f"<u{widths[1]}").tobytes(),
+            np.asarray(dl).astype(f"<u{widths[2]}").tobytes(),
+        ]
+    )
 
 
 @dataclass
@@ -192,7 +209,7 @@ def _flush_source(conn: sqlite3.Connection, source: str, p: _Pending, *, bulk: b
                         "SELECT data FROM postings WHERE source=? AND term=? AND seg=?",
                         (source, term, seg),
                     ).fetchone()
-                    rows, tf, dl = _decode(seg, data)
+                    rows, tf, dl = decode(seg, data)
                     keep = ~np.isin(rows, gone)
                     segs[seg] = (rows[keep], tf[keep], dl[keep])
                     changed.add(seg)
@@ -206,7 +223,7 @@ def _flush_source(conn: sqlite3.Connection, source: str, p: _Pending, *, bulk: b
                         "SELECT data FROM postings WHERE source=? AND term=? AND seg=?",
                         (source, term, seg),
                     ).fetchone()
-                    segs[seg] = _decode(seg, data)
+                    segs[seg] = decode(seg, data)
                 old = segs[seg]
                 room = max(0, SEGMENT_MAX - len(old[0]))
                 segs[seg] = (
@@ -224,7 +241,7 @@ def _flush_source(conn: sqlite3.Connection, source: str, p: _Pending, *, bulk: b
         for seg in changed:
             rows, tf, dl = segs[seg]
             if len(rows):
-                inserts.append((source, term, seg, len(rows), _encode(seg, rows, tf, dl)))
+                inserts.append((source, term, seg, len(rows), encode(seg, rows, tf, dl)))
             else:
                 deletes.append((source, term, seg))
     if deletes:
@@ -251,7 +268,7 @@ def read_postings(
         f" AND term IN ({t_marks}) ORDER BY term, seg",
         (*sources, *wanted),
     ):
-        parts.setdefault(int(term), []).append(_decode(int(seg), data))
+        parts.setdefault(int(term), []).append(decode(int(seg), data))
     out: dict[int, Postings] = {}
     for term, segs in parts.items():
         rows = np.concatenate([s[0] for s in segs])

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from memmw import Memory, MemoryConfig
 from memmw.store.sqlite import postings as postings_mod
 from memmw.store.sqlite.db import connect, transaction
-from memmw.store.sqlite.postings import POSTING, PostingsBuffer, term_counts
+from memmw.store.sqlite.postings import PostingsBuffer, decode, encode, term_counts
 from memmw.store.sqlite.schema import migrate
 from memmw.store.sqlite.store import IndexStore
 from memmw.store.terms import term_hash
@@ -54,14 +54,13 @@ def logical(conn: sqlite3.Connection) -> tuple[Logical, list[tuple[str, int, int
     for source, term, seg, n, data in conn.execute(
         "SELECT source, term, seg, n, data FROM postings ORDER BY source, term, seg"
     ):
-        arr = np.frombuffer(data, dtype=POSTING)
-        assert 0 < len(arr) == n <= postings_mod.SEGMENT_MAX
-        rows = arr["off"].astype(np.int64) + seg
+        rows, tfs, dls = decode(seg, data)
+        assert 0 < len(rows) == n <= postings_mod.SEGMENT_MAX
         # Segments of a term hold ascending, disjoint rowid ranges starting at their key.
         assert rows[0] >= seg > previous.get((source, term), -1)
         assert bool(np.all(np.diff(rows) > 0))
         previous[(source, term)] = int(rows[-1])
-        for r, tf, dl in zip(rows.tolist(), arr["tf"].tolist(), arr["dl"].tolist(), strict=True):
+        for r, tf, dl in zip(rows.tolist(), tfs.tolist(), dls.tolist(), strict=True):
             out.setdefault(term, []).append((*place[r], tf, dl))
     for entries in out.values():
         entries.sort()
@@ -132,6 +131,26 @@ def test_incremental_postings_equal_a_clean_rebuild(
         assert live.keyword_stats(["memory"])[0] == n
         live.conn.close()
         clean.conn.close()
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 2**32 - 2), st.integers(1, 65535), st.integers(1, 2**32 - 1)),
+             min_size=1, max_size=40, unique_by=lambda t: t[0]),
+    st.integers(0, 2**40),
+)
+def test_segment_encoding_round_trips(
+    entries: list[tuple[int, int, int]], seg: int
+) -> None:
+    entries.sort()
+    rows = np.asarray([seg + r for r, _, _ in entries], dtype=np.int64)
+    tf = np.asarray([t for _, t, _ in entries], dtype=np.uint16)
+    dl = np.asarray([d for _, _, d in entries], dtype=np.uint32)
+    got = decode(seg, encode(seg, rows, tf, dl))
+    assert [a.tolist() for a in got] == [rows.tolist(), tf.tolist(), dl.tolist()]
+    # Small values take one byte each: a dense, short-chunk segment is 3 bytes a posting.
+    small = encode(seg, np.arange(seg, seg + 10, dtype=np.int64), tf[:1].repeat(10) % 200,
+                   np.full(10, 100, dtype=np.uint32))
+    assert len(small) == 3 + 10 * 3
 
 
 def test_postings_read_back_per_term_and_source(tmp_path: Path) -> None:
