@@ -155,9 +155,10 @@ MIGRATIONS: tuple[str, ...] = (
         updated_at REAL NOT NULL
     );
     """,
-    # 3: persisted keyword postings and statistics (memmw.store.sqlite.postings); the
-    # chunks' ``terms`` column now holds only their distinct term hashes. The old rows
-    # cannot serve search, so the identity is dropped and the next sync rebuilds.
+    # 3: persisted keyword postings and statistics (memmw.store.sqlite.postings), and
+    # each chunk's distinct term hashes in their own table (``chunks.terms`` stays
+    # empty: rows of text alone pack SQLite pages far better). The old rows cannot
+    # serve search, so the identity is dropped and the next sync rebuilds.
     """
     CREATE TABLE postings (
         source TEXT NOT NULL,
@@ -171,6 +172,10 @@ MIGRATIONS: tuple[str, ...] = (
         source TEXT PRIMARY KEY,
         chunks INTEGER NOT NULL,
         terms INTEGER NOT NULL
+    );
+    CREATE TABLE chunk_terms (
+        chunk_rowid INTEGER PRIMARY KEY REFERENCES chunks(rowid) ON DELETE CASCADE,
+        hashes BLOB NOT NULL
     );
     DELETE FROM meta WHERE key = 'identity'
     """,
@@ -233,7 +238,14 @@ def migrate(conn: sqlite3.Connection, fts_tokenizer: str) -> int:
 
 
 DERIVED_TABLES = (
-    "chunk_vectors", "chunks_fts", "postings", "keyword_stats", "chunks", "files", "embedding_cache"
+    "chunk_vectors",
+    "chunks_fts",
+    "postings",
+    "keyword_stats",
+    "chunk_terms",
+    "chunks",
+    "files",
+    "embedding_cache",
 )
 #: Tables that are not rebuilt from the notes: copied into a rebuilt index.
 KEPT_ACROSS_REBUILDS = ("embedding_cache", "graph_activation")

@@ -53,7 +53,7 @@ class ChunkRow:
 
 _CHUNK_COLUMNS = (
     "c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.text, c.line_map, "
-    "c.importance, c.n_terms, f.decay_ts, c.terms"
+    "c.importance, c.n_terms, f.decay_ts, t.hashes"
 )
 
 
@@ -70,7 +70,7 @@ def _chunk_row(row: Sequence[Any]) -> ChunkRow:
         importance=row[8],
         n_terms=row[9],
         decay_ts=row[10],
-        terms_blob=row[11],
+        terms_blob=row[11] or b"",
     )
 
 
@@ -152,8 +152,8 @@ class IndexStore:
         """Remove a file and everything derived from it."""
         ids: list[int] = []
         for rowid, blob, length in self.conn.execute(
-            "SELECT c.rowid, c.terms, c.n_terms FROM chunks c JOIN files f ON f.id=c.file_id"
-            " WHERE f.path=? AND f.source=?",
+            "SELECT c.rowid, t.hashes, c.n_terms FROM chunks c JOIN files f ON f.id=c.file_id"
+            " JOIN chunk_terms t ON t.chunk_rowid=c.rowid WHERE f.path=? AND f.source=?",
             (path, source),
         ):
             # The chunk's distinct terms name the postings it is in.
@@ -212,13 +212,17 @@ class IndexStore:
                     chunk.text,
                     json.dumps(chunk.line_map) if chunk.line_map else None,
                     chunk.importance,
-                    np.sort(hashes).astype("<i8").tobytes(),
+                    b"",  # the hashes live in chunk_terms (see schema migration 3)
                     n_terms,
                     now,
                 ),
             )
             assert cur.lastrowid is not None
             rowids.append(cur.lastrowid)
+            self.conn.execute(
+                "INSERT INTO chunk_terms(chunk_rowid, hashes) VALUES (?, ?)",
+                (cur.lastrowid, np.sort(hashes).astype("<i8").tobytes()),
+            )
             self.postings_buffer.add(source, cur.lastrowid, hashes, tf, n_terms)
             if self.fts:
                 self.conn.execute(
@@ -243,7 +247,7 @@ class IndexStore:
             marks = ",".join("?" * len(part))
             for row in self.conn.execute(
                 f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN files f ON f.id=c.file_id"
-                f" WHERE c.rowid IN ({marks})",
+                f" LEFT JOIN chunk_terms t ON t.chunk_rowid=c.rowid WHERE c.rowid IN ({marks})",
                 part,
             ):
                 out[row[0]] = _chunk_row(row)

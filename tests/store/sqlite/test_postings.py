@@ -64,6 +64,12 @@ def logical(conn: sqlite3.Connection) -> tuple[Logical, list[tuple[str, int, int
             out.setdefault(term, []).append((*place[r], tf, dl))
     for entries in out.values():
         entries.sort()
+    # Every chunk has its term hashes, and nothing else has (they cascade with it).
+    assert conn.execute(
+        "SELECT COUNT(*) FROM chunk_terms t LEFT JOIN chunks c ON c.rowid=t.chunk_rowid"
+        " WHERE c.rowid IS NULL"
+    ).fetchone() == (0,)
+    assert conn.execute("SELECT COUNT(*) FROM chunk_terms").fetchone() == (len(place),)
     stats = conn.execute("SELECT source, chunks, terms FROM keyword_stats ORDER BY source").fetchall()
     return out, [s for s in stats if s[1] or s[2]]
 

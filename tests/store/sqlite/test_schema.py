@@ -13,7 +13,7 @@ from memmw.store.sqlite.schema import DERIVED_TABLES, MIGRATIONS, fts_ddl, migra
 
 TABLES = {
     "meta", "files", "chunks", "embedding_cache", "chunk_vectors", "chunks_fts", "postings",
-    "keyword_stats",
+    "keyword_stats", "chunk_terms",
 }
 
 
