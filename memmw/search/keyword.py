@@ -18,6 +18,9 @@ MAX_PROBES = 6
 #: Chunks tied with the last wanted score kept beyond the limit (a stable tie-break
 #: needs them; past this many, rowid order decides).
 MAX_TIES = 1000
+#: Largest rowid range scored in a dense array (16 MB of float32); wider ranges (an
+#: index with a long history of edits) merge the postings instead.
+DENSE_SPAN = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -84,13 +87,22 @@ def bm25_search(
     if not n_docs or not lists or limit < 1:
         return []
     avgdl = total_terms / n_docs
-    rows, inverse = _union(lists)
-    scores = np.zeros(len(rows), dtype=np.float32)
-    matched = np.zeros(len(rows), dtype=np.int16)
-    pos = 0
-    for p in lists:
-        docs = inverse[pos : pos + len(p)]
-        pos += len(p)
+    lo = min(int(p.rowids[0]) for p in lists)
+    span = max(int(p.rowids[-1]) for p in lists) - lo + 1
+    if span <= DENSE_SPAN:
+        # Rowids of a live index are nearly contiguous: score into an array indexed by
+        # rowid, no merging needed.
+        rows: np.ndarray | None = None
+        size = span
+        slots = [p.rowids - lo for p in lists]
+    else:
+        rows, inverse = _union(lists)
+        size = len(rows)
+        ends = np.cumsum([len(p) for p in lists])
+        slots = np.split(inverse, ends[:-1])
+    scores = np.zeros(size, dtype=np.float32)
+    matched = np.zeros(size, dtype=np.int16)
+    for p, docs in zip(lists, slots, strict=True):
         weight = idf(len(p), n_docs)
         # float32 throughout, in query-term order: the scores the in-memory matrix gave.
         norm = (K1 * (1 - B + B * p.doc_len / max(avgdl, 1e-9))).astype(np.float32)
@@ -100,8 +112,13 @@ def bm25_search(
     if hit.size > limit:
         kth = np.partition(-scores[hit], limit - 1)[limit - 1]
         hit = hit[-scores[hit] <= kth]
-    hit = hit[np.lexsort((rows[hit], -scores[hit]))][: limit + MAX_TIES]
-    return [KeywordHit(int(rows[i]), float(scores[i]), int(matched[i])) for i in hit]
+    # Slots ascend with rowids in both layouts, so sorting by slot sorts by rowid.
+    hit = hit[np.lexsort((hit, -scores[hit]))][: limit + MAX_TIES]
+    ids = hit + lo if rows is None else rows[hit]
+    return [
+        KeywordHit(int(r), float(scores[i]), int(matched[i]))
+        for r, i in zip(ids.tolist(), hit.tolist(), strict=True)
+    ]
 
 
 def fts_quote(term: str) -> str:

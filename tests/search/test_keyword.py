@@ -264,3 +264,34 @@ def test_union_of_postings_equals_numpy_unique(lists: list[set[int]]) -> None:
     )
     assert rows.tolist() == want_rows.tolist()
     assert inverse.tolist() == want_inverse.tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(st.integers(0, 10_000), st.integers(1, 5), min_size=0, max_size=30),
+        min_size=1,
+        max_size=4,
+    ),
+    st.integers(1, 12),
+)
+def test_dense_and_merged_scoring_agree(terms_docs: list[dict[int, int]], limit: int) -> None:
+    from unittest import mock
+
+    import memmw.search.keyword as kw
+
+    lists = [
+        Postings(
+            np.asarray(sorted(d), dtype=np.int64),
+            np.asarray([d[r] for r in sorted(d)], dtype=np.float32),
+            np.asarray([(r % 7) + 3 for r in sorted(d)], dtype=np.float32),
+        )
+        for d in terms_docs
+    ]
+    dense = bm25_search(lists, 20_000, 100_000.0, limit)
+    with mock.patch.object(kw, "DENSE_SPAN", 0):
+        merged = bm25_search(lists, 20_000, 100_000.0, limit)
+    assert dense == merged
+    assert [h.rowid for h in dense] == [
+        h.rowid for h in sorted(dense, key=lambda h: (-h.bm25, h.rowid))
+    ]
