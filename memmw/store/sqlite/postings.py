@@ -189,15 +189,24 @@ def _flush_source(conn: sqlite3.Connection, source: str, p: _Pending, *, bulk: b
     adds, dels = _groups(a_hash), _groups(d_hash)
     inserts: list[tuple[str, int, int, int, bytes]] = []
     deletes: list[tuple[str, int, int]] = []
-    for term in sorted(adds.keys() | dels.keys()):
+    touched = sorted(adds.keys() | dels.keys())
+    # Segment keys of every touched term, a few hundred terms per query.
+    seg_keys: dict[int, list[tuple[int, int]]] = {}
+    if not bulk:
+        for start in range(0, len(touched), 500):
+            part = touched[start : start + 500]
+            for term, seg, n in conn.execute(
+                "SELECT term, seg, n FROM postings WHERE source=?"
+                f" AND term IN ({','.join('?' * len(part))}) ORDER BY term, seg",
+                (source, *part),
+            ):
+                seg_keys.setdefault(int(term), []).append((int(seg), int(n)))
+    for term in touched:
         segs: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         changed: set[int] = set()
         last: tuple[int, int] | None = None  # (seg, n) of the term's last segment
         if not bulk:
-            keys = conn.execute(
-                "SELECT seg, n FROM postings WHERE source=? AND term=? ORDER BY seg",
-                (source, term),
-            ).fetchall()
+            keys = seg_keys.get(term, [])
             if keys:
                 last = (int(keys[-1][0]), int(keys[-1][1]))
             if term in dels and keys:
