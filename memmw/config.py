@@ -142,8 +142,9 @@ class StoreConfig(_Section):
     Attributes:
         path: Index file; ``{agentId}`` is replaced. Default ``<state_dir>/memory/<agent>.sqlite``.
         fts_tokenizer: FTS5 tokenizer of the ``chunks_fts`` table.
-        keyword_backend: ``memory`` scores BM25 in process over a sparse term matrix (fast
-            at scale), ``fts5`` asks SQLite; ``auto`` picks ``memory``.
+        keyword_backend: ``memory`` scores BM25 in process over the postings the index
+            stores (fast at scale, from a process's first query), ``fts5`` asks SQLite
+            (its table is only filled for this backend); ``auto`` picks ``memory``.
         vector_enabled: Store and search vectors when a provider is active.
         vector_backend: ``sqlite-vec`` (needs an extension-capable sqlite module), ``numpy``,
             or ``auto`` (numpy brute force; it measured faster than a vec0 scan here).

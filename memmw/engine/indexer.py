@@ -144,6 +144,8 @@ def build_identity(
         "chunkTokens": config.chunking.tokens,
         "chunkOverlap": config.chunking.overlap,
         "ftsTokenizer": config.store.fts_tokenizer,
+        # chunks_fts is only filled for the fts5 backend (postings serve the others).
+        "keywordBackend": "fts5" if config.store.keyword_backend == "fts5" else "postings",
         "chunkingVersion": CHUNKING_VERSION,
         "termsVersion": TERMS_VERSION,
     }

@@ -138,7 +138,6 @@ class Memory:
             # Replaced file or lost WAL: counters may repeat, so cached matrices can lie.
             on_reopen=self._searcher.invalidate,
         )
-        self._searcher.snapshot = self.store.read
         self._indexer = Indexer(
             store=self.store,
             db_path=self.db_path,
@@ -485,18 +484,15 @@ class Memory:
         return _SearchResult(outcome.hits, outcome.mode, warning)
 
     def prepare(self, timeout: float | None = None) -> None:
-        """Load the search structures now and wait for them (e.g. at server start-up).
+        """Load the search structures now (e.g. at server start-up).
 
-        Builds the index if there is none, then the keyword matrix (large indexes build it
-        in the background; until then FTS5 answers searches) and the vector matrix.
+        Builds the index if there is none, then loads the vector matrix. Keyword search
+        needs no preparation: each query reads its terms' stored postings. ``timeout``
+        is accepted for compatibility and unused.
         """
         if not self._published():
             self.sync(embeddings="background")
         with self._lock, self._read() as store:
-            self._searcher.keyword_matrix(store, self.config.sources)
-        self._searcher.wait_ready(timeout)
-        with self._lock, self._read() as store:
-            self._searcher.keyword_matrix(store, self.config.sources)
             if self.provider is not None and self.config.store.vector_backend != "sqlite-vec":
                 dims = (store.identity() or {}).get("vectorDims")
                 self._searcher.vector_matrix(store, self.config.sources, dims)
@@ -696,17 +692,12 @@ class Memory:
                             "fts5" if self.config.store.keyword_backend == "fts5" else "memory"
                         ),
                     }
-                    matrix = self._searcher.keyword_matrix(store, self.config.sources)
-                    details["keywordMatrix"] = (
-                        {"state": "building in the background (FTS5 answers meanwhile)"}
-                        if matrix is None
-                        else {
-                            "state": "ready",
-                            "chunks": matrix.n_docs,
-                            "segments": matrix.segments,
-                            "terms": matrix.n_terms,
-                        }
-                    )
+                    n_docs, total_terms = store.keyword_stats(self.config.sources)
+                    details["keywordMatrix"] = {
+                        "state": "stored postings",
+                        "chunks": n_docs,
+                        "terms": int(total_terms),
+                    }
         details.update(self._provider_status(deep))
         details.update(self._freshness.to_dict())
         return Status(

@@ -44,7 +44,8 @@ def jaccard(a: frozenset[Any], b: frozenset[Any]) -> float:
         return 1.0
     if not a or not b:
         return 0.0
-    return len(a & b) / len(a | b)
+    common = len(a & b)
+    return common / (len(a) + len(b) - common)  # |a | b| without building the union
 
 
 T = TypeVar("T")

@@ -7,28 +7,22 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
-
-import numpy as np
 
 from memmw.config import MemoryConfig, candidate_count
 from memmw.errors import ConfigError
-from memmw.search.keyword import KeywordHit, KeywordMatrix, bm25_to_score, fts_search
+from memmw.search.keyword import KeywordHit, bm25_search, bm25_to_score, fts_search
+from memmw.search.keyword import idf as bm25_idf
 from memmw.search.ranking import decay_multiplier, importance_multiplier, mmr_order
 from memmw.search.snippets import build_snippet
+from memmw.store.protocol import EMPTY_POSTINGS as EMPTY
 from memmw.store.protocol import ChunkRow, StoreReader
+from memmw.store.terms import term_hash
 from memmw.store.vectors import VectorMatrix
 from memmw.text.analysis import normalize, query_terms
 from memmw.types import SearchHit, citation_for
 
 log = logging.getLogger(__name__)
-
-#: Indexes up to this many chunks build the keyword matrix in the searching thread.
-SYNC_BUILD_MAX_CHUNKS = 20_000
-
-#: (generation, sources, epoch): what a keyword matrix was built from.
-_MatrixKey = tuple[int, tuple[str, ...], "str | None"]
 
 #: ``(limit) -> [(rowid, cosine similarity)]``, best first.
 VectorLeg = Callable[[int], list[tuple[int, float]]]
@@ -71,107 +65,29 @@ def lexical_score(hit: KeywordHit, chunk: ChunkRow, n_query: int, path_hits: int
     )
 
 
-class Searcher:
-    """Runs searches over one index, caching the keyword matrix per index generation."""
+def _place(chunk: ChunkRow) -> tuple[str, int, int, str]:
+    """A chunk's stable tie-break key: path, lines, then its content-derived id."""
+    return (chunk.path, chunk.start_line, chunk.end_line, chunk.id)
 
-    def __init__(
-        self,
-        config: MemoryConfig,
-        *,
-        snapshot: Callable[[], AbstractContextManager[StoreReader]] | None = None,
-        sync_build_max_chunks: int = SYNC_BUILD_MAX_CHUNKS,
-    ) -> None:
+
+class Searcher:
+    """Runs searches over one index (keyword statistics and postings are read per query)."""
+
+    def __init__(self, config: MemoryConfig) -> None:
         """Create a searcher.
 
         Args:
             config: Memory settings.
-            snapshot: Opens a read snapshot of the index from any thread; enables building
-                a large keyword matrix in a background thread (FTS5 answers meanwhile).
-            sync_build_max_chunks: Indexes up to this size build the matrix in the calling
-                thread (a few hundred milliseconds at most).
         """
         self.config = config
-        #: Opens a read snapshot (``Store.read``); None builds every matrix in the caller.
-        self.snapshot = snapshot
-        self._sync_build_max = sync_build_max_chunks
-        self._matrix: KeywordMatrix | None = None
-        self._matrix_key: _MatrixKey | None = None
         self._vectors: VectorMatrix | None = None
         self._vectors_key: tuple[object, ...] | None = None
         self._lock = threading.Lock()
-        self._building: threading.Thread | None = None
 
     def invalidate(self) -> None:
-        """Forget the cached matrices (the index file was replaced or its WAL lost)."""
+        """Forget the cached vectors (the index file was replaced or its WAL lost)."""
         with self._lock:
-            self._matrix = self._matrix_key = None
             self._vectors = self._vectors_key = None
-
-    def keyword_matrix(self, store: StoreReader, sources: Sequence[str]) -> KeywordMatrix | None:
-        """The BM25 matrix of the current generation, or None while a first build runs.
-
-        After a sync the previous matrix is updated incrementally (new chunks form a small
-        segment, deleted ones are masked); a full rebuild happens when segments pile up
-        (in the background for large indexes) or after a full rebuild of the index (a new
-        ``epoch``).
-        """
-        key: _MatrixKey = (store.generation(), tuple(sources), store.get_meta("epoch"))
-        with self._lock:
-            current = self._matrix
-            if current is not None and self._matrix_key == key:
-                return current
-            same_base = self._matrix_key is not None and self._matrix_key[1:] == key[1:]
-            if current is not None and same_base:
-                alive = np.asarray(store.chunk_rowids(sources), dtype=np.int64)
-                fresh = current.updated(alive, store.term_blobs(sources, after=current.max_rowid))
-                self._matrix, self._matrix_key = fresh, key
-                if fresh.needs_compaction():
-                    if fresh.n_docs <= self._sync_build_max or self.snapshot is None:
-                        self._matrix = KeywordMatrix(store.term_blobs(sources))
-                    else:
-                        self._start_build(key)
-                return self._matrix
-            if self.snapshot is None or store.chunk_count(sources) <= self._sync_build_max:
-                started = time.perf_counter()
-                self._matrix = KeywordMatrix(store.term_blobs(sources))
-                self._matrix_key = key
-                log.debug(
-                    "keyword matrix: %d chunks in %.3fs",
-                    self._matrix.n_docs,
-                    time.perf_counter() - started,
-                )
-                return self._matrix
-            self._start_build(key)
-            return None
-
-    def _start_build(self, key: _MatrixKey) -> None:
-        """Build a full matrix in a thread; it replaces the current one when done."""
-        if self._building is not None and self._building.is_alive():
-            return
-        snapshot = self.snapshot
-        assert snapshot is not None
-
-        def build() -> None:
-            try:
-                with snapshot() as store:
-                    built: _MatrixKey = (store.generation(), key[1], store.get_meta("epoch"))
-                    matrix = KeywordMatrix(store.term_blobs(key[1]))
-                with self._lock:
-                    # Keep a newer incremental matrix if one was published meanwhile.
-                    cur = self._matrix_key
-                    if cur is None or cur[1:] != built[1:] or cur[0] <= built[0]:
-                        self._matrix, self._matrix_key = matrix, built
-            except Exception:  # never raised into a search; the next search retries
-                log.exception("building the keyword matrix failed")
-
-        self._building = threading.Thread(target=build, name="memmw-bm25", daemon=True)
-        self._building.start()
-
-    def wait_ready(self, timeout: float | None = None) -> None:
-        """Wait for a background matrix build (tests and benchmarks)."""
-        thread = self._building
-        if thread is not None:
-            thread.join(timeout)
 
     def vector_matrix(
         self, store: StoreReader, sources: Sequence[str], dims: int | None
@@ -219,14 +135,31 @@ class Searcher:
             return SearchOutcome([], mode)
         n_candidates = candidate_count(limit, cfg.hybrid)
 
-        matrix = self.keyword_matrix(store, srcs)
-        if self.config.store.keyword_backend == "fts5" or matrix is None:
+        # Only the query's terms are read: a fresh process answers as fast as a warm one.
+        hashes = [term_hash(t) for t in q_terms]
+        postings = store.postings(hashes, srcs) if q_terms else {}
+        n_docs, total_terms = store.keyword_stats(srcs) if q_terms else (0, 0.0)
+        if self.config.store.keyword_backend == "fts5":
             kw_hits = fts_search(store, q_terms, n_candidates, srcs)
         else:
-            kw_hits = matrix.search(q_terms, n_candidates)
+            kw_hits = bm25_search(
+                [postings.get(h, EMPTY) for h in dict.fromkeys(hashes)],
+                n_docs,
+                total_terms,
+                n_candidates,
+            )
         vec_hits = vector_leg(n_candidates) if vector_leg is not None else []
 
         rows = store.chunks([h.rowid for h in kw_hits] + [r for r, _ in vec_hits])
+        # Ties (equal scores) break by where the chunk is, never by its rowid: the same
+        # files give the same answer whatever the index's history.
+        kw_hits = sorted(
+            (h for h in kw_hits if h.rowid in rows),
+            key=lambda h: (-h.bm25, _place(rows[h.rowid])),
+        )[:n_candidates]
+        vec_hits = sorted(
+            ((r, s) for r, s in vec_hits if r in rows), key=lambda v: (-v[1], _place(rows[v[0]]))
+        )
         cands: dict[int, _Candidate] = {}
         for rank, kw in enumerate(kw_hits):
             chunk = rows.get(kw.rowid)
@@ -260,7 +193,7 @@ class Searcher:
             # its order; tanh(x) ~ x below 0.5, so low thresholds keep their meaning.
             cand.score = cand.order if hybrid else math.tanh(cand.order)
 
-        ordered = sorted(cands.values(), key=lambda c: (-c.order, -c.score, c.chunk.rowid))
+        ordered = sorted(cands.values(), key=lambda c: (-c.order, -c.score, _place(c.chunk)))
         if cfg.mmr.enabled:
             ordered = mmr_order(
                 ordered,
@@ -278,7 +211,8 @@ class Searcher:
         chosen = strict[:limit]
         # Snippets weigh the query's terms by idf; compute each once per search.
         weights = {
-            t: (matrix.idf(t) if matrix is not None and matrix.n_docs else 1.0) for t in q_terms
+            t: (bm25_idf(len(postings.get(h, EMPTY)), n_docs) if n_docs else 1.0)
+            for t, h in zip(q_terms, hashes, strict=True)
         }
 
         def idf(term: str) -> float:

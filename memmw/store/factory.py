@@ -28,6 +28,7 @@ def create_store(
         db_path,
         agent_id=agent_id,
         fts_tokenizer=config.store.fts_tokenizer,
+        fts=config.store.keyword_backend == "fts5",
         vector_backend=config.store.vector_backend,
         on_reopen=on_reopen,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from functools import lru_cache
 from typing import Any
 
@@ -24,6 +25,7 @@ _CJK_CHAR = (
     "\U00020000-\U0002fa1f"
 )
 _WORD = re.compile(r"\w+")
+_WIDE = re.compile("[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _WIDE_RANGES) + "]")
 _CJK_RUN = re.compile(f"[{_CJK_CHAR}]+")
 _HAS_CJK = re.compile(f"[{_CJK_CHAR}]")
 
@@ -57,7 +59,7 @@ def weight(text: str) -> int:
     """Chunking weight: code points plus 3 for each non-Latin character (~1 token each)."""
     if text.isascii():
         return len(text)
-    return len(text) + 3 * sum(1 for ch in text if is_wide(ch))
+    return len(text) + 3 * len(_WIDE.findall(text))
 
 
 def has_cjk(text: str) -> bool:
@@ -167,3 +169,17 @@ def query_terms(text: str) -> list[str]:
             continue
         kept.extend(t for t in word_terms if t not in STOP_WORDS and not (t.isascii() and len(t) < 2))
     return list(dict.fromkeys(kept or every))
+
+
+def term_frequencies(text: str) -> dict[str, int]:
+    """``Counter(terms(text))``, computed once per distinct word (indexing hot path)."""
+    norm = normalize(text)
+    words = _WORD.findall(norm)
+    if not _HAS_CJK.search(norm):
+        # Every word is one term, its stem: count in C, no per-word Python loop.
+        return dict(Counter(map(stem, words)))
+    out: dict[str, int] = {}
+    for word, n in Counter(words).items():
+        for term in _word_terms(word):
+            out[term] = out.get(term, 0) + n
+    return out

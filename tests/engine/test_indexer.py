@@ -139,8 +139,9 @@ def test_first_sync_indexes_everything(ws: Path, tmp_path: Path) -> None:
         "memory/2026-01-03.md",
         "memory/topics/garden.md",
     ]
-    # FTS rows mirror chunks one to one.
-    assert db_rows(mem.db_path, "SELECT COUNT(*) FROM chunks_fts") == [(5,)]
+    # The keyword statistics count every chunk; FTS5 is only filled for its backend.
+    assert db_rows(mem.db_path, "SELECT source, chunks FROM keyword_stats") == [("memory", 5)]
+    assert db_rows(mem.db_path, "SELECT COUNT(*) FROM chunks_fts") == [(0,)]
 
 
 def test_incremental_sync_uses_sha256_per_file(ws: Path, tmp_path: Path) -> None:
@@ -173,7 +174,7 @@ def test_incremental_sync_uses_sha256_per_file(ws: Path, tmp_path: Path) -> None
     db = mem.db_path
     assert db_rows(db, "SELECT COUNT(*) FROM chunks WHERE path='memory/2026-01-03.md'") == [(0,)]
     assert db_rows(db, "SELECT COUNT(*) FROM files WHERE path='memory/2026-01-03.md'") == [(0,)]
-    assert db_rows(db, "SELECT COUNT(*) FROM chunks_fts") == db_rows(db, "SELECT COUNT(*) FROM chunks")
+    assert db_rows(db, "SELECT chunks FROM keyword_stats") == db_rows(db, "SELECT COUNT(*) FROM chunks")
     stored = db_rows(db, "SELECT hash FROM files WHERE path='memory/topics/garden.md'")
     assert stored == [(hashlib.sha256((ws / "memory/topics/garden.md").read_bytes()).hexdigest(),)]
 

@@ -1,4 +1,4 @@
-"""Keyword leg: in-process BM25 over packed terms, and the FTS5 path."""
+"""Keyword leg: in-process BM25 over stored postings, and the FTS5 path."""
 
 from __future__ import annotations
 
@@ -8,12 +8,25 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from memmw.search.keyword import K1, B, KeywordMatrix, bm25_to_score, fts_quote, fts_search
+from memmw.search.keyword import (
+    K1,
+    MAX_TIES,
+    B,
+    KeywordHit,
+    bm25_search,
+    bm25_to_score,
+    fts_quote,
+    fts_search,
+    idf,
+)
 from memmw.store.sqlite.db import connect
+from memmw.store.sqlite.postings import EMPTY, Postings, term_counts
 from memmw.store.sqlite.schema import migrate
 from memmw.store.sqlite.store import IndexStore
-from memmw.store.terms import ENTRY, pack_terms, term_hash, unpack_terms
+from memmw.store.terms import term_hash
 from memmw.text.analysis import query_terms, terms
 from memmw.text.chunking import chunk_text
 
@@ -26,12 +39,40 @@ DOCS = [
 ]
 
 
-def matrix(docs: list[str]) -> KeywordMatrix:
-    rows = []
-    for i, text in enumerate(docs):
-        blob, n = pack_terms(text)
-        rows.append((100 + i, blob, n))
-    return KeywordMatrix(rows)
+class Corpus:
+    """Postings of a few documents (rowids from 100), as a store would return them."""
+
+    def __init__(self, docs: list[str]) -> None:
+        entries: dict[int, list[tuple[int, int, int]]] = {}
+        self.total = 0
+        for i, text in enumerate(docs):
+            hashes, tf, n = term_counts(text)
+            self.total += n
+            for h, f in zip(hashes.tolist(), tf.tolist(), strict=True):
+                entries.setdefault(h, []).append((100 + i, f, n))
+        self.n_docs = len(docs)
+        self.postings = {
+            h: Postings(
+                np.asarray([r for r, _, _ in e], dtype=np.int64),
+                np.asarray([f for _, f, _ in e], dtype=np.float32),
+                np.asarray([n for _, _, n in e], dtype=np.float32),
+            )
+            for h, e in entries.items()
+        }
+
+    def search(self, query: list[str], limit: int) -> list[KeywordHit]:
+        lists = [self.postings.get(term_hash(t), EMPTY) for t in dict.fromkeys(query)]
+        return bm25_search(lists, self.n_docs, self.total, limit)
+
+    def document_frequency(self, term: str) -> int:
+        return len(self.postings.get(term_hash(term), EMPTY))
+
+    def idf(self, term: str) -> float:
+        return idf(self.document_frequency(term), self.n_docs)
+
+
+def matrix(docs: list[str]) -> Corpus:
+    return Corpus(docs)
 
 
 def naive_bm25(docs: list[str], query: list[str]) -> dict[int, float]:
@@ -53,18 +94,17 @@ def naive_bm25(docs: list[str], query: list[str]) -> dict[int, float]:
     return out
 
 
-def test_pack_terms_round_trip() -> None:
-    blob, n = pack_terms("Tea, tea and TEA; coffee")
-    arr = unpack_terms(blob)
-    assert arr.dtype == ENTRY
+def test_term_counts() -> None:
+    hashes, tf, n = term_counts("Tea, tea and TEA; coffee")
     assert n == 5
     (coffee,) = terms("coffee")  # stored terms are stems
-    assert dict(zip(arr["h"].tolist(), arr["tf"].tolist(), strict=True)) == {
+    assert dict(zip(hashes.tolist(), tf.tolist(), strict=True)) == {
         term_hash("tea"): 3,
         term_hash("and"): 1,
         term_hash(coffee): 1,
     }
-    assert pack_terms("") == (b"", 0)
+    hashes, tf, n = term_counts("")
+    assert (len(hashes), len(tf), n) == (0, 0, 0)
 
 
 def test_term_hash_is_stable_across_processes() -> None:
@@ -94,12 +134,26 @@ def test_matched_counts_query_terms_present() -> None:
 
 def test_limit_and_no_match() -> None:
     m = matrix(DOCS)
-    # "the" is in two documents; the shorter ranks first.
-    assert [h.rowid for h in m.search(["the"], 1)] == [100]
+    # "the" is twice in two documents of nine terms: they tie, so a limit of 1 keeps both.
+    assert [h.rowid for h in m.search(["the"], 1)] == [100, 102]
+    assert [h.rowid for h in m.search(["gateway"], 1)] == [100, 102]
+    assert [h.rowid for h in m.search(["tea"], 1)] == [101]
     assert [h.rowid for h in m.search(["the"], 2)] == [100, 102]
     assert m.search(["zeppelin"], 5) == []
     assert m.search([], 5) == []
-    assert KeywordMatrix([]).search(["tea"], 5) == []
+    assert bm25_search([], 0, 0.0, 5) == []
+    assert bm25_search([EMPTY], 5, 10.0, 5) == []
+
+
+def test_ties_at_the_limit_are_all_returned() -> None:
+    # Four identical documents tie; a limit of 2 returns all four (by rowid here) so the
+    # caller can break the tie by path and line.
+    m = matrix(["alpha beta", "alpha beta", "alpha beta", "alpha beta", "gamma"])
+    hits = m.search(["alpha"], 2)
+    assert [h.rowid for h in hits] == [100, 101, 102, 103]
+    assert len({h.bm25 for h in hits}) == 1
+    many = matrix(["alpha"] * (MAX_TIES + 10))
+    assert len(many.search(["alpha"], 3)) == 3 + MAX_TIES
 
 
 def test_idf_and_document_frequency() -> None:
@@ -191,26 +245,53 @@ def test_fts_search_survives_hostile_terms(tmp_path: Path, tokenizer: str, raw: 
         store.conn.close()
 
 
-def test_updated_matrix_scores_like_a_fresh_one() -> None:
-    def rows(items: dict[int, str]) -> list[tuple[int, bytes, int]]:
-        return [(rid, *pack_terms(text)) for rid, text in sorted(items.items())]
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sets(st.integers(0, 60)), min_size=1, max_size=5))
+def test_union_of_postings_equals_numpy_unique(lists: list[set[int]]) -> None:
+    from memmw.search.keyword import _union
 
-    base = {i: f"note {i} about the gateway and backups number{i}" for i in range(1, 41)}
-    base[7] = "the zeppelin hangar opened on the airfield"
-    old = KeywordMatrix(rows(base))
-    now = {k: v for k, v in base.items() if k not in (3, 7)}
-    now[41] = "a second zeppelin landed near the hangar"
-    now[42] = "gateway firmware upgrade"
-    updated = old.updated(np.asarray(sorted(now), dtype=np.int64), rows({41: now[41], 42: now[42]}))
-    fresh = KeywordMatrix(rows(now))
-    assert updated.segments == 2 and fresh.segments == 1
-    assert updated.n_docs == fresh.n_docs == 40
-    assert updated.max_rowid == 42
-    for query in (["zeppelin", "hangar"], ["gateway"], ["number3"], ["firmware", "upgrade"]):
-        got = [(h.rowid, round(h.bm25, 4), h.matched) for h in updated.search(query, 10)]
-        want = [(h.rowid, round(h.bm25, 4), h.matched) for h in fresh.search(query, 10)]
-        assert got == want, query
-    assert [h.rowid for h in updated.search(["zeppelin"], 5)] == [41]  # 7 was deleted
-    assert updated.idf("gateway") == pytest.approx(fresh.idf("gateway"))
-    assert not updated.needs_compaction()
-    assert old.updated(np.asarray([1, 2], dtype=np.int64), []).needs_compaction()
+    postings = [
+        Postings(
+            np.asarray(sorted(s), dtype=np.int64),
+            np.ones(len(s), dtype=np.float32),
+            np.ones(len(s), dtype=np.float32),
+        )
+        for s in lists
+    ]
+    rows, inverse = _union(postings)
+    want_rows, want_inverse = np.unique(
+        np.concatenate([p.rowids for p in postings]), return_inverse=True
+    )
+    assert rows.tolist() == want_rows.tolist()
+    assert inverse.tolist() == want_inverse.tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(st.integers(0, 10_000), st.integers(1, 5), min_size=0, max_size=30),
+        min_size=1,
+        max_size=4,
+    ),
+    st.integers(1, 12),
+)
+def test_dense_and_merged_scoring_agree(terms_docs: list[dict[int, int]], limit: int) -> None:
+    from unittest import mock
+
+    import memmw.search.keyword as kw
+
+    lists = [
+        Postings(
+            np.asarray(sorted(d), dtype=np.int64),
+            np.asarray([d[r] for r in sorted(d)], dtype=np.float32),
+            np.asarray([(r % 7) + 3 for r in sorted(d)], dtype=np.float32),
+        )
+        for d in terms_docs
+    ]
+    dense = bm25_search(lists, 20_000, 100_000.0, limit)
+    with mock.patch.object(kw, "DENSE_SPAN", 0):
+        merged = bm25_search(lists, 20_000, 100_000.0, limit)
+    assert dense == merged
+    assert [h.rowid for h in dense] == [
+        h.rowid for h in sorted(dense, key=lambda h: (-h.bm25, h.rowid))
+    ]

@@ -25,8 +25,9 @@ from memmw.store.protocol import (
     StoreWriter,
     VectorStats,
 )
-from memmw.store.terms import term_hash, unpack_terms
+from memmw.store.terms import term_hash
 from memmw.store.vectors import to_blob
+from memmw.text.analysis import term_frequencies
 from memmw.text.chunking import Chunk, chunk_text
 
 #: ``make(agent_id="main") -> Store`` (the ``store_factory`` fixture of conftest.py).
@@ -126,7 +127,9 @@ def test_chunk_rows_carry_what_ranking_needs(store: Store) -> None:
         assert (row.rowid, row.path, row.source) == (rowid, "memory/2026-01-02.md", "memory")
         assert (row.start_line, row.end_line, row.text) == (chunk.start_line, chunk.end_line, chunk.text)
         assert row.decay_ts == 1_767_312_000.0
-        assert row.n_terms == int(unpack_terms(row.terms_blob)["tf"].sum())
+        counts = term_frequencies(row.text)
+        assert row.n_terms == sum(counts.values())
+        assert row.term_set() == {term_hash(t) for t in counts}
         assert row.piece_lines()[0] == chunk.start_line
 
 
@@ -236,8 +239,8 @@ def test_postings_and_keyword_stats_match_the_chunks_terms(store: Store) -> None
         rows = reader.chunks(reader.chunk_rowids(SOURCES))
         expected: dict[int, dict[int, tuple[float, float]]] = {}
         for row in rows.values():
-            for h, tf in zip(*(unpack_terms(row.terms_blob)[k].tolist() for k in ("h", "tf")), strict=True):
-                expected.setdefault(h, {})[row.rowid] = (float(tf), float(row.n_terms))
+            for term, tf in term_frequencies(row.text).items():
+                expected.setdefault(term_hash(term), {})[row.rowid] = (float(tf), float(row.n_terms))
         wanted = [term_hash(t) for t in ("gateway", "tea", "kubernetes", "absent")]
         got = reader.postings(wanted, SOURCES)
         assert set(got) == {h for h in wanted if h in expected}
@@ -255,14 +258,6 @@ def test_postings_and_keyword_stats_match_the_chunks_terms(store: Store) -> None
         assert len(reader.postings([term_hash("session")], SOURCES)) == 0
         assert len(reader.postings([term_hash("session")], BOTH)) == 1
         assert reader.keyword_stats(BOTH)[0] == n + 1
-
-
-def test_term_blobs_after_a_rowid(store: Store) -> None:
-    ids = seed(store, NOTES)
-    every = sorted(r for rs in ids.values() for r in rs)
-    with store.read() as reader:
-        assert [r for r, _b, _n in reader.term_blobs(SOURCES)] == every
-        assert [r for r, _b, _n in reader.term_blobs(SOURCES, after=every[0])] == every[1:]
 
 
 # -- vectors and the embedding cache -------------------------------------------------------

@@ -134,3 +134,26 @@ def test_the_c_and_pure_python_snowball_stemmers_agree() -> None:
     english = EnglishStemmer()
     words = "allergies generously painting daycare running happiness organizational".split()
     assert [c_stemmer.stemWord(w) for w in words] == [english.stemWord(w) for w in words]
+
+
+# -- fast paths used by indexing and MMR: equal to the definitions they shortcut ----------
+
+from collections import Counter  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from memmw.text.analysis import (  # noqa: E402
+    term_frequencies,
+)
+
+_TEXT = st.text(
+    st.sampled_from(list("ab Zé’-_ 1\n中文猫ミケ한국𠀀ꀀ\u3000")) | st.characters(), max_size=60
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TEXT)
+def test_fast_term_paths_equal_their_definitions(text: str) -> None:
+    assert term_frequencies(text) == dict(Counter(terms(text)))
+    assert weight(text) == len(text) + 3 * sum(1 for ch in text if is_wide(ch))

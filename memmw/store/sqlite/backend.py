@@ -69,6 +69,8 @@ class SqliteStore:
         db_path: The database file (``<state>/memory/<agent>.sqlite`` by default).
         agent_id: The agent whose index this is (one file per agent).
         fts_tokenizer: Tokenizer of the FTS5 table (``unicode61`` or ``trigram``).
+        fts: Keep the FTS5 table filled (only the ``fts5`` keyword backend reads it; the
+            keyword postings are always kept).
         vector_backend: ``sqlite-vec`` answers ``nearest`` through a ``vec0`` table,
             anything else by numpy brute force.
         on_reopen: Called when a connection had to be reopened because the file was
@@ -81,12 +83,14 @@ class SqliteStore:
         *,
         agent_id: str = "main",
         fts_tokenizer: str = "unicode61",
+        fts: bool = False,
         vector_backend: str = "auto",
         on_reopen: Callable[[], None] | None = None,
     ) -> None:
         self.db_path = Path(db_path)
         self.agent_id = agent_id
         self.fts_tokenizer = fts_tokenizer
+        self.fts = fts
         self.vector_backend = vector_backend
         self.on_reopen = on_reopen
         self._readers: dict[threading.Thread, _Reader] = {}
@@ -241,7 +245,9 @@ class SqliteStore:
             with self._readers_lock:
                 reader = self._readers[me]
         reader.validated = False
-        store = IndexStore(reader.conn, fts_tokenizer=self.fts_tokenizer, vec0=self._vec0_factory())
+        store = IndexStore(
+            reader.conn, fts_tokenizer=self.fts_tokenizer, fts=self.fts, vec0=self._vec0_factory()
+        )
         if reader.depth:
             reader.depth += 1
             try:
@@ -290,7 +296,7 @@ class SqliteStore:
                 conn = connect(self.db_path)
                 busy_ms = SMALL_WRITE_BUSY_MS if timeout is None else int(timeout * 1000)
                 conn.execute(f"PRAGMA busy_timeout={busy_ms}")
-                yield IndexStore(conn, fts_tokenizer=self.fts_tokenizer)
+                yield IndexStore(conn, fts_tokenizer=self.fts_tokenizer, fts=self.fts)
             except sqlite3.Error as exc:
                 raise translate(exc, self.location) from exc
             finally:
@@ -304,7 +310,7 @@ class SqliteStore:
                 raise translate(exc, self.location) from exc
             try:
                 migrate(conn, self.fts_tokenizer)
-                yield IndexStore(conn, fts_tokenizer=self.fts_tokenizer)
+                yield IndexStore(conn, fts_tokenizer=self.fts_tokenizer, fts=self.fts)
             except sqlite3.Error as exc:
                 raise translate(exc, self.location) from exc
             finally:
@@ -395,7 +401,7 @@ class SqliteStore:
             raise IndexStoreError("a rebuild needs the writer lock (call inside write())")
         if not isinstance(writer, IndexStore):
             raise IndexStoreError("a SQLite rebuild needs this store's own writer")
-        return sqlite_sync.staged_rebuild(self.db_path, writer, self.fts_tokenizer)
+        return sqlite_sync.staged_rebuild(self.db_path, writer, self.fts_tokenizer, fts=self.fts)
 
     def quarantine(self, reason: str) -> str:
         """Move a damaged index aside (call holding the writer lock); the next write starts anew.

@@ -155,6 +155,30 @@ MIGRATIONS: tuple[str, ...] = (
         updated_at REAL NOT NULL
     );
     """,
+    # 3: persisted keyword postings and statistics (memmw.store.sqlite.postings), and
+    # each chunk's distinct term hashes in their own table (``chunks.terms`` stays
+    # empty: rows of text alone pack SQLite pages far better). The old rows cannot
+    # serve search, so the identity is dropped and the next sync rebuilds.
+    """
+    CREATE TABLE postings (
+        source TEXT NOT NULL,
+        term INTEGER NOT NULL,
+        seg INTEGER NOT NULL,
+        n INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (source, term, seg)
+    ) WITHOUT ROWID;
+    CREATE TABLE keyword_stats (
+        source TEXT PRIMARY KEY,
+        chunks INTEGER NOT NULL,
+        terms INTEGER NOT NULL
+    );
+    CREATE TABLE chunk_terms (
+        chunk_rowid INTEGER PRIMARY KEY REFERENCES chunks(rowid) ON DELETE CASCADE,
+        hashes BLOB NOT NULL
+    );
+    DELETE FROM meta WHERE key = 'identity'
+    """,
 )
 
 
@@ -213,6 +237,15 @@ def migrate(conn: sqlite3.Connection, fts_tokenizer: str) -> int:
     return len(MIGRATIONS)
 
 
-DERIVED_TABLES = ("chunk_vectors", "chunks_fts", "chunks", "files", "embedding_cache")
+DERIVED_TABLES = (
+    "chunk_vectors",
+    "chunks_fts",
+    "postings",
+    "keyword_stats",
+    "chunk_terms",
+    "chunks",
+    "files",
+    "embedding_cache",
+)
 #: Tables that are not rebuilt from the notes: copied into a rebuilt index.
 KEPT_ACROSS_REBUILDS = ("embedding_cache", "graph_activation")

@@ -15,7 +15,13 @@ from memmw.store.protocol import ChunkRow, GraphRows, Postings, VectorStats
 from memmw.store.sqlite import graph
 from memmw.store.sqlite import vectors as vsql
 from memmw.store.sqlite.db import transaction
-from memmw.store.terms import pack_terms, unpack_terms
+from memmw.store.sqlite.postings import (
+    FLUSH_AT,
+    PostingsBuffer,
+    read_postings,
+    read_stats,
+    term_counts,
+)
 from memmw.store.vectors import VectorMatrix
 from memmw.text.analysis import terms
 from memmw.text.chunking import Chunk
@@ -27,7 +33,7 @@ if TYPE_CHECKING:
 
 _CHUNK_COLUMNS = (
     "c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.text, c.line_map, "
-    "c.importance, c.n_terms, f.decay_ts, c.terms"
+    "c.importance, c.n_terms, f.decay_ts, t.hashes"
 )
 
 
@@ -44,7 +50,7 @@ def _chunk_row(row: Sequence[Any]) -> ChunkRow:
         importance=row[8],
         n_terms=row[9],
         decay_ts=row[10],
-        terms_blob=row[11],
+        terms_blob=row[11] or b"",
     )
 
 
@@ -73,12 +79,24 @@ class IndexStore:
         conn: sqlite3.Connection,
         *,
         fts_tokenizer: str = "unicode61",
+        fts: bool = True,
         vec0: Callable[[], SqliteVecIndex] | None = None,
     ) -> None:
+        """Wrap one connection.
+
+        Args:
+            conn: The index database.
+            fts_tokenizer: Tokenizer of ``chunks_fts``.
+            fts: Keep ``chunks_fts`` filled on writes (only the ``fts5`` keyword backend
+                reads it; the postings are always kept).
+            vec0: KNN through sqlite-vec (``store.vector_backend = "sqlite-vec"``), else numpy.
+        """
         self.conn = conn
         self.fts_tokenizer = fts_tokenizer
-        #: KNN through sqlite-vec (``store.vector_backend = "sqlite-vec"``), else numpy.
+        self.fts = fts
         self.vec0 = vec0
+        #: Postings changes of the current write transaction (see ``flush_postings``).
+        self.postings_buffer = PostingsBuffer()
 
     # -- meta ------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -119,14 +137,17 @@ class IndexStore:
 
     def delete_file(self, path: str, source: str) -> None:
         """Remove a file and everything derived from it."""
-        ids = [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT c.rowid FROM chunks c JOIN files f ON f.id=c.file_id WHERE f.path=? AND f.source=?",
-                (path, source),
-            )
-        ]
-        self._delete_fts(ids)
+        ids: list[int] = []
+        for rowid, blob, length in self.conn.execute(
+            "SELECT c.rowid, t.hashes, c.n_terms FROM chunks c JOIN files f ON f.id=c.file_id"
+            " JOIN chunk_terms t ON t.chunk_rowid=c.rowid WHERE f.path=? AND f.source=?",
+            (path, source),
+        ):
+            # The chunk's distinct terms name the postings it is in.
+            self.postings_buffer.remove(source, rowid, np.frombuffer(blob, dtype="<i8"), length)
+            ids.append(rowid)
+        if self.fts:
+            self._delete_fts(ids)
         self.conn.execute("DELETE FROM files WHERE path=? AND source=?", (path, source))
 
     def _delete_fts(self, rowids: Iterable[int]) -> None:
@@ -161,7 +182,7 @@ class IndexStore:
                 # the id; one copy serves search equally well (the reference upserts).
                 continue
             written.add(cid)
-            blob, n_terms = pack_terms(chunk.text)
+            hashes, tf, n_terms = term_counts(chunk.text)
             cur = self.conn.execute(
                 "INSERT INTO chunks(id, file_id, path, source, start_line, end_line, hash, model,"
                 " text, line_map, importance, terms, n_terms, updated_at)"
@@ -178,7 +199,7 @@ class IndexStore:
                     chunk.text,
                     json.dumps(chunk.line_map) if chunk.line_map else None,
                     chunk.importance,
-                    blob,
+                    b"",  # the hashes live in chunk_terms (see schema migration 3)
                     n_terms,
                     now,
                 ),
@@ -186,10 +207,22 @@ class IndexStore:
             assert cur.lastrowid is not None
             rowids.append(cur.lastrowid)
             self.conn.execute(
-                "INSERT INTO chunks_fts(rowid, body) VALUES (?, ?)",
-                (cur.lastrowid, fts_body(chunk.text, self.fts_tokenizer)),
+                "INSERT INTO chunk_terms(chunk_rowid, hashes) VALUES (?, ?)",
+                (cur.lastrowid, np.sort(hashes).astype("<i8").tobytes()),
             )
+            self.postings_buffer.add(source, cur.lastrowid, hashes, tf, n_terms)
+            if self.fts:
+                self.conn.execute(
+                    "INSERT INTO chunks_fts(rowid, body) VALUES (?, ?)",
+                    (cur.lastrowid, fts_body(chunk.text, self.fts_tokenizer)),
+                )
+        if self.postings_buffer.size >= FLUSH_AT:
+            self.flush_postings()
         return rowids
+
+    def flush_postings(self) -> None:
+        """Write the buffered postings changes (before the write transaction commits)."""
+        self.postings_buffer.flush(self.conn)
 
     # -- reads -----------------------------------------------------------------------
     def chunks(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
@@ -201,20 +234,24 @@ class IndexStore:
             marks = ",".join("?" * len(part))
             for row in self.conn.execute(
                 f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN files f ON f.id=c.file_id"
-                f" WHERE c.rowid IN ({marks})",
+                f" LEFT JOIN chunk_terms t ON t.chunk_rowid=c.rowid WHERE c.rowid IN ({marks})",
                 part,
             ):
                 out[row[0]] = _chunk_row(row)
         return out
 
-    def term_blobs(self, sources: Sequence[str], *, after: int = 0) -> list[tuple[int, bytes, int]]:
-        """``(rowid, terms blob, n_terms)`` of the chunks of ``sources`` with rowid > ``after``."""
-        marks = ",".join("?" * len(sources))
-        return self.conn.execute(
-            "SELECT rowid, terms, n_terms FROM chunks"
-            f" WHERE source IN ({marks}) AND rowid > ? ORDER BY rowid",
-            (*sources, after),
-        ).fetchall()
+    def postings(self, term_hashes: Sequence[int], sources: Sequence[str]) -> dict[int, Postings]:
+        """Each term's live postings over ``sources``, rowid ascending (absent: none)."""
+        if self.postings_buffer.pending:
+            self.flush_postings()  # a writer reading its own transaction
+        return read_postings(self.conn, term_hashes, sources)
+
+    def keyword_stats(self, sources: Sequence[str]) -> tuple[int, float]:
+        """``(live chunks, total terms)`` of ``sources``: the BM25 collection statistics."""
+        if self.postings_buffer.pending:
+            self.flush_postings()
+        chunks, length = read_stats(self.conn, sources)
+        return chunks, float(length)
 
     def chunk_rowids(self, sources: Sequence[str]) -> list[int]:
         """Rowids of every chunk of ``sources``, ascending."""
@@ -307,23 +344,10 @@ class IndexStore:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[IndexStore]:
-        """One write transaction (``BEGIN IMMEDIATE``)."""
+        """One write transaction (``BEGIN IMMEDIATE``); buffered postings land before it commits."""
         with transaction(self.conn):
             yield self
-
-    # -- protocol: keyword postings --------------------------------------------------
-    def postings(self, term_hashes: Sequence[int], sources: Sequence[str]) -> dict[int, Postings]:
-        """Live postings of each term (from the per-chunk term blobs)."""
-        return postings_from_blobs(self.term_blobs(sources), term_hashes)
-
-    def keyword_stats(self, sources: Sequence[str]) -> tuple[int, float]:
-        """``(live chunks, total terms)`` of ``sources``."""
-        marks = ",".join("?" * len(sources))
-        n, total = self.conn.execute(
-            f"SELECT COUNT(*), COALESCE(SUM(n_terms), 0) FROM chunks WHERE source IN ({marks})",
-            tuple(sources),
-        ).fetchone()
-        return int(n), float(total)
+            self.flush_postings()
 
     # -- protocol: vectors and the embedding cache -----------------------------------
     def vector_rows(self, sources: Sequence[str]) -> list[tuple[int, bytes]]:
@@ -430,32 +454,3 @@ class IndexStore:
         """Raise the activation of entries."""
         graph.bump_activation(self.conn, keys, amount=amount)
 
-
-def postings_from_blobs(
-    rows: Sequence[tuple[int, bytes, int]], term_hashes: Sequence[int]
-) -> dict[int, Postings]:
-    """Postings of ``term_hashes`` computed from ``(rowid, terms blob, n_terms)`` rows.
-
-    The straightforward implementation over the per-chunk term blobs (a scan); a store
-    that persists postings answers from them instead.
-    """
-    wanted = {int(h) for h in term_hashes}
-    found: dict[int, tuple[list[int], list[float], list[float]]] = {}
-    if not wanted:
-        return {}
-    for rowid, blob, n_terms in rows:
-        entries = unpack_terms(blob)
-        hit = np.isin(entries["h"], list(wanted))
-        for h, tf in zip(entries["h"][hit].tolist(), entries["tf"][hit].tolist(), strict=True):
-            ids, tfs, lens = found.setdefault(int(h), ([], [], []))
-            ids.append(int(rowid))
-            tfs.append(float(tf))
-            lens.append(float(n_terms))
-    return {
-        h: Postings(
-            rowids=np.asarray(ids, dtype=np.int64),
-            tf=np.asarray(tfs, dtype=np.float32),
-            doc_len=np.asarray(lens, dtype=np.float32),
-        )
-        for h, (ids, tfs, lens) in found.items()
-    }

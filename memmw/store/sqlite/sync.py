@@ -14,6 +14,7 @@ from pathlib import Path
 from memmw.errors import IndexCorruptError
 from memmw.store.sqlite import graph as graph_index
 from memmw.store.sqlite.db import quarantine, transaction
+from memmw.store.sqlite.postings import PostingsBuffer
 from memmw.store.sqlite.schema import migrate
 from memmw.store.sqlite.store import IndexStore
 
@@ -21,7 +22,9 @@ log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def staged_rebuild(db_path: Path, live_store: IndexStore, fts_tokenizer: str) -> Iterator[IndexStore]:
+def staged_rebuild(
+    db_path: Path, live_store: IndexStore, fts_tokenizer: str, *, fts: bool = False
+) -> Iterator[IndexStore]:
     """A full rebuild built in a temporary database and copied over the live one on success.
 
     The staged index starts with what survives a rebuild (embedding cache, activation,
@@ -36,7 +39,9 @@ def staged_rebuild(db_path: Path, live_store: IndexStore, fts_tokenizer: str) ->
     try:
         tmp.execute("PRAGMA synchronous=OFF")
         migrate(tmp, fts_tokenizer)
-        store = IndexStore(tmp, fts_tokenizer=fts_tokenizer)
+        store = IndexStore(tmp, fts_tokenizer=fts_tokenizer, fts=fts)
+        # An empty database: postings are only ever appended (no read-back).
+        store.postings_buffer = PostingsBuffer(bulk=True)
         old_generation = live_store.generation()
         with transaction(tmp):
             # Seed the new index with the old embedding cache: a rebuild re-embeds

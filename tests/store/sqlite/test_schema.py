@@ -11,7 +11,10 @@ from memmw.errors import IndexStoreError
 from memmw.store.sqlite.db import BUSY_TIMEOUT_MS, connect, fts5_available, snapshot, transaction
 from memmw.store.sqlite.schema import DERIVED_TABLES, MIGRATIONS, fts_ddl, migrate, schema_version
 
-TABLES = {"meta", "files", "chunks", "embedding_cache", "chunk_vectors", "chunks_fts"}
+TABLES = {
+    "meta", "files", "chunks", "embedding_cache", "chunk_vectors", "chunks_fts", "postings",
+    "keyword_stats", "chunk_terms",
+}
 
 
 def tables(conn: sqlite3.Connection) -> set[str]:
@@ -35,15 +38,38 @@ def test_migrate_fresh_database(tmp_path: Path) -> None:
     conn = connect(tmp_path / "x.sqlite")
     try:
         assert schema_version(conn) == 0
-        assert migrate(conn, "unicode61") == len(MIGRATIONS) == 2
-        assert schema_version(conn) == 2
+        assert migrate(conn, "unicode61") == len(MIGRATIONS) == 3
+        assert schema_version(conn) == 3
         assert tables(conn) >= TABLES
         assert set(DERIVED_TABLES) <= tables(conn)
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name='chunks_fts'").fetchone()[0]
         assert "unicode61" in sql
         # Idempotent: a second call changes nothing.
-        assert migrate(conn, "unicode61") == 2
+        assert migrate(conn, "unicode61") == 3
         assert conn.execute("SELECT COUNT(*) FROM meta WHERE key='schema_version'").fetchone() == (1,)
+    finally:
+        conn.close()
+
+
+def test_version_2_index_forgets_its_identity(tmp_path: Path) -> None:
+    # An index of the previous schema: per-chunk term blobs, no postings. Its rows cannot
+    # serve search, so the migration forgets the identity and the next sync rebuilds.
+    conn = connect(tmp_path / "x.sqlite")
+    try:
+        conn.execute("BEGIN")
+        for step in MIGRATIONS[:2]:
+            for statement in step.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        conn.execute(fts_ddl("unicode61"))
+        conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', '2')")
+        conn.execute("INSERT INTO meta(key, value) VALUES ('identity', '{}')")
+        conn.execute("INSERT INTO meta(key, value) VALUES ('workspace', '/ws')")
+        conn.execute("COMMIT")
+        assert migrate(conn, "unicode61") == 3
+        assert {"postings", "keyword_stats"} <= tables(conn)
+        keys = {k for (k,) in conn.execute("SELECT key FROM meta")}
+        assert "identity" not in keys and "workspace" in keys
     finally:
         conn.close()
 

@@ -1,0 +1,270 @@
+"""Persisted keyword postings: incremental upkeep equals a clean rebuild, whatever the history."""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memmw import Memory, MemoryConfig
+from memmw.store.sqlite import postings as postings_mod
+from memmw.store.sqlite.db import connect, transaction
+from memmw.store.sqlite.postings import PostingsBuffer, decode, encode, term_counts
+from memmw.store.sqlite.schema import migrate
+from memmw.store.sqlite.store import IndexStore
+from memmw.store.terms import term_hash
+from memmw.text.chunking import chunk_text
+
+WORDS = "alpha beta gamma delta tea coffee gateway port zeppelin hangar basil 猫 ミケ".split()
+
+#: ``{term: [(path, start_line, end_line, tf, doc_len), ...]}`` sorted: postings by place.
+Logical = dict[int, list[tuple[str, int, int, int, int]]]
+
+
+def open_store(path: Path, *, bulk: bool = False) -> IndexStore:
+    conn = connect(path)
+    migrate(conn, "unicode61")
+    store = IndexStore(conn, fts=False)
+    if bulk:
+        store.postings_buffer = PostingsBuffer(bulk=True)
+    return store
+
+
+def write(store: IndexStore, path: str, text: str, source: str = "memory") -> None:
+    store.replace_file(
+        path=path, source=source, file_hash=str(hash(text)), mtime=0.0, size=len(text),
+        decay_ts=None, chunks=chunk_text(text, tokens=12, overlap=3), model="fts-only",
+    )
+
+
+def logical(conn: sqlite3.Connection) -> tuple[Logical, list[tuple[str, int, int]]]:
+    """The postings by chunk place (rowids differ between histories), checking the layout."""
+    place = {
+        r: (p, s, e)
+        for r, p, s, e in conn.execute("SELECT rowid, path, start_line, end_line FROM chunks")
+    }
+    out: Logical = {}
+    previous: dict[tuple[str, int], int] = {}  # last rowid of a term's previous segment
+    for source, term, seg, n, data in conn.execute(
+        "SELECT source, term, seg, n, data FROM postings ORDER BY source, term, seg"
+    ):
+        rows, tfs, dls = decode(seg, data)
+        assert 0 < len(rows) == n <= postings_mod.SEGMENT_MAX
+        # Segments of a term hold ascending, disjoint rowid ranges starting at their key.
+        assert rows[0] >= seg > previous.get((source, term), -1)
+        assert bool(np.all(np.diff(rows) > 0))
+        previous[(source, term)] = int(rows[-1])
+        for r, tf, dl in zip(rows.tolist(), tfs.tolist(), dls.tolist(), strict=True):
+            out.setdefault(term, []).append((*place[r], tf, dl))
+    for entries in out.values():
+        entries.sort()
+    # Every chunk has its term hashes, and nothing else has (they cascade with it).
+    assert conn.execute(
+        "SELECT COUNT(*) FROM chunk_terms t LEFT JOIN chunks c ON c.rowid=t.chunk_rowid"
+        " WHERE c.rowid IS NULL"
+    ).fetchone() == (0,)
+    assert conn.execute("SELECT COUNT(*) FROM chunk_terms").fetchone() == (len(place),)
+    stats = conn.execute("SELECT source, chunks, terms FROM keyword_stats ORDER BY source").fetchall()
+    return out, [s for s in stats if s[1] or s[2]]
+
+
+def expected(files: dict[str, str]) -> Logical:
+    """Postings computed straight from the chunker and the term counter."""
+    out: Logical = {}
+    for path, text in files.items():
+        for chunk in chunk_text(text, tokens=12, overlap=3):
+            hashes, tf, n = term_counts(chunk.text)
+            for h, f in zip(hashes.tolist(), tf.tolist(), strict=True):
+                out.setdefault(h, []).append((path, chunk.start_line, chunk.end_line, f, n))
+    for entries in out.values():
+        entries.sort()
+    return out
+
+
+texts = st.lists(
+    st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join), min_size=1, max_size=8
+).map("\n".join)
+ops = st.lists(
+    st.tuples(st.sampled_from(["a.md", "b.md", "c.md", "d.md"]), st.none() | texts,
+              st.booleans()),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=ops, segment_max=st.sampled_from([1, 2, 3, 4096]))
+def test_incremental_postings_equal_a_clean_rebuild(
+    ops: list[tuple[str, str | None, bool]], segment_max: int
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(
+        postings_mod, "SEGMENT_MAX", segment_max
+    ):
+        live = open_store(Path(tmp) / "live.sqlite")
+        files: dict[str, str] = {}
+        conn = live.conn
+        conn.execute("BEGIN IMMEDIATE")
+        for path, text, commit in ops:
+            if text is None:
+                live.delete_file(path, "memory")
+                files.pop(path, None)
+            else:
+                write(live, path, text)
+                files[path] = text
+            if commit:  # a sync ends: flush and commit, the next one starts
+                live.flush_postings()
+                conn.execute("COMMIT")
+                conn.execute("BEGIN IMMEDIATE")
+        live.flush_postings()
+        conn.execute("COMMIT")
+
+        clean = open_store(Path(tmp) / "clean.sqlite", bulk=True)
+        with transaction(clean.conn):
+            for path, text in sorted(files.items()):
+                write(clean, path, text)
+                clean.flush_postings()  # one bulk flush per file: many small segments
+        got, got_stats = logical(live.conn)
+        want, want_stats = logical(clean.conn)
+        assert got == want == expected(files)
+        assert got_stats == want_stats
+        n = sum(len(chunk_text(t, tokens=12, overlap=3)) for t in files.values())
+        assert live.keyword_stats(["memory"])[0] == n
+        live.conn.close()
+        clean.conn.close()
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 2**32 - 2), st.integers(1, 65535), st.integers(1, 2**32 - 1)),
+             min_size=1, max_size=40, unique_by=lambda t: t[0]),
+    st.integers(0, 2**40),
+)
+def test_segment_encoding_round_trips(
+    entries: list[tuple[int, int, int]], seg: int
+) -> None:
+    entries.sort()
+    rows = np.asarray([seg + r for r, _, _ in entries], dtype=np.int64)
+    tf = np.asarray([t for _, t, _ in entries], dtype=np.uint16)
+    dl = np.asarray([d for _, _, d in entries], dtype=np.uint32)
+    got = decode(seg, encode(seg, rows, tf, dl))
+    assert [a.tolist() for a in got] == [rows.tolist(), tf.tolist(), dl.tolist()]
+    # Small values take one byte each: a dense, short-chunk segment is 3 bytes a posting.
+    small = encode(seg, np.arange(seg, seg + 10, dtype=np.int64), tf[:1].repeat(10) % 200,
+                   np.full(10, 100, dtype=np.uint32))
+    assert len(small) == 3 + 10 * 3
+
+
+def test_postings_read_back_per_term_and_source(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "x.sqlite")
+    with transaction(store.conn):
+        write(store, "a.md", "tea tea coffee")
+        write(store, "s.md", "tea port", source="sessions")
+    got = store.postings([term_hash("tea"), term_hash("zeppelin")], ["memory", "sessions"])
+    assert list(got) == [term_hash("tea")]
+    tea = got[term_hash("tea")]
+    assert tea.tf.tolist() == [2.0, 1.0] and tea.doc_len.tolist() == [3.0, 2.0]
+    assert tea.rowids.dtype == np.int64 and bool(np.all(np.diff(tea.rowids) > 0))
+    only = store.postings([term_hash("tea")], ["sessions"])[term_hash("tea")]
+    assert only.tf.tolist() == [1.0]
+    assert store.keyword_stats(["memory", "sessions"]) == (2, 5.0)
+    assert store.keyword_stats(["sessions"]) == (1, 2.0)
+    assert store.keyword_stats([]) == (0, 0.0)
+    assert store.postings([term_hash("tea")], []) == {}
+    store.conn.close()
+
+
+def test_a_writer_reads_its_own_unflushed_changes(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "x.sqlite")
+    with transaction(store.conn):
+        write(store, "a.md", "zeppelin hangar")
+        assert store.postings_buffer.pending
+        assert len(store.postings([term_hash("zeppelin")], ["memory"])[term_hash("zeppelin")]) == 1
+        store.delete_file("a.md", "memory")
+        assert store.postings([term_hash("zeppelin")], ["memory"]) == {}
+        assert store.keyword_stats(["memory"]) == (0, 0.0)
+    store.conn.close()
+
+
+# -- through Memory: searches after any history equal a clean rebuild's ------------------
+
+QUERIES = ["tea coffee", "gateway port", "zeppelin", "basil alpha", "猫", "delta gamma beta"]
+
+
+def ranked(mem: Memory) -> list[list[tuple[str, int, int, float]]]:
+    return [
+        [(h.path, h.start_line, h.end_line, round(h.score, 9)) for h in mem.search(q)]
+        for q in QUERIES
+    ]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(
+        st.lists(
+            st.tuples(st.sampled_from(["a", "b", "c"]), st.none() | texts), min_size=1, max_size=4
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_search_after_any_history_equals_a_clean_rebuild(
+    steps: list[list[tuple[str, str | None]]],
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Path(tmp) / "ws"
+        (ws / "memory").mkdir(parents=True)
+        config = MemoryConfig(provider="none")
+        with Memory(workspace=ws, state_dir=Path(tmp) / "live", config=config) as mem:
+            mem.sync()
+            for step in steps:
+                for name, text in step:
+                    target = ws / "memory" / f"{name}.md"
+                    if text is None:
+                        target.unlink(missing_ok=True)
+                    else:
+                        target.write_text(text + "\n", encoding="utf-8")
+                mem.sync()
+            history = ranked(mem)
+        with Memory(workspace=ws, state_dir=Path(tmp) / "clean", config=config) as clean:
+            clean.sync()
+            assert ranked(clean) == history
+
+
+def test_ties_break_by_path_and_line_not_by_rowid(tmp_path: Path) -> None:
+    # Two files with the same text tie on every score; whichever was indexed first (the
+    # smaller rowid), the earlier path wins.
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    config = MemoryConfig(provider="none")
+    with Memory(workspace=ws, state_dir=tmp_path / "s", config=config) as mem:
+        (ws / "memory" / "b.md").write_text("zeppelin hangar\n", encoding="utf-8")
+        mem.sync()
+        (ws / "memory" / "a.md").write_text("zeppelin hangar\n", encoding="utf-8")
+        mem.sync()
+        hits = mem.search("zeppelin", max_results=1)
+        assert [h.path for h in hits] == ["memory/a.md"]
+
+
+@pytest.mark.parametrize("backend", ["fts5", "memory"])
+def test_fts_rows_only_for_the_fts5_backend(tmp_path: Path, backend: str) -> None:
+    from memmw import StoreConfig
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "a.md").write_text("the zeppelin hangar\n", encoding="utf-8")
+    config = MemoryConfig(provider="none", store=StoreConfig(keyword_backend=backend))  # type: ignore[arg-type]
+    with Memory(workspace=ws, state_dir=tmp_path / "s", config=config) as mem:
+        mem.sync()
+        assert [h.path for h in mem.search("zeppelin")] == ["memory/a.md"]
+        conn = connect(mem.db_path)
+        try:
+            fts = conn.execute("SELECT COUNT(*) FROM chunks_fts").fetchone()[0]
+            stats = conn.execute("SELECT chunks FROM keyword_stats").fetchone()[0]
+        finally:
+            conn.close()
+    assert (fts, stats) == ((1, 1) if backend == "fts5" else (0, 1))
