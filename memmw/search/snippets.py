@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -19,7 +20,8 @@ class Snippet:
 
 def _line_score(line: str, query: set[str], idf: Callable[[str], float]) -> float:
     present = query.intersection(terms(line))
-    return sum(idf(t) for t in present)
+    # fsum: exact, so the score does not depend on the set's (per-process) order.
+    return math.fsum(idf(t) for t in present)
 
 
 def _cut_long_line(line: str, query: Sequence[str], limit: int) -> str:

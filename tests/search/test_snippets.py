@@ -87,3 +87,28 @@ def test_split_line_pieces_keep_their_line_numbers() -> None:
     snip = build_snippet(text, [5, 5, 6], ["needl"], idf=flat_idf, max_chars=200)
     assert (snip.start_line, snip.end_line) == (5, 5)
     assert snip.text.startswith("b needle")
+
+
+def test_line_scores_do_not_depend_on_the_hash_seed() -> None:
+    # Summing idf weights in set order made equal lines tie differently from one process
+    # to the next (string hashing is salted per process), so snippets moved between runs.
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from memmw.search.snippets import _line_score;"
+        "w={'alpha':0.1,'beta':0.2,'gamma':0.3,'delta':0.7,'omega':1e-17};"
+        "print(repr(_line_score('alpha beta gamma delta omega', set(w), w.__getitem__)))"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(8)
+    }
+    assert len(outputs) == 1
