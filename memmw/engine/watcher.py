@@ -189,15 +189,6 @@ def _load_watchdog() -> tuple[Any, Any]:
     return Observer, FileSystemEventHandler
 
 
-def watchdog_available() -> bool:
-    """True when the ``watch`` extra (watchdog) is installed."""
-    try:
-        _load_watchdog()
-    except ConfigError:
-        return False
-    return True
-
-
 class MemoryWatcher:
     """Watches the memory files (and optionally transcripts) and reports debounced batches.
 
@@ -528,5 +519,4 @@ __all__ = [
     "WatcherState",
     "classify",
     "watch_targets",
-    "watchdog_available",
 ]

@@ -14,6 +14,7 @@ from memmw.agent.tools import request_sync
 from memmw.chat_type import is_group_session
 from memmw.config import BootstrapConfig
 from memmw.hooks.working_memory import with_working_memory
+from memmw.text.analysis import cut_utf16, utf16_len
 from memmw.timeutil import Clock, user_now
 
 if TYPE_CHECKING:
@@ -34,29 +35,6 @@ TRUNCATION_WARNING = (
 )
 
 
-def utf16_len(text: str) -> int:
-    """Length in UTF-16 code units (how the reference counts characters)."""
-    return len(text.encode("utf-16-le")) // 2
-
-
-def _cut_utf16(text: str, units: int, *, from_end: bool = False) -> str:
-    """The first (or last) ``units`` UTF-16 units of ``text``, never splitting a pair."""
-    if units <= 0:
-        return ""
-    if utf16_len(text) <= units:
-        return text
-    out: list[str] = []
-    used = 0
-    chars = reversed(text) if from_end else iter(text)
-    for ch in chars:
-        width = 2 if ord(ch) > 0xFFFF else 1
-        if used + width > units:
-            break
-        out.append(ch)
-        used += width
-    return "".join(reversed(out)) if from_end else "".join(out)
-
-
 def truncate_middle(text: str, limit: int, head_ratio: float = 0.75) -> tuple[str, bool]:
     """Keep ~75% head and ~25% tail of ``text`` within ``limit`` UTF-16 units plus a marker.
 
@@ -69,8 +47,8 @@ def truncate_middle(text: str, limit: int, head_ratio: float = 0.75) -> tuple[st
     marker_tpl = "\n[... {n} characters omitted; read the file for the rest ...]\n"
     marker = marker_tpl.format(n=total)
     room = max(0, limit - utf16_len(marker))
-    head = _cut_utf16(text, int(room * head_ratio))
-    tail = _cut_utf16(text, room - utf16_len(head), from_end=True)
+    head = cut_utf16(text, int(room * head_ratio))
+    tail = cut_utf16(text, room - utf16_len(head), from_end=True)
     omitted = total - utf16_len(head) - utf16_len(tail)
     return head.rstrip("\n") + marker_tpl.format(n=omitted) + tail.lstrip("\n"), True
 
@@ -422,5 +400,4 @@ __all__ = [
     "run_bootstrap",
     "startup_files",
     "truncate_middle",
-    "utf16_len",
 ]

@@ -7,7 +7,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -390,7 +390,6 @@ class FlushOutcome:
     attempts: int = 0
     result: FlushTurnResult | None = None
     error: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def run_flush_with_retry(

@@ -7,7 +7,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -246,12 +246,6 @@ class SessionDeltaTracker:
             }
 
 
-def iter_documents(directory: Path) -> Iterator[tuple[Path, SessionDocument]]:
-    """``(file, document)`` for every indexable transcript in ``directory``."""
-    for file in list_session_files(directory):
-        yield file, session_document(file)
-
-
 __all__ = [
     "REDACTED",
     "SESSIONS_PREFIX",
@@ -260,7 +254,6 @@ __all__ = [
     "SessionDocument",
     "collapse_whitespace",
     "is_session_file",
-    "iter_documents",
     "list_session_files",
     "map_chunks",
     "redact_secrets",
