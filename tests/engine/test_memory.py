@@ -14,13 +14,9 @@ from memmw.config import ReadConfig
 from memmw.engine.memory import read_window
 from memmw.errors import ConfigError, IndexCorruptError, PathPolicyError
 
+from ..conftest import write
+
 KEYWORD_ONLY = MemoryConfig(provider="none")
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 @pytest.fixture()

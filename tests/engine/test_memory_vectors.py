@@ -14,12 +14,9 @@ from memmw.config import CacheConfig, HybridConfig, QueryConfig, RemoteConfig
 from memmw.errors import ProviderError
 from memmw.testing import FakeEmbeddingProvider
 
+from ..conftest import write
+
 FAKE = MemoryConfig(provider="fake", remote=RemoteConfig(dimensions=32))
-
-
-def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
 
 
 @pytest.fixture()

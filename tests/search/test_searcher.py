@@ -13,17 +13,14 @@ from memmw.config import MMRConfig, QueryConfig, TemporalDecayConfig
 from memmw.search.searcher import lexical_score
 from memmw.text.analysis import utf16_len
 
+from ..conftest import write
+
 BACKENDS = {
     "memory": StoreConfig(keyword_backend="memory"),
     "fts5": StoreConfig(keyword_backend="fts5"),
     "fts5-trigram": StoreConfig(keyword_backend="fts5", fts_tokenizer="trigram"),
     "auto": StoreConfig(),
 }
-
-
-def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
 
 
 @pytest.fixture()

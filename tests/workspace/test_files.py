@@ -21,11 +21,7 @@ from memmw.workspace.files import (
     resolve_read_path,
 )
 
-
-def write(path: Path, text: str = "x\n") -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
+from ..conftest import write
 
 
 @pytest.fixture()

@@ -30,13 +30,9 @@ from memmw.types import SyncReport
 from memmw.workspace.files import WorkspaceFile
 from memmw.workspace.locks import exclusive_lock
 
+from ...conftest import write
+
 KEYWORD_ONLY = MemoryConfig(provider="none")
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 @pytest.fixture()
