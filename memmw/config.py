@@ -280,6 +280,32 @@ class QueryConfig(_Section):
         """Candidates per leg: ``min(max_candidates, max_results * candidate_multiplier)``."""
         return candidate_count(self.max_results, self.hybrid)
 
+    def results_wanted(self, max_results: int | None) -> int:
+        """How many results a search returns: ``max_results``, else ``self.max_results``.
+
+        The one place a per-search result count is defaulted and checked.
+
+        Raises:
+            ConfigError: ``max_results`` is below 1.
+        """
+        if max_results is None:
+            return self.max_results
+        if max_results < 1:
+            raise ConfigError(f"max_results must be >= 1; got {max_results}")
+        return max_results
+
+    def check_min_score(self, min_score: float | None) -> float | None:
+        """A per-search ``min_score`` after checking it (None keeps the default threshold).
+
+        The one place a per-search threshold is checked.
+
+        Raises:
+            ConfigError: ``min_score`` is outside 0..1.
+        """
+        if min_score is not None and not 0.0 <= min_score <= 1.0:
+            raise ConfigError(f"min_score must be between 0 and 1; got {min_score}")
+        return min_score
+
 
 def candidate_count(max_results: int, hybrid: HybridConfig) -> int:
     """Candidates fetched per search leg for ``max_results`` results."""

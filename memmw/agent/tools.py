@@ -20,6 +20,7 @@ from memmw.agent.prompts import (
 from memmw.chat_type import citations_enabled, is_group_session
 from memmw.config import MemoryConfig
 from memmw.errors import (
+    ConfigError,
     ContentPolicyError,
     IndexCorruptError,
     IndexStoreError,
@@ -28,7 +29,7 @@ from memmw.errors import (
 )
 from memmw.redaction import redact_secrets
 from memmw.timeutil import Clock, user_now
-from memmw.types import ReadResult
+from memmw.types import ReadResult, SearchResult
 from memmw.workspace.files import (
     ROOT_FILES,
     append_text,
@@ -55,15 +56,10 @@ class MemoryBackend(Protocol):
         """Bring the index up to date with the files."""
         ...
 
-    def search_payload(
-        self,
-        query: str,
-        max_results: int | None = None,
-        min_score: float | None = None,
-        *,
-        citations: bool = True,
-    ) -> dict[str, Any]:
-        """Search and return the full ``memory_search`` success payload."""
+    def search_result(
+        self, query: str, max_results: int | None = None, min_score: float | None = None
+    ) -> SearchResult:
+        """Search; the hits plus mode, provider, fallback and warning."""
         ...
 
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:
@@ -238,6 +234,37 @@ def unavailable_payload(error: BaseException | str) -> Payload:
     }
 
 
+def search_payload(
+    memory: MemoryBackend,
+    query: str,
+    max_results: int | None = None,
+    min_score: float | None = None,
+    *,
+    citations: bool = True,
+) -> Payload:
+    """Search ``memory`` and render the ``memory_search`` success payload.
+
+    ``{results, provider, model, fallback, citations, mode, warning?}``, the reference's
+    shape; ``memmw search --json`` prints it too.
+    """
+    result = memory.search_result(query, max_results, min_score)
+    payload: Payload = {
+        "results": [h.to_payload(citations=citations) for h in result.hits],
+        "provider": result.provider,
+        "model": result.model,
+        "fallback": (
+            {"from": result.fallback_from, "reason": result.fallback_reason}
+            if result.fallback_from
+            else None
+        ),
+        "citations": "on" if citations else "off",
+        "mode": result.mode,
+    }
+    if result.warning:
+        payload["warning"] = result.warning
+    return payload
+
+
 def search_tool_payload(
     memory: MemoryBackend,
     args: Mapping[str, Any],
@@ -270,19 +297,20 @@ def search_tool_payload(
         payload["warning"] = "Session transcripts are not indexed for this agent."
         payload["action"] = "Add 'sessions' to memory sources to search past transcripts."
         return payload
-    if min_score is not None and not 0.0 <= min_score <= 1.0:
+    try:
+        config.query.check_min_score(min_score)
+    except ConfigError:
         return {"results": [], "error": f"minScore must be between 0 and 1; got {min_score:g}"}
     assert query is not None
-    wanted = max_results or memory.config.query.max_results
+    wanted = config.query.results_wanted(max_results)
     try:
-        payload = dict(
-            memory.search_payload(
-                query,
-                # Over-fetch in group sessions: private hits are dropped below.
-                max_results=wanted if private else min(wanted * 4, 200),
-                min_score=min_score,
-                citations=citations,
-            )
+        payload = search_payload(
+            memory,
+            query,
+            # Over-fetch in group sessions: private hits are dropped below.
+            max_results=wanted if private else min(wanted * 4, 200),
+            min_score=min_score,
+            citations=citations,
         )
     except Exception as exc:
         log.warning("memory_search failed: %s", type(exc).__name__)
@@ -809,6 +837,7 @@ __all__ = [
     "get_schema",
     "get_tool_payload",
     "payload_text",
+    "search_payload",
     "search_schema",
     "search_tool_payload",
     "tools_by_name",

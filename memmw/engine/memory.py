@@ -67,7 +67,7 @@ from memmw.store.sqlite.vectors import (
     provider_key,
 )
 from memmw.text.analysis import cut_utf16, utf16_len
-from memmw.types import FileIssue, ReadResult, SearchHit, Status, SyncReport
+from memmw.types import FileIssue, ReadResult, SearchHit, SearchResult, Status, SyncReport
 from memmw.workspace.files import discover, resolve_read_path
 from memmw.workspace.locks import exclusive_lock, lock_path_for
 from memmw.workspace.transcripts import sessions_dir
@@ -549,10 +549,10 @@ class Memory:
     ) -> _SearchResult:
         if not self.config.enabled or not isinstance(query, str) or not query.strip():
             return _SearchResult([], "fts-only", None)
-        if max_results is not None and max_results < 1:
-            raise ConfigError(f"max_results must be >= 1; got {max_results}")
+        limit = self.config.query.results_wanted(max_results)
+        min_score = self.config.query.check_min_score(min_score)
         started = time.perf_counter()
-        result = self._search_locked(query, max_results, min_score)
+        result = self._search_locked(query, limit, min_score)
         try:  # telemetry and activation never fail a search
             self.graph_engine.on_search(result.hits, (time.perf_counter() - started) * 1000, query)
         except Exception:
@@ -560,7 +560,7 @@ class Memory:
         return result
 
     def _search_locked(
-        self, query: str, max_results: int | None, min_score: float | None
+        self, query: str, max_results: int, min_score: float | None
     ) -> _SearchResult:
         with self._lock:
             if not self._published():
@@ -592,7 +592,7 @@ class Memory:
             ) from exc
 
     def _search_index(
-        self, query: str, max_results: int | None, min_score: float | None
+        self, query: str, max_results: int, min_score: float | None
     ) -> _SearchResult:
         conn = self._reader()
         with snapshot(conn):
@@ -757,35 +757,31 @@ class Memory:
                 raise ConfigError(f"store.vector_backend is 'sqlite-vec' but {exc}") from exc
         return self._vec0
 
-    def search_payload(
-        self,
-        query: str,
-        max_results: int | None = None,
-        min_score: float | None = None,
-        *,
-        citations: bool = True,
-    ) -> dict[str, Any]:
-        """The ``memory_search`` tool payload (also what ``memmw search --json`` prints)."""
+    def search_result(
+        self, query: str, max_results: int | None = None, min_score: float | None = None
+    ) -> SearchResult:
+        """Search like :meth:`search`, and also report how: mode, provider, fallback, warning.
+
+        :func:`memmw.agent.tools.search_payload` renders it as the ``memory_search``
+        payload (what ``memmw search --json`` prints).
+        """
         result = self._search(query, max_results, min_score)
         provider = self.provider
         selection = self.selection
         fallback = selection.fallback_from or getattr(provider, "fallback_from", None)
-        payload: dict[str, Any] = {
-            "results": [h.to_payload(citations=citations) for h in result.hits],
-            "provider": provider.id if provider is not None else "none",
-            "model": provider.model if provider is not None else "fts-only",
-            "fallback": {
-                "from": fallback,
-                "reason": selection.fallback_reason or getattr(provider, "fallback_reason", None),
-            }
-            if fallback
-            else None,
-            "citations": "on" if citations else "off",
-            "mode": result.mode,
-        }
-        if result.warning:
-            payload["warning"] = result.warning
-        return payload
+        return SearchResult(
+            hits=result.hits,
+            mode=result.mode,
+            provider=provider.id if provider is not None else "none",
+            model=provider.model if provider is not None else "fts-only",
+            fallback_from=fallback,
+            fallback_reason=(
+                selection.fallback_reason or getattr(provider, "fallback_reason", None)
+                if fallback
+                else None
+            ),
+            warning=result.warning,
+        )
 
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:
         """Read a window of a memory file.

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from memmw import Memory, MemoryConfig, StoreConfig
+from memmw.agent.tools import search_payload
 from memmw.config import ReadConfig
 from memmw.engine.memory import read_window
 from memmw.errors import ConfigError, IndexCorruptError, PathPolicyError
@@ -198,7 +199,7 @@ def test_first_search_syncs(mem: Memory) -> None:
 
 
 def test_search_payload_keyword_only(mem: Memory) -> None:
-    payload = mem.search_payload("gateway port")
+    payload = search_payload(mem, "gateway port")
     assert payload["provider"] == "none"
     assert payload["model"] == "fts-only"
     assert payload["mode"] == "fts-only"
@@ -211,7 +212,7 @@ def test_search_payload_keyword_only(mem: Memory) -> None:
         "# Facts\n- The gateway runs on port 8080.\n\nSource: MEMORY.md#L1-L2"
     )
     assert "vectorScore" not in item
-    plain = mem.search_payload("gateway port", citations=False)["results"][0]
+    plain = search_payload(mem, "gateway port", citations=False)["results"][0]
     assert plain["snippet"] == "# Facts\n- The gateway runs on port 8080."
     assert "citation" not in plain
 
