@@ -12,7 +12,6 @@ import pytest
 from memmw import Memory, MemoryConfig, StoreConfig
 from memmw.agent.tools import search_payload
 from memmw.config import ReadConfig
-from memmw.engine.memory import read_window
 from memmw.errors import ConfigError, IndexCorruptError, PathPolicyError
 
 from ..conftest import write
@@ -178,14 +177,6 @@ def test_get_normalises_crlf_and_trailing_newline(mem: Memory) -> None:
     (mem.workspace / "memory" / "crlf.md").write_bytes(b"one\r\ntwo\r\n")
     got = mem.get("memory/crlf.md")
     assert (got.text, got.total_lines, got.truncated) == ("one\ntwo", 2, False)
-
-
-def test_read_window_counts_utf16_units() -> None:
-    emoji = "\U0001f600"
-    got = read_window("memory/e.md", f"{emoji * 10}\nnext\n", None, None, max_lines=120, max_chars=100)
-    assert got.lines == 2
-    cut = read_window("memory/e.md", emoji * 200, None, None, max_lines=120, max_chars=101)
-    assert cut.text.split("\n\n")[0] == emoji * 50
 
 
 # -- search, status, lifecycle ----------------------------------------------------------
