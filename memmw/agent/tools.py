@@ -14,7 +14,6 @@ from memmw.agent.prompts import (
     APPEND_TOOL,
     GET_TOOL,
     SEARCH_TOOL,
-    daily_note_path,
     describe_sources,
 )
 from memmw.chat_type import citations_enabled, is_group_session
@@ -31,12 +30,12 @@ from memmw.redaction import redact_secrets
 from memmw.timeutil import Clock, user_now
 from memmw.types import ReadResult, SearchResult
 from memmw.workspace.files import (
-    ROOT_FILES,
     append_text,
     is_private_path,
     resolve_read_path,
     unindexed_note_reason,
 )
+from memmw.workspace.layout import MEMORY_DIR, daily_note_path, is_curated, is_dreams
 
 log = logging.getLogger(__name__)
 
@@ -416,14 +415,14 @@ def append_tool_payload(
             "path": rel,
             "error": f"only {only_path} may be written now; append your notes there",
         }
-    if rel in ROOT_FILES or rel.lower() == "dreams.md":
+    if is_curated(rel) or is_dreams(rel):
         if not allow_curated:
             return {
                 "status": "error",
                 "path": rel,
                 "error": f"{rel} is read-only for the agent; append to {default_path} instead",
             }
-    elif not rel.startswith("memory/"):
+    elif not rel.startswith(MEMORY_DIR + "/"):
         return {
             "status": "error",
             "path": rel,

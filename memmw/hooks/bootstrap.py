@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +14,7 @@ from memmw.config import BootstrapConfig
 from memmw.hooks.working_memory import with_working_memory
 from memmw.text.analysis import cut_utf16, utf16_len
 from memmw.timeutil import Clock, user_now
+from memmw.workspace.layout import USER_FILE, curated_files, dated_notes
 
 if TYPE_CHECKING:
     from memmw.agent.tools import MemoryBackend
@@ -94,13 +93,6 @@ class BootstrapContext:
         return [f.path for f in self.files]
 
 
-def _regular(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
 def bootstrap_candidates(
     workspace: Path,
     *,
@@ -125,28 +117,11 @@ def bootstrap_candidates(
     Returns:
         Workspace-relative paths of existing regular files.
     """
-    out: list[str] = []
-    if private:
-        names = set(os.listdir(workspace)) if workspace.is_dir() else set()
-        for name in ("MEMORY.md", "memory.md"):
-            if name in names and _regular(workspace / name):
-                out.append(name)
-                break
-        if "USER.md" in names and _regular(workspace / "USER.md"):
-            out.append("USER.md")
+    out = curated_files(workspace) if private else []
     if not include_daily:
         return out
-    memory_dir = workspace / "memory"
-    if not memory_dir.is_dir() or memory_dir.is_symlink():
-        return out
     for offset in range(daily_days):
-        day = (today - dt.timedelta(days=offset)).isoformat()
-        main = f"{day}.md"
-        if _regular(memory_dir / main):
-            out.append(f"memory/{main}")
-        archives = [p for p in memory_dir.glob(f"{day}-*.md") if _regular(p)]
-        archives.sort(key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
-        out.extend(f"memory/{p.name}" for p in archives[:MAX_ARCHIVES_PER_DAY])
+        out.extend(dated_notes(workspace, today - dt.timedelta(days=offset), MAX_ARCHIVES_PER_DAY))
     return out
 
 
@@ -209,7 +184,7 @@ def build_bootstrap(
             omitted.append(rel)
             truncated = True
             continue
-        cap = config.user_max_chars if rel == "USER.md" else config.max_chars_per_file
+        cap = config.user_max_chars if rel == USER_FILE else config.max_chars_per_file
         shown, cut = truncate_middle(text, min(cap, budget))
         truncated = truncated or cut
         blocks.append(header + shown + "\n")
@@ -311,17 +286,9 @@ STARTUP_PREAMBLE = (
 
 def startup_files(workspace: Path, dates: list[dt.date]) -> list[str]:
     """``memory/<date>.md`` plus up to four ``memory/<date>-*.md`` (newest first) per date."""
-    memory_dir = workspace / "memory"
-    if not memory_dir.is_dir() or memory_dir.is_symlink():
-        return []
     out: list[str] = []
     for day in dates:
-        iso = day.isoformat()
-        if _regular(memory_dir / f"{iso}.md"):
-            out.append(f"memory/{iso}.md")
-        extra = [p for p in memory_dir.glob(f"{iso}-*.md") if _regular(p)]
-        extra.sort(key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
-        out.extend(f"memory/{p.name}" for p in extra[:MAX_ARCHIVES_PER_DAY])
+        out.extend(dated_notes(workspace, day, MAX_ARCHIVES_PER_DAY))
     return out
 
 
