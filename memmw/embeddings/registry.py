@@ -275,7 +275,7 @@ def _minilm_factory(config: MemoryConfig) -> EmbeddingProvider:
 
 
 def _fake_factory(config: MemoryConfig) -> EmbeddingProvider:
-    from memmw.testing import FakeEmbeddingProvider
+    from memmw.embeddings.fake import FakeEmbeddingProvider
 
     dims = config.remote.dimensions or 64
     return FakeEmbeddingProvider(dims=dims, model=config.model or "fake-hash-v1")
