@@ -1,4 +1,7 @@
-"""Configuration: frozen keyword-only dataclasses with the reference defaults, plus loaders."""
+"""Configuration: frozen keyword-only dataclasses with the reference defaults, plus loaders.
+
+Internal module: import its public names from ``memmw``.
+"""
 
 from __future__ import annotations
 
@@ -801,28 +804,3 @@ def resolve_workspace(workspace: str | os.PathLike[str] | None) -> Path:
         return Path(workspace).expanduser()
     env = os.environ.get("MEMMW_WORKSPACE")
     return Path(env).expanduser() if env else Path.cwd()
-
-
-__all__ = [
-    "BatchConfig",
-    "BootstrapConfig",
-    "CacheConfig",
-    "ChunkingConfig",
-    "ExtraPath",
-    "FlushConfig",
-    "HybridConfig",
-    "LocalConfig",
-    "MMRConfig",
-    "MemoryConfig",
-    "QueryConfig",
-    "ReadConfig",
-    "RemoteConfig",
-    "SessionArchiveConfig",
-    "SessionSyncConfig",
-    "StoreConfig",
-    "SyncConfig",
-    "TemporalDecayConfig",
-    "candidate_count",
-    "resolve_state_dir",
-    "resolve_workspace",
-]

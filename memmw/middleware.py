@@ -29,7 +29,7 @@ from memmw.agent.tools import (
 )
 from memmw.agent.tools import workspace_is_writable as _writable
 from memmw.chat_type import ChatType, chat_type_for, citations_enabled
-from memmw.errors import ConfigError, MemmwError
+from memmw.errors import ConfigError, WiringError
 from memmw.hooks.active_memory import ActiveMemory
 from memmw.hooks.bootstrap import BootstrapContext, build_startup_context, run_bootstrap
 from memmw.hooks.flush import (
@@ -150,15 +150,6 @@ class MemoryEngine(MemoryBackend, Protocol):
     def notify_compaction(self) -> bool:
         """A session was compacted; True when that started a re-index."""
         ...
-
-
-class WiringError(MemmwError):
-    """memmw is wired into the host so that memory would be lost silently.
-
-    Raised for a compaction that happened without the flush that must precede it (a
-    summarizer listed before memmw, or one that triggers below the flush threshold), and
-    for a flush that is due with no model to run it.
-    """
 
 
 def deliverable_text(reply: Any) -> str | None:

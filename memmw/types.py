@@ -1,4 +1,7 @@
-"""Result and value objects returned by the public API."""
+"""Result and value objects returned by the public API.
+
+Internal module: import its public names from ``memmw``.
+"""
 
 from __future__ import annotations
 

@@ -47,6 +47,7 @@ from memmw.adapters.langchain_no_reply import (
 from memmw.agent.chat import ChatModel, Message, Reply, normalize_reply
 from memmw.agent.prompts import visible_text
 from memmw.agent.tools import build_memory_tools, payload_text, tools_by_name
+from memmw.errors import ConfigError
 from memmw.hooks.session_archive import SlugFunction
 from memmw.middleware import (
     MemoryEngine,
@@ -292,7 +293,7 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
         super().__init__()
         if middleware is None:
             if memory is None:
-                raise ValueError("pass a memory engine or a MemoryMiddleware")
+                raise ConfigError("pass a memory engine or a MemoryMiddleware")
             middleware = MemoryMiddleware(
                 memory,
                 slug_fn=slug_fn,
@@ -784,6 +785,7 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
 
 
 __all__ = [
+    "DEFAULT_THREAD",
     "NEW_SESSION_REPLY",
     "SUMMARY_SOURCE",
     "LangChainMemoryMiddleware",

@@ -312,21 +312,3 @@ class NoReplyStreamGuard:
         rest = final[self.sent :]
         self.sent = len(self.raw)
         return rest
-
-
-__all__ = [
-    "APPEND_TOOL",
-    "GET_TOOL",
-    "NO_REPLY",
-    "RECALL_HEADING",
-    "SEARCH_TOOL",
-    "NoReplyStreamGuard",
-    "append_section",
-    "describe_sources",
-    "flush_system_prompt",
-    "flush_user_prompt",
-    "is_silent_reply",
-    "memory_recall_section",
-    "strip_no_reply",
-    "visible_text",
-]

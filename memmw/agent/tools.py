@@ -25,6 +25,7 @@ from memmw.errors import (
     IndexStoreError,
     MemmwError,
     PathPolicyError,
+    ToolArgumentError,
 )
 from memmw.redaction import redact_secrets
 from memmw.timeutil import Clock, user_now
@@ -78,10 +79,6 @@ def request_sync(memory: MemoryBackend) -> None:
         background()
     else:
         memory.sync()
-
-
-class ToolArgumentError(ValueError):
-    """A tool argument is missing or malformed (reported to the model as an error payload)."""
 
 
 @dataclass(frozen=True)
@@ -822,24 +819,3 @@ def graph_tools(
 def tools_by_name(tools: Sequence[MemoryTool]) -> dict[str, MemoryTool]:
     """Index tools by name."""
     return {t.name: t for t in tools}
-
-
-__all__ = [
-    "CORPORA",
-    "MemoryBackend",
-    "MemoryTool",
-    "ToolArgumentError",
-    "append_schema",
-    "append_tool_payload",
-    "build_memory_tools",
-    "flush_tools",
-    "get_schema",
-    "get_tool_payload",
-    "payload_text",
-    "search_payload",
-    "search_schema",
-    "search_tool_payload",
-    "tools_by_name",
-    "unavailable_payload",
-    "workspace_is_writable",
-]

@@ -8,7 +8,7 @@ import re
 import threading
 from collections.abc import Sequence
 
-from memmw.errors import ProviderError
+from memmw.errors import ConfigError, ProviderError
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -86,7 +86,7 @@ class FakeEmbeddingProvider:
             error: Exception to raise when failing (default: a ProviderError mentioning 500).
         """
         if dims < 1:
-            raise ValueError("dims must be positive")
+            raise ConfigError("dims must be positive")
         self.id = provider_id
         self.model = model
         self.dims: int | None = dims

@@ -290,14 +290,3 @@ for _name, _factory in (
     ("fake", _fake_factory),
 ):
     register_provider(_name, _factory)
-
-
-__all__ = [
-    "ProviderFactory",
-    "ProviderSelection",
-    "available_providers",
-    "create_provider",
-    "get_provider_factory",
-    "register_provider",
-    "unregister_provider",
-]

@@ -30,6 +30,7 @@ from memmw.embeddings.registry import ProviderSelection, create_provider
 from memmw.engine.freshness import Freshness
 from memmw.errors import (
     ConfigError,
+    FileReadError,
     IndexCorruptError,
     MemmwError,
     PathPolicyError,
@@ -53,7 +54,6 @@ from memmw.store.sqlite.sqlitevec import SqliteVecIndex, sqlite_vec_status
 from memmw.store.sqlite.store import IndexStore
 from memmw.store.sqlite.sync import (
     SCAN_ISSUES_KEY,
-    FileReadError,
     Indexer,
     Progress,
     ProviderIdentity,

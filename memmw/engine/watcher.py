@@ -509,14 +509,3 @@ class MemoryWatcher:
                 observer.join(10.0)
         except RuntimeError:  # never started
             pass
-
-
-__all__ = [
-    "WATCH_EXHAUSTED_ERRNOS",
-    "MemoryWatcher",
-    "WatchBatch",
-    "WatchTarget",
-    "WatcherState",
-    "classify",
-    "watch_targets",
-]

@@ -271,6 +271,3 @@ class ActiveMemory:
                 scored.append((score, int(importance_of(trig.importance_raw, trig.origin) * 10), trig))
         scored.sort(key=lambda item: (-item[0], -item[1], item[2].path, item[2].line))
         return [t for _s, _i, t in scored[: self.config.max_triggers]]
-
-
-__all__ = ["ActiveMemory", "Injection", "phrase_score"]

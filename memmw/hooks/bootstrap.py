@@ -355,16 +355,3 @@ def build_startup_context(
     if more:
         parts.append("More recent notes were left out to fit the budget; search them.")
     return "\n".join(parts).rstrip() + "\n"
-
-
-__all__ = [
-    "STARTUP_HEADING",
-    "BootstrapContext",
-    "BootstrapFile",
-    "bootstrap_candidates",
-    "build_bootstrap",
-    "build_startup_context",
-    "run_bootstrap",
-    "startup_files",
-    "truncate_middle",
-]

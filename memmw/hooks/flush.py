@@ -464,23 +464,3 @@ def run_flush_with_retry(
         )
         return FlushOutcome(decision=decision, ran=True, ok=True, attempts=attempt, result=result)
     return FlushOutcome(decision=decision, ran=True, ok=False, attempts=retries + 1, error=error)
-
-
-__all__ = [
-    "MAX_FLUSH_STEPS",
-    "STATE_FILE",
-    "FlushDecision",
-    "FlushOutcome",
-    "FlushPoints",
-    "FlushStateStore",
-    "FlushTurnResult",
-    "SessionFlushState",
-    "decide_flush",
-    "effective_reserve",
-    "flush_points",
-    "flush_threshold",
-    "run_flush_turn",
-    "run_flush_with_retry",
-    "soft_threshold",
-    "threshold_below_trigger",
-]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from memmw.agent.chat import ChatModel, call_model
 from memmw.agent.prompts import visible_text
+from memmw.errors import PathPolicyError
 from memmw.workspace.files import atomic_write_text
 from memmw.workspace.layout import MEMORY_DIR, archive_path
 from memmw.workspace.transcripts import TranscriptMessage
@@ -230,7 +231,7 @@ def archive_session(request: ArchiveRequest) -> Path | None:
         workspace = Path(request.workspace)
         memory_dir = workspace / MEMORY_DIR
         if memory_dir.is_symlink():
-            raise PermissionError("memory/ is a symlink; refusing to write the archive")
+            raise PathPolicyError("memory/ is a symlink; refusing to write the archive")
         memory_dir.mkdir(parents=True, exist_ok=True)
         target = archive_path(memory_dir, request.now.date(), slug)
         text = render_archive(
@@ -248,19 +249,3 @@ def archive_session(request: ArchiveRequest) -> Path | None:
         log.warning("session archive failed: %s: %s", type(exc).__name__, exc)
         log.debug("session archive failure", exc_info=True)
         return None
-
-
-__all__ = [
-    "SLUG_MAX_CHARS",
-    "SLUG_PROMPT",
-    "ArchiveRequest",
-    "SlugFunction",
-    "archive_line",
-    "archive_session",
-    "clean_archive_text",
-    "clean_slug",
-    "collect_archive_lines",
-    "llm_slug",
-    "model_slug_fn",
-    "render_archive",
-]

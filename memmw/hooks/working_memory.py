@@ -152,13 +152,3 @@ def with_working_memory(
     return dataclasses.replace(
         context, text=joined, truncated=context.truncated or truncated
     )
-
-
-__all__ = [
-    "ACTIVE_CONTEXT",
-    "SOUL",
-    "with_working_memory",
-    "working_files",
-    "working_memory_section",
-    "write_active_context",
-]

@@ -198,18 +198,3 @@ def default_counter() -> TokenCounter:
 def count_tokens(text: str) -> int:
     """Count tokens of ``text`` with the shared counter."""
     return default_counter().count(text)
-
-
-__all__ = [
-    "CHARS_PER_TOKEN",
-    "DEFAULT_ENCODING",
-    "MESSAGE_OVERHEAD_TOKENS",
-    "Encoding",
-    "EncodingLoader",
-    "TokenCounter",
-    "content_text",
-    "count_tokens",
-    "default_counter",
-    "estimate_tokens",
-    "message_text_for_count",
-]

@@ -296,19 +296,3 @@ def bump_activation(
         rows,
     )
     return len(rows)
-
-
-__all__ = [
-    "GRAPH_VERSION",
-    "bump_activation",
-    "copy_activation",
-    "decay_activation",
-    "entity_stable_key",
-    "fact_stable_key",
-    "refresh_cooccurrences",
-    "refresh_supersession",
-    "relation_stable_key",
-    "seed_activation",
-    "stable_key",
-    "write_note",
-]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memmw.config import MemoryConfig
-from memmw.errors import IndexBusyError, IndexCorruptError, IndexStoreError
+from memmw.errors import FileReadError, IndexBusyError, IndexCorruptError, IndexStoreError
 from memmw.graph.syntax import mask_retracted
 from memmw.store.sqlite import graph as graph_index
 from memmw.store.sqlite.db import connect, is_corruption, quarantine, transaction
@@ -55,10 +55,6 @@ WRITER_LOCK_TIMEOUT_S = 120.0
 SCAN_ISSUES_KEY = "scan_issues"
 
 Progress = Callable[[int, int, str], None]
-
-
-class FileReadError(Exception):
-    """A file that cannot be indexed (binary, not UTF-8, unreadable, too large)."""
 
 
 @dataclass(frozen=True, kw_only=True)
