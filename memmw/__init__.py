@@ -47,6 +47,7 @@ from memmw.errors import (
     WiringError,
 )
 from memmw.middleware import MemoryMiddleware, Session
+from memmw.redaction import RedactingFilter
 from memmw.types import FileIssue, ReadResult, SearchHit, SearchResult, Status, SyncReport
 
 __version__ = "0.1.0.dev0"
@@ -80,6 +81,7 @@ __all__ = [
     "QueryConfig",
     "ReadConfig",
     "ReadResult",
+    "RedactingFilter",
     "RemoteConfig",
     "SearchHit",
     "SearchResult",

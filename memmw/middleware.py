@@ -782,9 +782,13 @@ class MemoryMiddleware:
 
 __all__ = [
     "RESET_COMMANDS",
+    "Event",
+    "HookContext",
+    "HookRegistry",
     "MemoryEngine",
     "MemoryMiddleware",
     "Session",
+    "TokenCounter",
     "WiringError",
     "auto_reset_reason",
     "deliverable_text",

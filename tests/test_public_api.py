@@ -40,6 +40,7 @@ PUBLIC = {
     "QueryConfig",
     "ReadConfig",
     "ReadResult",
+    "RedactingFilter",
     "RemoteConfig",
     "SearchHit",
     "SearchResult",
