@@ -1,5 +1,4 @@
-"""Test helpers for memmw and its users: the deterministic fake embedding provider and
-loud failures for missing optional extras (public API)."""
+"""Public test helpers: the deterministic fake embedding provider and optional-extra checks."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ import pytest
 from memmw import Memory, MemoryConfig
 from memmw.agent.tools import search_payload
 from memmw.errors import PathPolicyError
+from memmw.redaction import REDACTED
 from memmw.workspace.transcript_source import (
-    REDACTED,
     DeltaThresholds,
     SessionDeltaTracker,
     list_session_files,
