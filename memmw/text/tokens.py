@@ -20,7 +20,6 @@ MESSAGE_OVERHEAD_TOKENS = 4
 DEFAULT_ENCODING = "cl100k_base"
 
 
-
 class Encoding(Protocol):
     """The part of a tiktoken ``Encoding`` memmw uses."""
 

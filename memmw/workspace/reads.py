@@ -70,4 +70,3 @@ def read_window(
         truncated=more or cut_line,
         next_from=next_from,
     )
-
