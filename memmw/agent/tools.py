@@ -32,11 +32,16 @@ from memmw.timeutil import Clock, user_now
 from memmw.types import ReadResult, SearchResult
 from memmw.workspace.files import (
     append_text,
-    is_private_path,
     resolve_read_path,
     unindexed_note_reason,
 )
-from memmw.workspace.layout import MEMORY_DIR, daily_note_path, is_curated, is_dreams
+from memmw.workspace.layout import (
+    MEMORY_DIR,
+    daily_note_path,
+    is_curated,
+    is_dreams,
+    is_private_path,
+)
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +276,7 @@ def search_tool_payload(
     """Run ``memory_search`` against ``memory``; returns the success or error payload.
 
     ``private=False`` (a group or channel session) drops hits from files private to
-    direct sessions (:func:`memmw.workspace.files.is_private_path`).
+    direct sessions (:func:`memmw.workspace.layout.is_private_path`).
     """
     try:
         query = _string(args, "query", required=True)

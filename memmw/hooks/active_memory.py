@@ -30,7 +30,7 @@ from memmw.graph.search import (
 )
 from memmw.text.analysis import query_terms
 from memmw.text.tokens import content_text, count_tokens
-from memmw.workspace.files import file_date
+from memmw.workspace.layout import file_date
 
 log = logging.getLogger(__name__)
 
