@@ -34,6 +34,7 @@ from memmw.engine.memory import Memory
 from memmw.errors import (
     ConfigError,
     ContentPolicyError,
+    FileBusyError,
     FileReadError,
     ForgetError,
     IndexBusyError,
@@ -61,6 +62,7 @@ __all__ = [
     "ConfigError",
     "ContentPolicyError",
     "ExtraPath",
+    "FileBusyError",
     "FileIssue",
     "FileReadError",
     "FlushConfig",

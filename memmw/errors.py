@@ -8,6 +8,7 @@
     ├── PathPolicyError (PermissionError)  a path memmw may not read or write
     ├── ContentPolicyError (ValueError)    text memmw refuses to write
     ├── FileReadError                      a file that cannot be indexed (binary, too large)
+    ├── FileBusyError (OSError)            another memmw writer holds the note too long
     ├── ForgetError                        an entry that cannot be retracted
     ├── WiringError                        memmw wired so that memory would be lost silently
     ├── IndexStoreError                    the derived index cannot be opened or written
@@ -51,6 +52,10 @@ class ContentPolicyError(MemmwError, ValueError):
 
 class FileReadError(MemmwError):
     """A file that cannot be indexed (binary, not UTF-8, unreadable, too large)."""
+
+
+class FileBusyError(MemmwError, OSError):
+    """Another memmw writer held a note's append lock past the timeout (``errno.EBUSY``)."""
 
 
 class ForgetError(MemmwError):

@@ -20,6 +20,7 @@ PUBLIC = {
     "ConfigError",
     "ContentPolicyError",
     "ExtraPath",
+    "FileBusyError",
     "FileIssue",
     "FileReadError",
     "FlushConfig",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from memmw.config import ExtraPath
-from memmw.errors import ContentPolicyError, PathPolicyError
+from memmw.errors import ContentPolicyError, FileBusyError, PathPolicyError
 from memmw.types import FileIssue
 from memmw.workspace.layout import MEMORY_DIR as MEMORY_DIR
 from memmw.workspace.layout import ROOT_FILES as ROOT_FILES
@@ -467,6 +467,7 @@ def append_text(path: Path, text: str) -> int:
         ContentPolicyError: the text breaks a content limit (see
             :func:`check_append_content`) or would grow the note past ``MAX_NOTE_BYTES``.
         PathPolicyError: the target is a symlink or not a regular file.
+        FileBusyError: another memmw writer held the note past ``APPEND_LOCK_TIMEOUT_S``.
         OSError: the write failed (full disk, permissions); bytes before it are intact.
     """
     path = Path(path)
@@ -497,7 +498,7 @@ def append_text(path: Path, text: str) -> int:
                 view = view[written:]
             os.fsync(fd)
     except TimeoutError as exc:
-        raise OSError(errno.EBUSY, f"{path.name} is locked by another memmw writer") from exc
+        raise FileBusyError(errno.EBUSY, f"{path.name} is locked by another memmw writer") from exc
     finally:
         os.close(fd)
     return len(addition)
