@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from memmw import Memory, MemoryConfig  # noqa: E402
-from memmw.agent.tools import build_memory_tools, tools_by_name  # noqa: E402
+from memmw.agent.tools import build_memory_tools, search_payload, tools_by_name  # noqa: E402
 from memmw.config import RemoteConfig  # noqa: E402
 from memmw.testing import fake_vector  # noqa: E402
 
@@ -153,15 +153,15 @@ def bench_hang() -> dict[str, Any]:
         mem = Memory(ws, Path(tmp) / "state", config=config)
         mem.breaker_policy = BreakerPolicy(failure_threshold=2, probe_interval_s=600)
         mem.sync()
-        healthy = [_timed(lambda: mem.search_payload("kubernetes gateway")) for _ in range(5)]
+        healthy = [_timed(lambda: search_payload(mem, "kubernetes gateway")) for _ in range(5)]
         provider.hang.set()
         (ws / "memory" / "2026-02-01.md").write_text("A new note about the heron.\n")
         sync_s, _ = _timed_value(mem.sync)
         opening = []
         while not (mem._breaker and mem._breaker.is_open) and len(opening) < 5:
-            opening.append(_timed(lambda: mem.search_payload("kubernetes gateway")))
-        after = [_timed(lambda: mem.search_payload("kubernetes gateway")) for _ in range(50)]
-        payload = mem.search_payload("kubernetes gateway")
+            opening.append(_timed(lambda: search_payload(mem, "kubernetes gateway")))
+        after = [_timed(lambda: search_payload(mem, "kubernetes gateway")) for _ in range(50)]
+        payload = search_payload(mem, "kubernetes gateway")
         sync_open_s, _ = _timed_value(mem.sync)
         mem.close()
     provider.server.shutdown()

@@ -26,6 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import memmw
+from memmw.agent.tools import search_payload
 from memmw.config import HybridConfig, QueryConfig, StoreConfig, TemporalDecayConfig
 
 EVIDENCE = re.compile(r"\[(D\d+:\d+)\]")
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 mem.sync(force=True)
                 index_seconds[conv] = time.perf_counter() - started
                 mem.search("warm up")  # loads the keyword matrix (and the model, if any)
-                payload = mem.search_payload("warm up")
+                payload = search_payload(mem, "warm up")
                 provider_name = f"{payload['provider']}/{payload['model']} ({payload['mode']})"
                 for q in items:
                     started = time.perf_counter()

@@ -13,12 +13,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from memmw import Memory, MemoryConfig
+from memmw import FlushConfig, Memory, MemoryConfig, MemoryMiddleware
 from memmw.adapters.custom_loop import MemoryAgent
-from memmw.config import FlushConfig
-from memmw.hooks import Event
-from memmw.middleware import MemoryMiddleware
-from memmw.text.tokens import TokenCounter
+from memmw.middleware import Event, TokenCounter
 
 HERE = Path(__file__).resolve().parent
 FILLER = "We went through the quarterly infrastructure review in detail. " * 40

@@ -21,12 +21,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 
-from memmw import Memory, MemoryConfig
+from memmw import FlushConfig, Memory, MemoryConfig, MemoryMiddleware
 from memmw.adapters.langchain import LangChainMemoryMiddleware
-from memmw.config import FlushConfig
-from memmw.hooks import Event
-from memmw.middleware import MemoryMiddleware
-from memmw.text.tokens import TokenCounter
+from memmw.middleware import Event, TokenCounter
 
 HERE = Path(__file__).resolve().parent
 FILLER = "We went through the quarterly infrastructure review in detail. " * 40

@@ -1,4 +1,7 @@
-"""Session keys: direct versus group/channel chats, and the citation mode they imply."""
+"""Session keys: direct versus group/channel chats, and the citation mode they imply.
+
+Internal module: import its public names from ``memmw``.
+"""
 
 from __future__ import annotations
 
@@ -52,6 +55,3 @@ def citations_enabled(mode: str, session_key: str | None, explicit: str | None =
     if mode == "off":
         return False
     return not is_group_session(session_key, explicit)
-
-
-__all__ = ["ChatType", "chat_type_for", "citations_enabled", "is_group_session"]

@@ -1,4 +1,7 @@
-"""Configuration: frozen keyword-only dataclasses with the reference defaults, plus loaders."""
+"""Configuration: frozen keyword-only dataclasses with the reference defaults, plus loaders.
+
+Internal module: import its public names from ``memmw``.
+"""
 
 from __future__ import annotations
 
@@ -166,7 +169,6 @@ class HybridConfig(_Section):
     """How the keyword and vector legs are merged.
 
     Attributes:
-        enabled: Merge both legs (False: vector hits only when a provider is active).
         vector_weight: Weight of the vector leg (pair normalised to sum 1). The original
             uses 0.7/0.3 on raw scores; with both legs rescaled, equal weights are the
             neutral choice (measured on LoCoMo: 0.7/0.3 falls below keyword-only with the
@@ -186,7 +188,6 @@ class HybridConfig(_Section):
     """
 
     _section: ClassVar[str] = "query.hybrid"
-    enabled: bool = True
     vector_weight: float = 0.5
     text_weight: float = 0.5
     candidate_multiplier: int = 4
@@ -282,6 +283,32 @@ class QueryConfig(_Section):
     def candidates(self) -> int:
         """Candidates per leg: ``min(max_candidates, max_results * candidate_multiplier)``."""
         return candidate_count(self.max_results, self.hybrid)
+
+    def results_wanted(self, max_results: int | None) -> int:
+        """How many results a search returns: ``max_results``, else ``self.max_results``.
+
+        The one place a per-search result count is defaulted and checked.
+
+        Raises:
+            ConfigError: ``max_results`` is below 1.
+        """
+        if max_results is None:
+            return self.max_results
+        if max_results < 1:
+            raise ConfigError(f"max_results must be >= 1; got {max_results}")
+        return max_results
+
+    def check_min_score(self, min_score: float | None) -> float | None:
+        """A per-search ``min_score`` after checking it (None keeps the default threshold).
+
+        The one place a per-search threshold is checked.
+
+        Raises:
+            ConfigError: ``min_score`` is outside 0..1.
+        """
+        if min_score is not None and not 0.0 <= min_score <= 1.0:
+            raise ConfigError(f"min_score must be between 0 and 1; got {min_score}")
+        return min_score
 
 
 def candidate_count(max_results: int, hybrid: HybridConfig) -> int:
@@ -778,28 +805,3 @@ def resolve_workspace(workspace: str | os.PathLike[str] | None) -> Path:
         return Path(workspace).expanduser()
     env = os.environ.get("MEMMW_WORKSPACE")
     return Path(env).expanduser() if env else Path.cwd()
-
-
-__all__ = [
-    "BatchConfig",
-    "BootstrapConfig",
-    "CacheConfig",
-    "ChunkingConfig",
-    "ExtraPath",
-    "FlushConfig",
-    "HybridConfig",
-    "LocalConfig",
-    "MMRConfig",
-    "MemoryConfig",
-    "QueryConfig",
-    "ReadConfig",
-    "RemoteConfig",
-    "SessionArchiveConfig",
-    "SessionSyncConfig",
-    "StoreConfig",
-    "SyncConfig",
-    "TemporalDecayConfig",
-    "candidate_count",
-    "resolve_state_dir",
-    "resolve_workspace",
-]

@@ -1,4 +1,31 @@
-"""The memmw exception tree: every error the library raises derives from MemmwError."""
+"""The memmw exception tree: every error the library raises to its users derives from MemmwError.
+
+::
+
+    MemmwError
+    ├── ConfigError (ValueError)           a setting or call argument is malformed
+    │   └── ToolArgumentError              a tool argument is malformed (as an error payload)
+    ├── PathPolicyError (PermissionError)  a path memmw may not read or write
+    ├── ContentPolicyError (ValueError)    text memmw refuses to write
+    ├── FileReadError                      a file that cannot be indexed (binary, too large)
+    ├── FileBusyError (OSError)            another memmw writer holds the note too long
+    ├── ForgetError                        an entry that cannot be retracted
+    ├── WiringError                        memmw wired so that memory would be lost silently
+    ├── IndexStoreError                    the derived index cannot be opened or written
+    │   ├── IndexCorruptError              the index is damaged and could not be rebuilt
+    │   └── IndexBusyError                 another process holds the writer lock
+    └── ProviderError                      an embedding provider failed
+        ├── ProviderUnavailableError       a provider cannot start (extra, key, model file)
+        │   └── MissingApiKeyError         (memmw.embeddings.exceptions)
+        ├── BatchUnavailableError          (memmw.embeddings.exceptions)
+        ├── CircuitOpenError               (memmw.embeddings.breaker)
+        └── InvalidVectorError             (memmw.store.sqlite.vectors)
+
+Errors in parentheses after a name are standard exceptions a class also derives from, so
+code that caught them before keeps working. The four provider subclasses at the bottom
+live beside the code that raises them; every other class is defined here and re-exported
+from the top-level ``memmw`` package. Internal module.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +35,11 @@ class MemmwError(Exception):
 
 
 class ConfigError(MemmwError, ValueError):
-    """A configuration value is missing, malformed or out of range."""
+    """A configuration value or call argument is missing, malformed or out of range."""
+
+
+class ToolArgumentError(ConfigError):
+    """A tool argument is missing or malformed (reported to the model as an error payload)."""
 
 
 class PathPolicyError(MemmwError, PermissionError):
@@ -17,6 +48,27 @@ class PathPolicyError(MemmwError, PermissionError):
 
 class ContentPolicyError(MemmwError, ValueError):
     """Text memmw refuses to write (too large, NUL bytes, control characters, not UTF-8)."""
+
+
+class FileReadError(MemmwError):
+    """A file that cannot be indexed (binary, not UTF-8, unreadable, too large)."""
+
+
+class FileBusyError(MemmwError, OSError):
+    """Another memmw writer held a note's append lock past the timeout (``errno.EBUSY``)."""
+
+
+class ForgetError(MemmwError):
+    """An entry cannot be retracted (no such line, not a list entry, already retracted)."""
+
+
+class WiringError(MemmwError):
+    """memmw is wired into the host so that memory would be lost silently.
+
+    Raised for a compaction that happened without the flush that must precede it (a
+    summarizer listed before memmw, or one that triggers below the flush threshold), and
+    for a flush that is due with no model to run it.
+    """
 
 
 class IndexStoreError(MemmwError):
@@ -41,16 +93,3 @@ class ProviderError(MemmwError):
 
 class ProviderUnavailableError(ProviderError):
     """An embedding provider cannot start: missing extra, key or model file."""
-
-
-__all__ = [
-    "ConfigError",
-    "ContentPolicyError",
-    "IndexBusyError",
-    "IndexCorruptError",
-    "IndexStoreError",
-    "MemmwError",
-    "PathPolicyError",
-    "ProviderError",
-    "ProviderUnavailableError",
-]

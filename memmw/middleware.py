@@ -5,16 +5,16 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from memmw.agent.chat import ChatModel, Reply, normalize_reply
 from memmw.agent.prompts import (
     append_section,
-    daily_note_path,
     flush_system_prompt,
     flush_user_prompt,
     memory_recall_section,
@@ -29,14 +29,16 @@ from memmw.agent.tools import (
 )
 from memmw.agent.tools import workspace_is_writable as _writable
 from memmw.chat_type import ChatType, chat_type_for, citations_enabled
-from memmw.errors import MemmwError
+from memmw.errors import ConfigError, WiringError
 from memmw.hooks.active_memory import ActiveMemory
 from memmw.hooks.bootstrap import BootstrapContext, build_startup_context, run_bootstrap
 from memmw.hooks.flush import (
     FlushDecision,
     FlushOutcome,
+    FlushPoints,
     FlushStateStore,
     decide_flush,
+    flush_points,
     run_flush_with_retry,
 )
 from memmw.hooks.registry import Event, HookContext, HookRegistry
@@ -48,6 +50,7 @@ from memmw.hooks.session_archive import (
 )
 from memmw.text.tokens import TokenCounter, default_counter
 from memmw.timeutil import Clock, system_clock, user_now
+from memmw.workspace.layout import daily_note_path
 from memmw.workspace.transcripts import TranscriptStore
 
 log = logging.getLogger(__name__)
@@ -123,13 +126,30 @@ def auto_reset_reason(
     return None
 
 
-class WiringError(MemmwError):
-    """memmw is wired into the host so that memory would be lost silently.
+class MemoryEngine(MemoryBackend, Protocol):
+    """Everything the middleware uses of its engine; :class:`memmw.Memory` implements it.
 
-    Raised for a compaction that happened without the flush that must precede it (a
-    summarizer listed before memmw, or one that triggers below the flush threshold), and
-    for a flush that is due with no model to run it.
+    Besides the tools' :class:`~memmw.agent.tools.MemoryBackend` (workspace, state dir,
+    agent id, config, ``sync``, ``search_result``, ``get``): the file watcher, the
+    background sync and the transcript and compaction notices that keep session
+    transcripts searchable.
     """
+
+    def start_watching(self) -> str:
+        """Start the file watcher (idempotent); returns its state."""
+        ...
+
+    def sync_in_background(self) -> None:
+        """Start a sync without waiting for it."""
+        ...
+
+    def notify_transcript(self, path: str | os.PathLike[str]) -> bool:
+        """A transcript grew; True when that started a re-index."""
+        ...
+
+    def notify_compaction(self) -> bool:
+        """A session was compacted; True when that started a re-index."""
+        ...
 
 
 def deliverable_text(reply: Any) -> str | None:
@@ -219,7 +239,7 @@ class MemoryMiddleware:
 
     def __init__(
         self,
-        memory: MemoryBackend,
+        memory: MemoryEngine,
         *,
         flush_model: ChatModel | None = None,
         slug_fn: SlugFunction | None = None,
@@ -242,6 +262,8 @@ class MemoryMiddleware:
         self.clock: Clock = clock or system_clock
         self.include_append_tool = include_append_tool
         self.allow_curated_append = allow_curated_append
+        if context_window is not None and context_window < 1:
+            raise ConfigError(f"context_window must be >= 1; got {context_window}")
         self.context_window = context_window
         self.transcripts = TranscriptStore(memory.state_dir, memory.agent_id)
         self.flush_state = FlushStateStore(memory.state_dir, memory.agent_id)
@@ -253,11 +275,8 @@ class MemoryMiddleware:
 
     def _start_watching(self) -> None:
         """Watch the memory files so edits are searchable without an explicit sync."""
-        start = getattr(self.memory, "start_watching", None)
-        if not callable(start):
-            return
         try:
-            state = start()
+            state = self.memory.start_watching()
         except Exception as exc:  # e.g. watchdog missing: searches sync instead
             log.warning("file watcher not started (%s); searches will sync instead", exc)
             return
@@ -397,11 +416,8 @@ class MemoryMiddleware:
         Without the watcher nothing else notices transcript growth; with it, a second
         report of the same size counts no new bytes.
         """
-        notify = getattr(self.memory, "notify_transcript", None)
-        if not callable(notify):
-            return
         try:
-            notify(self.transcripts.path(session.session_id))
+            self.memory.notify_transcript(self.transcripts.path(session.session_id))
         except Exception as exc:
             log.warning("transcript delta sync failed: %s", type(exc).__name__)
 
@@ -418,6 +434,20 @@ class MemoryMiddleware:
         if tool_schemas:
             total += self.tokens.count(json.dumps(list(tool_schemas), default=str))
         return total
+
+    def flush_points(self, compact_at: int | None = None) -> FlushPoints:
+        """The effective context window, compaction point and flush threshold.
+
+        Both adapters and :meth:`flush_decision` use this (one computation,
+        :func:`memmw.hooks.flush.flush_points`).
+
+        Args:
+            compact_at: Where compaction happens when something else decides it (a
+                summarizer's token trigger, a custom loop's own point).
+        """
+        return flush_points(
+            self.config.flush, context_window=self.context_window, compact_at=compact_at
+        )
 
     def flush_decision(
         self,
@@ -446,9 +476,8 @@ class MemoryMiddleware:
             flushed_cycle=state.flushed_cycle,
             transcript_bytes=since,
             read_only=self.is_read_only(),
-            context_window=self.context_window,
             heartbeat=heartbeat,
-            threshold=threshold,
+            threshold=self.flush_points().flush_at if threshold is None else threshold,
         )
 
     def flushed_this_cycle(self, session: Session) -> bool:
@@ -619,12 +648,10 @@ class MemoryMiddleware:
         if state.cycle != before:
             log.info("session %s: compaction, flush cycle %d", session.session_id, state.cycle)
             self._emit(Event.COMPACTION, session, cycle=state.cycle, marker=marker)
-            notify = getattr(self.memory, "notify_compaction", None)
-            if callable(notify):  # re-index the transcript now (sync.sessions)
-                try:
-                    notify()
-                except Exception as exc:
-                    log.warning("post-compaction sync failed: %s", type(exc).__name__)
+            try:  # re-index the transcript now (sync.sessions)
+                self.memory.notify_compaction()
+            except Exception as exc:
+                log.warning("post-compaction sync failed: %s", type(exc).__name__)
         return state.cycle
 
     # -- /new, /reset, auto-reset ----------------------------------------------------
@@ -755,8 +782,13 @@ class MemoryMiddleware:
 
 __all__ = [
     "RESET_COMMANDS",
+    "Event",
+    "HookContext",
+    "HookRegistry",
+    "MemoryEngine",
     "MemoryMiddleware",
     "Session",
+    "TokenCounter",
     "WiringError",
     "auto_reset_reason",
     "deliverable_text",

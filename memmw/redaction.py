@@ -1,4 +1,7 @@
-"""Secret redaction for everything memmw stores or prints: transcripts, errors, logs, reprs."""
+"""Secret redaction for everything memmw stores or prints: transcripts, errors, logs, reprs.
+
+Internal module: import its public names from ``memmw``.
+"""
 
 from __future__ import annotations
 
@@ -339,13 +342,3 @@ class RedactingFilter(logging.Filter):
             formatted = logging.Formatter().formatException(record.exc_info)
             record.exc_text = redact_secrets(formatted)
         return True
-
-
-__all__ = [
-    "REDACTED",
-    "RedactingFilter",
-    "StreamRedactor",
-    "redact_all",
-    "redact_secrets",
-    "redact_value",
-]

@@ -1,4 +1,7 @@
-"""Where derived state lives by default: one folder per workspace in the user state dir."""
+"""Where derived state lives by default: one folder per workspace in the user state dir.
+
+Internal module: import its public names from ``memmw``.
+"""
 
 from __future__ import annotations
 
@@ -36,6 +39,3 @@ def workspace_key(workspace: str | os.PathLike[str]) -> str:
 def default_state_dir(workspace: str | os.PathLike[str]) -> Path:
     """``<user state root>/workspaces/<workspace key>``: each workspace its own index."""
     return user_state_root() / "workspaces" / workspace_key(workspace)
-
-
-__all__ = ["default_state_dir", "user_state_root", "workspace_key"]

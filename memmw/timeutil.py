@@ -1,4 +1,7 @@
-"""The user's clock: current time and date in the configured IANA timezone."""
+"""The user's clock: current time and date in the configured IANA timezone.
+
+Internal module: import its public names from ``memmw``.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +30,3 @@ def user_now(user_timezone: str | None, clock: Clock | None = None) -> dt.dateti
     if user_timezone:
         return now.astimezone(ZoneInfo(user_timezone))
     return now.astimezone()
-
-
-__all__ = ["Clock", "system_clock", "user_now"]

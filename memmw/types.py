@@ -1,4 +1,7 @@
-"""Result and value objects returned by the public API."""
+"""Result and value objects returned by the public API.
+
+Internal module: import its public names from ``memmw``.
+"""
 
 from __future__ import annotations
 
@@ -69,6 +72,32 @@ class SearchHit:
         if self.importance is not None:
             item["importance"] = self.importance
         return item
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchResult:
+    """What one ``Memory.search_result`` call found, and how.
+
+    The ``memory_search`` tool payload and ``memmw search --json`` are rendered from it
+    by :func:`memmw.agent.tools.search_payload`.
+
+    Attributes:
+        hits: At most ``max_results`` hits, best first.
+        mode: ``hybrid`` (keyword and vector legs) or ``fts-only`` (keyword only).
+        provider: Id of the embedding provider that answered (``none`` without one).
+        model: Its model (``fts-only`` without a provider).
+        fallback_from: The provider that failed when a fallback answered, else None.
+        fallback_reason: Why it failed.
+        warning: Why the vector leg was skipped for this search, if it was.
+    """
+
+    hits: list[SearchHit]
+    mode: str
+    provider: str = "none"
+    model: str = "fts-only"
+    fallback_from: str | None = None
+    fallback_reason: str | None = None
+    warning: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

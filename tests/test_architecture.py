@@ -33,7 +33,7 @@ LAYERS: dict[str, int] = {
     "memmw.graph.telemetry": 1,
     # the derived index
     "memmw.store": 2,
-    # embeddings (the fake provider in memmw.testing is one of them)
+    # embeddings (memmw.testing re-exports the fake provider for tests)
     "memmw.embeddings": 3,
     "memmw.testing": 3,
     # search
@@ -162,6 +162,19 @@ def test_only_the_store_package_touches_sqlite() -> None:
                 if t == "sqlite3" or t.startswith("memmw.store.sqlite")
             )
     assert violations == []
+
+
+def test_production_code_never_imports_the_test_helpers() -> None:
+    users = [
+        f"{name}:{line}"
+        for name, path in all_modules()
+        if name != "memmw.testing"
+        for line, target in runtime_imports(
+            ast.parse(path.read_text(encoding="utf-8")), name, path.name == "__init__.py"
+        )
+        if target == "memmw.testing"
+    ]
+    assert users == []
 
 
 def test_the_layer_checker_catches_an_upward_import() -> None:

@@ -91,7 +91,6 @@ def test_reference_defaults() -> None:
     assert cfg.query.snippet_max_chars == 700
     # hybrid: normalized fusion with equal weights (the original 0.7 / 0.3 raw-score merge
     # is HybridConfig.classic()), multiplier 4 capped at 200 -> 24 candidates per leg
-    assert cfg.query.hybrid.enabled is True
     assert cfg.query.hybrid.fusion == "normalized"
     assert cfg.query.hybrid.vector_weight == pytest.approx(0.5)
     assert cfg.query.hybrid.text_weight == pytest.approx(0.5)

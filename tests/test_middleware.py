@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 
+from memmw import middleware as middleware_module
 from memmw.config import FlushConfig, MemoryConfig
 from memmw.engine.memory import Memory
+from memmw.errors import ConfigError
 from memmw.hooks import Event, HookContext
 from memmw.middleware import (
+    MemoryEngine,
     MemoryMiddleware,
     WiringError,
     auto_reset_reason,
@@ -240,3 +243,18 @@ def test_read_only_workspace_detection(memory: Memory, monkeypatch: pytest.Monke
     out = mw.before_model(session, [{"role": "user", "content": "x" * 8000}])
     assert out.decision.reason == "read-only"
     assert make(memory, read_only=False).is_read_only() is False
+
+
+def test_context_window_must_be_positive(memory: Memory) -> None:
+    with pytest.raises(ConfigError, match="context_window"):
+        make(memory, context_window=0)
+    assert make(memory, context_window=8000).flush_points().context_window == 8000
+    assert make(memory).flush_points().context_window == 3000  # config.flush.context_window
+
+
+def test_the_middleware_declares_what_it_uses_of_the_engine() -> None:
+    # MemoryEngine lists every engine method the middleware calls: no getattr probing.
+    source = Path(middleware_module.__file__).read_text(encoding="utf-8")
+    assert "getattr(self.memory" not in source
+    for name in ("start_watching", "sync_in_background", "notify_transcript", "notify_compaction"):
+        assert callable(getattr(MemoryEngine, name)) and callable(getattr(Memory, name))

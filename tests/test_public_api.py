@@ -3,34 +3,58 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import inspect
 from pathlib import Path
+
+import pytest
 
 import memmw
 
 PUBLIC = {
+    "ActiveMemoryConfig",
+    "BatchConfig",
+    "BootstrapConfig",
+    "CacheConfig",
     "ChunkingConfig",
     "ConfigError",
+    "ContentPolicyError",
     "ExtraPath",
+    "FileBusyError",
     "FileIssue",
+    "FileReadError",
+    "FlushConfig",
+    "ForgetError",
     "HybridConfig",
     "IndexBusyError",
+    "IndexCorruptError",
     "IndexStoreError",
+    "LocalConfig",
     "MMRConfig",
     "MemmwError",
     "Memory",
     "MemoryConfig",
+    "MemoryMiddleware",
     "PathPolicyError",
     "ProviderError",
     "ProviderUnavailableError",
     "QueryConfig",
+    "ReadConfig",
     "ReadResult",
+    "RedactingFilter",
+    "RemoteConfig",
     "SearchHit",
+    "SearchResult",
+    "Session",
+    "SessionArchiveConfig",
+    "SessionSyncConfig",
     "Status",
     "StoreConfig",
     "SyncConfig",
     "SyncReport",
     "TemporalDecayConfig",
+    "ToolArgumentError",
+    "WiringError",
     "__version__",
 }
 
@@ -105,3 +129,88 @@ def test_documented_example_runs(tmp_path: Path) -> None:
         status = mem.status(deep=False)
         assert isinstance(status, memmw.Status) and status.to_dict()["files"] == 1
     mem.close()  # closing twice is harmless
+
+
+#: The public modules; everything else under memmw is internal (no ``__all__``).
+PUBLIC_MODULES = (
+    "memmw",
+    "memmw.middleware",
+    "memmw.testing",
+    "memmw.adapters.custom_loop",
+    "memmw.adapters.langchain",
+    "memmw.adapters.langchain_no_reply",
+    "memmw.adapters.mcp",
+)
+
+
+def isort_order(names: list[str]) -> list[str]:
+    """Sorted as ruff's RUF022 sorts ``__all__``: CONSTANTS, then Classes, then the rest."""
+
+    def key(name: str) -> tuple[int, str]:
+        if len(name) > 1 and name.isupper():
+            return 0, name
+        return (1 if name[:1].isupper() else 2), name
+
+    return sorted(names, key=key)
+
+
+def defined_here(module: object, name: str) -> set[str]:
+    """Public functions, classes and constants defined in module ``name`` itself."""
+    found = set()
+    source = inspect.getsource(module)  # type: ignore[arg-type]
+    for attr, obj in vars(module).items():
+        if attr.startswith("_") or inspect.ismodule(obj) or attr in ("TYPE_CHECKING", "log"):
+            continue
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            if obj.__module__ == name:
+                found.add(attr)
+        elif f"\n{attr} = " in source or f"\n{attr}: " in source:
+            found.add(attr)  # a constant or type alias assigned here
+    return found
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_all_lists_exactly_what_each_public_module_exports(name: str) -> None:
+    module = importlib.import_module(name)
+    exported = list(module.__all__)
+    assert exported == isort_order(exported), f"{name}.__all__ is not sorted"
+    assert len(set(exported)) == len(exported)
+    missing = [attr for attr in exported if not hasattr(module, attr)]
+    assert missing == [], f"{name}.__all__ names what it does not have"
+    unlisted = sorted(defined_here(module, name) - set(exported))
+    assert unlisted == [], f"{name} defines public names missing from __all__"
+
+
+def test_the_package_exports_exactly_its_all() -> None:
+    # As httpx does: every public attribute of the package is in __all__ and vice versa.
+    public = sorted(
+        attr
+        for attr, obj in vars(memmw).items()
+        if (not attr.startswith("_") or attr == "__version__") and not inspect.ismodule(obj)
+    )
+    assert memmw.__all__ == isort_order(public)
+
+
+def test_every_config_section_and_error_is_importable_from_the_package() -> None:
+    from memmw import config, errors
+
+    sections = {n for n, o in vars(config).items() if inspect.isclass(o) and n.endswith("Config")}
+    sections |= {"ExtraPath"}
+    assert sections - {"_Section"} <= set(memmw.__all__)
+    errs = {n for n, o in vars(errors).items() if inspect.isclass(o) and issubclass(o, Exception)}
+    assert errs <= set(memmw.__all__)
+    assert memmw.MemoryMiddleware is importlib.import_module("memmw.middleware").MemoryMiddleware
+
+
+def test_internal_modules_have_no_all() -> None:
+    package = Path(memmw.__file__).resolve().parent
+    with_all = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package.parent).with_suffix("")
+        parts = [p for p in rel.parts if p != "__init__"]
+        name = ".".join(parts)
+        if name in PUBLIC_MODULES:
+            continue
+        if "\n__all__" in path.read_text(encoding="utf-8"):
+            with_all.append(name)
+    assert with_all == []

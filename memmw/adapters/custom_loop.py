@@ -8,11 +8,11 @@ from typing import Any
 
 from memmw.agent.chat import ChatModel, Message, Reply, call_model, normalize_reply, tool_message
 from memmw.agent.prompts import NoReplyStreamGuard, visible_text
-from memmw.agent.tools import MemoryBackend, payload_text, tools_by_name
+from memmw.agent.tools import payload_text, tools_by_name
 from memmw.errors import ConfigError
-from memmw.hooks.flush import FlushOutcome, effective_reserve, threshold_below_trigger
+from memmw.hooks.flush import FlushOutcome
 from memmw.hooks.session_archive import SlugFunction
-from memmw.middleware import MemoryMiddleware, Session, parse_reset_command
+from memmw.middleware import MemoryEngine, MemoryMiddleware, Session, parse_reset_command
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class MemoryAgent:
     def __init__(
         self,
         model: ChatModel,
-        memory: MemoryBackend,
+        memory: MemoryEngine,
         *,
         system_prompt: str = "",
         session_key: str = "main",
@@ -81,13 +81,10 @@ class MemoryAgent:
         self.base_prompt = system_prompt
         self.max_tool_steps = max_tool_steps
         self.keep_messages = keep_messages
-        flush_cfg = self.middleware.config.flush
-        window = self.middleware.context_window or flush_cfg.context_window
-        reserve = effective_reserve(flush_cfg, window)
-        self.compact_at_tokens = (
-            compact_at_tokens if compact_at_tokens is not None else max(1, window - reserve)
-        )
-        self.flush_at_tokens = threshold_below_trigger(flush_cfg, self.compact_at_tokens)
+        points = self.middleware.flush_points(compact_at_tokens)
+        window, reserve = points.context_window, points.reserve
+        self.compact_at_tokens = points.compact_at
+        self.flush_at_tokens = points.flush_at
         self.summarizer = summarizer or _default_summary
         self.session: Session = self.middleware.start_session(session_key, chat_type=chat_type)
         self.messages: list[Message] = []

@@ -46,10 +46,11 @@ from memmw.adapters.langchain_no_reply import (
 )
 from memmw.agent.chat import ChatModel, Message, Reply, normalize_reply
 from memmw.agent.prompts import visible_text
-from memmw.agent.tools import MemoryBackend, build_memory_tools, payload_text, tools_by_name
-from memmw.hooks.flush import threshold_below_trigger
+from memmw.agent.tools import build_memory_tools, payload_text, tools_by_name
+from memmw.errors import ConfigError
 from memmw.hooks.session_archive import SlugFunction
 from memmw.middleware import (
+    MemoryEngine,
     MemoryMiddleware,
     Session,
     WiringError,
@@ -274,7 +275,7 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
 
     def __init__(
         self,
-        memory: MemoryBackend | None = None,
+        memory: MemoryEngine | None = None,
         *,
         summarization: AgentMiddleware[Any, Any, Any] | None = None,
         middleware: MemoryMiddleware | None = None,
@@ -292,7 +293,7 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
         super().__init__()
         if middleware is None:
             if memory is None:
-                raise ValueError("pass a memory engine or a MemoryMiddleware")
+                raise ConfigError("pass a memory engine or a MemoryMiddleware")
             middleware = MemoryMiddleware(
                 memory,
                 slug_fn=slug_fn,
@@ -316,7 +317,6 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
                     f"{type(summarization).__name__}"
                 )
         self.summarization = summarization
-        flush_cfg = self.core.config.flush
         limits = (
             trigger_token_limits(summarization)
             if summarization is not None
@@ -324,7 +324,7 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
         )
         #: The flush threshold derived from the summarizer's token trigger, if any.
         self.flush_at: int | None = (
-            min(threshold_below_trigger(flush_cfg, n) for n in limits) if limits else None
+            min(self.core.flush_points(compact_at=n).flush_at for n in limits) if limits else None
         )
         self._name = name
         self._strict = strict
@@ -785,6 +785,7 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
 
 
 __all__ = [
+    "DEFAULT_THREAD",
     "NEW_SESSION_REPLY",
     "SUMMARY_SOURCE",
     "LangChainMemoryMiddleware",

@@ -147,4 +147,4 @@ def serve_http(memory: Memory, *, host: str = "127.0.0.1", port: int = DEFAULT_P
     uvicorn.run(http_app(memory, host=host), host=host, port=port, log_level="warning")
 
 
-__all__ = ["DEFAULT_PORT", "build_server", "http_app", "keep_fresh", "serve_http", "serve_stdio"]
+__all__ = ["DEFAULT_PORT", "LOOPBACK", "build_server", "http_app", "keep_fresh", "serve_http", "serve_stdio"]

@@ -122,14 +122,3 @@ def call_model(
 def tool_message(call: ToolCall, content: str) -> Message:
     """The tool-result message answering ``call``."""
     return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
-
-
-__all__ = [
-    "ChatModel",
-    "Message",
-    "Reply",
-    "ToolCall",
-    "call_model",
-    "normalize_reply",
-    "tool_message",
-]

@@ -7,6 +7,8 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 
+from memmw.workspace.layout import daily_note_path
+
 SEARCH_TOOL = "memory_search"
 GET_TOOL = "memory_get"
 APPEND_TOOL = "memory_append"
@@ -96,11 +98,6 @@ def append_section(system_prompt: str | None, section: str) -> str:
 
 # ---------------------------------------------------------------------------------------
 # Pre-compaction flush
-
-
-def daily_note_path(day: dt.date) -> str:
-    """``memory/YYYY-MM-DD.md`` for ``day``."""
-    return f"memory/{day.isoformat()}.md"
 
 
 def flush_system_prompt(day: dt.date) -> str:
@@ -315,22 +312,3 @@ class NoReplyStreamGuard:
         rest = final[self.sent :]
         self.sent = len(self.raw)
         return rest
-
-
-__all__ = [
-    "APPEND_TOOL",
-    "GET_TOOL",
-    "NO_REPLY",
-    "RECALL_HEADING",
-    "SEARCH_TOOL",
-    "NoReplyStreamGuard",
-    "append_section",
-    "daily_note_path",
-    "describe_sources",
-    "flush_system_prompt",
-    "flush_user_prompt",
-    "is_silent_reply",
-    "memory_recall_section",
-    "strip_no_reply",
-    "visible_text",
-]

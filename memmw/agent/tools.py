@@ -14,27 +14,33 @@ from memmw.agent.prompts import (
     APPEND_TOOL,
     GET_TOOL,
     SEARCH_TOOL,
-    daily_note_path,
     describe_sources,
 )
 from memmw.chat_type import citations_enabled, is_group_session
 from memmw.config import MemoryConfig
 from memmw.errors import (
+    ConfigError,
     ContentPolicyError,
     IndexCorruptError,
     IndexStoreError,
     MemmwError,
     PathPolicyError,
+    ToolArgumentError,
 )
 from memmw.redaction import redact_secrets
 from memmw.timeutil import Clock, user_now
-from memmw.types import ReadResult
+from memmw.types import ReadResult, SearchResult
 from memmw.workspace.files import (
-    ROOT_FILES,
     append_text,
-    is_private_path,
     resolve_read_path,
     unindexed_note_reason,
+)
+from memmw.workspace.layout import (
+    MEMORY_DIR,
+    daily_note_path,
+    is_curated,
+    is_dreams,
+    is_private_path,
 )
 
 log = logging.getLogger(__name__)
@@ -55,15 +61,10 @@ class MemoryBackend(Protocol):
         """Bring the index up to date with the files."""
         ...
 
-    def search_payload(
-        self,
-        query: str,
-        max_results: int | None = None,
-        min_score: float | None = None,
-        *,
-        citations: bool = True,
-    ) -> dict[str, Any]:
-        """Search and return the full ``memory_search`` success payload."""
+    def search_result(
+        self, query: str, max_results: int | None = None, min_score: float | None = None
+    ) -> SearchResult:
+        """Search; the hits plus mode, provider, fallback and warning."""
         ...
 
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:
@@ -83,10 +84,6 @@ def request_sync(memory: MemoryBackend) -> None:
         background()
     else:
         memory.sync()
-
-
-class ToolArgumentError(ValueError):
-    """A tool argument is missing or malformed (reported to the model as an error payload)."""
 
 
 @dataclass(frozen=True)
@@ -238,6 +235,37 @@ def unavailable_payload(error: BaseException | str) -> Payload:
     }
 
 
+def search_payload(
+    memory: MemoryBackend,
+    query: str,
+    max_results: int | None = None,
+    min_score: float | None = None,
+    *,
+    citations: bool = True,
+) -> Payload:
+    """Search ``memory`` and render the ``memory_search`` success payload.
+
+    ``{results, provider, model, fallback, citations, mode, warning?}``, the reference's
+    shape; ``memmw search --json`` prints it too.
+    """
+    result = memory.search_result(query, max_results, min_score)
+    payload: Payload = {
+        "results": [h.to_payload(citations=citations) for h in result.hits],
+        "provider": result.provider,
+        "model": result.model,
+        "fallback": (
+            {"from": result.fallback_from, "reason": result.fallback_reason}
+            if result.fallback_from
+            else None
+        ),
+        "citations": "on" if citations else "off",
+        "mode": result.mode,
+    }
+    if result.warning:
+        payload["warning"] = result.warning
+    return payload
+
+
 def search_tool_payload(
     memory: MemoryBackend,
     args: Mapping[str, Any],
@@ -248,7 +276,7 @@ def search_tool_payload(
     """Run ``memory_search`` against ``memory``; returns the success or error payload.
 
     ``private=False`` (a group or channel session) drops hits from files private to
-    direct sessions (:func:`memmw.workspace.files.is_private_path`).
+    direct sessions (:func:`memmw.workspace.layout.is_private_path`).
     """
     try:
         query = _string(args, "query", required=True)
@@ -270,19 +298,20 @@ def search_tool_payload(
         payload["warning"] = "Session transcripts are not indexed for this agent."
         payload["action"] = "Add 'sessions' to memory sources to search past transcripts."
         return payload
-    if min_score is not None and not 0.0 <= min_score <= 1.0:
+    try:
+        config.query.check_min_score(min_score)
+    except ConfigError:
         return {"results": [], "error": f"minScore must be between 0 and 1; got {min_score:g}"}
     assert query is not None
-    wanted = max_results or memory.config.query.max_results
+    wanted = config.query.results_wanted(max_results)
     try:
-        payload = dict(
-            memory.search_payload(
-                query,
-                # Over-fetch in group sessions: private hits are dropped below.
-                max_results=wanted if private else min(wanted * 4, 200),
-                min_score=min_score,
-                citations=citations,
-            )
+        payload = search_payload(
+            memory,
+            query,
+            # Over-fetch in group sessions: private hits are dropped below.
+            max_results=wanted if private else min(wanted * 4, 200),
+            min_score=min_score,
+            citations=citations,
         )
     except Exception as exc:
         log.warning("memory_search failed: %s", type(exc).__name__)
@@ -388,14 +417,14 @@ def append_tool_payload(
             "path": rel,
             "error": f"only {only_path} may be written now; append your notes there",
         }
-    if rel in ROOT_FILES or rel.lower() == "dreams.md":
+    if is_curated(rel) or is_dreams(rel):
         if not allow_curated:
             return {
                 "status": "error",
                 "path": rel,
                 "error": f"{rel} is read-only for the agent; append to {default_path} instead",
             }
-    elif not rel.startswith("memory/"):
+    elif not rel.startswith(MEMORY_DIR + "/"):
         return {
             "status": "error",
             "path": rel,
@@ -795,23 +824,3 @@ def graph_tools(
 def tools_by_name(tools: Sequence[MemoryTool]) -> dict[str, MemoryTool]:
     """Index tools by name."""
     return {t.name: t for t in tools}
-
-
-__all__ = [
-    "CORPORA",
-    "MemoryBackend",
-    "MemoryTool",
-    "ToolArgumentError",
-    "append_schema",
-    "append_tool_payload",
-    "build_memory_tools",
-    "flush_tools",
-    "get_schema",
-    "get_tool_payload",
-    "payload_text",
-    "search_schema",
-    "search_tool_payload",
-    "tools_by_name",
-    "unavailable_payload",
-    "workspace_is_writable",
-]

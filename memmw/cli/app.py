@@ -161,6 +161,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         # other producers do; nothing was lost, the reader asked for no more.
         _silence_stdout()
         return EXIT_OK
-
-
-__all__ = ["COMMANDS", "cli", "main"]

@@ -139,6 +139,3 @@ def poll_until_done(
                 f"batch did not finish within {timeout_s:.0f}s", timed_out=True
             )
         sleep(interval_s)
-
-
-__all__ = ["BatchGuard", "looks_not_available", "poll_until_done"]

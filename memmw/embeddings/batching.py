@@ -239,20 +239,3 @@ def split_for_model(
             pieces.append(piece)
             owner.append(i)
     return pieces, owner, [utf8_len(p) for p in pieces]
-
-
-__all__ = [
-    "DEFAULT_INPUT_MAX_BYTES",
-    "DEFAULT_REQUEST_MAX_BYTES",
-    "LOCAL_INPUT_MAX_BYTES",
-    "combine_pieces",
-    "embed_with_limits",
-    "group_by_bytes",
-    "max_input_bytes_for",
-    "mean_vector",
-    "normalize",
-    "sanitize",
-    "split_for_model",
-    "split_utf8",
-    "utf8_len",
-]

@@ -193,6 +193,3 @@ class GuardedEmbedder:
         """The wrapped provider's cache identity."""
         data: dict[str, object] = self._provider.cache_key_data()
         return data
-
-
-__all__ = ["BreakerPolicy", "CircuitBreaker", "CircuitOpenError", "GuardedEmbedder"]

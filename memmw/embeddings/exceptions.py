@@ -21,6 +21,3 @@ class BatchUnavailableError(ProviderError):
         super().__init__(message)
         self.timed_out = timed_out
         self.not_available = not_available
-
-
-__all__ = ["BatchUnavailableError", "MissingApiKeyError"]

@@ -166,6 +166,3 @@ def _reraise(exc: Exception) -> NoReturn:
     if isinstance(exc, ProviderError):
         raise exc
     raise ProviderError(redact_secrets(f"{type(exc).__name__}: {exc}")) from exc
-
-
-__all__ = ["FallbackProvider"]

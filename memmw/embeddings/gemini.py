@@ -269,6 +269,3 @@ class GeminiEmbeddingProvider(RemoteSettings):
 def _state(job: Any) -> str:
     state = getattr(job, "state", None)
     return str(getattr(state, "value", state) or "")
-
-
-__all__ = ["DEFAULT_MODEL", "GeminiEmbeddingProvider", "normalize_gemini_model"]

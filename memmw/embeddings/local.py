@@ -249,12 +249,3 @@ def _pool(item: Any) -> list[float]:
         dims = len(item[0])
         return [sum(float(tok[j]) for tok in item) / count for j in range(dims)]
     return [float(x) for x in item]
-
-
-__all__ = [
-    "DEFAULT_MODEL_REF",
-    "LocalEmbeddingProvider",
-    "parse_hf_ref",
-    "prompt_prefixes",
-    "resolve_model_path",
-]

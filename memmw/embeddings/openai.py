@@ -308,6 +308,3 @@ def _parse_batch_output(text: str, count: int) -> list[list[float]]:
             f"openai batch output lacks {len(missing)} of {count} embeddings ({detail})"
         )
     return [found[i] for i in range(count)]
-
-
-__all__ = ["DEFAULT_MODEL", "OpenAIEmbeddingProvider"]

@@ -275,7 +275,7 @@ def _minilm_factory(config: MemoryConfig) -> EmbeddingProvider:
 
 
 def _fake_factory(config: MemoryConfig) -> EmbeddingProvider:
-    from memmw.testing import FakeEmbeddingProvider
+    from memmw.embeddings.fake import FakeEmbeddingProvider
 
     dims = config.remote.dimensions or 64
     return FakeEmbeddingProvider(dims=dims, model=config.model or "fake-hash-v1")
@@ -290,14 +290,3 @@ for _name, _factory in (
     ("fake", _fake_factory),
 ):
     register_provider(_name, _factory)
-
-
-__all__ = [
-    "ProviderFactory",
-    "ProviderSelection",
-    "available_providers",
-    "create_provider",
-    "get_provider_factory",
-    "register_provider",
-    "unregister_provider",
-]

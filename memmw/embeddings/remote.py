@@ -52,9 +52,6 @@ def provider_error(
     return ProviderError(f"{provider} {what} failed{status_text}: {detail}")
 
 
-__all__ = ["env_key", "fingerprint", "provider_error"]
-
-
 def remote_kwargs(config: MemoryConfig) -> dict[str, Any]:
     """Constructor arguments of a remote provider from ``config.model`` and ``config.remote``."""
     remote = config.remote

@@ -181,11 +181,3 @@ class RetryPolicy:
 
 
 DEFAULT_RETRY = RetryPolicy()
-
-__all__ = [
-    "DEFAULT_RETRY",
-    "RetryPolicy",
-    "is_quota_error",
-    "is_retryable",
-    "retry_after_s",
-]

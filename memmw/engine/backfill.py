@@ -241,6 +241,3 @@ class Backfill:
             with self.store.write(what="embed") as writer, writer.transaction():
                 if not writer.prune_embedding_cache(self.cache_max_entries, PRUNE_BATCH):
                     return
-
-
-__all__ = ["EMBEDDING_ERROR_KEY", "Backfill", "BackfillReport", "IndexIdentityChanged"]

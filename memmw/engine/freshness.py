@@ -310,6 +310,3 @@ class Freshness:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
-
-
-__all__ = ["FALLBACK_MIN_INTERVAL_S", "Freshness"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from memmw.config import MemoryConfig
-from memmw.errors import IndexBusyError, IndexCorruptError, IndexStoreError
+from memmw.errors import FileReadError, IndexBusyError, IndexCorruptError, IndexStoreError
 from memmw.graph.syntax import GRAPH_VERSION, ParsedNote, mask_retracted, parse_note
 from memmw.store.factory import create_store
 from memmw.store.protocol import FileRecords, Store, StoreWriter
@@ -49,10 +49,6 @@ WRITER_LOCK_TIMEOUT_S = 120.0
 SCAN_ISSUES_KEY = "scan_issues"
 
 Progress = Callable[[int, int, str], None]
-
-
-class FileReadError(Exception):
-    """A file that cannot be indexed (binary, not UTF-8, unreadable, too large)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -30,7 +30,6 @@ from memmw.engine.backfill import EMBEDDING_ERROR_KEY, Backfill, BackfillReport
 from memmw.engine.freshness import Freshness
 from memmw.engine.indexer import (
     SCAN_ISSUES_KEY,
-    FileReadError,
     Indexer,
     Progress,
     ProviderIdentity,
@@ -38,6 +37,7 @@ from memmw.engine.indexer import (
 )
 from memmw.errors import (
     ConfigError,
+    FileReadError,
     IndexBusyError,
     IndexCorruptError,
     MemmwError,
@@ -52,9 +52,9 @@ from memmw.search.searcher import Searcher, VectorLeg
 from memmw.store.factory import create_store, vector_backend_status
 from memmw.store.protocol import StoreReader
 from memmw.store.vectors import provider_key
-from memmw.text.analysis import cut_utf16, utf16_len
-from memmw.types import FileIssue, ReadResult, SearchHit, Status, SyncReport
+from memmw.types import FileIssue, ReadResult, SearchHit, SearchResult, Status, SyncReport
 from memmw.workspace.files import discover, resolve_read_path
+from memmw.workspace.reads import read_window
 from memmw.workspace.transcripts import sessions_dir
 
 log = logging.getLogger(__name__)
@@ -436,10 +436,10 @@ class Memory:
     ) -> _SearchResult:
         if not self.config.enabled or not isinstance(query, str) or not query.strip():
             return _SearchResult([], "fts-only", None)
-        if max_results is not None and max_results < 1:
-            raise ConfigError(f"max_results must be >= 1; got {max_results}")
+        limit = self.config.query.results_wanted(max_results)
+        min_score = self.config.query.check_min_score(min_score)
         started = time.perf_counter()
-        result = self._search_locked(query, max_results, min_score)
+        result = self._search_locked(query, limit, min_score)
         try:  # telemetry and activation never fail a search
             self.graph_engine.on_search(result.hits, (time.perf_counter() - started) * 1000, query)
         except Exception:
@@ -447,7 +447,7 @@ class Memory:
         return result
 
     def _search_locked(
-        self, query: str, max_results: int | None, min_score: float | None
+        self, query: str, max_results: int, min_score: float | None
     ) -> _SearchResult:
         with self._lock:
             if not self._published():
@@ -470,7 +470,7 @@ class Memory:
         self.sync(force=True, embeddings="background")
 
     def _search_index(
-        self, query: str, max_results: int | None, min_score: float | None
+        self, query: str, max_results: int, min_score: float | None
     ) -> _SearchResult:
         with self._read() as store:
             vector_leg, warning = self._vector_leg(store, query)
@@ -607,35 +607,31 @@ class Memory:
         vector: list[float] = box["vector"]
         return vector
 
-    def search_payload(
-        self,
-        query: str,
-        max_results: int | None = None,
-        min_score: float | None = None,
-        *,
-        citations: bool = True,
-    ) -> dict[str, Any]:
-        """The ``memory_search`` tool payload (also what ``memmw search --json`` prints)."""
+    def search_result(
+        self, query: str, max_results: int | None = None, min_score: float | None = None
+    ) -> SearchResult:
+        """Search like :meth:`search`, and also report how: mode, provider, fallback, warning.
+
+        :func:`memmw.agent.tools.search_payload` renders it as the ``memory_search``
+        payload (what ``memmw search --json`` prints).
+        """
         result = self._search(query, max_results, min_score)
         provider = self.provider
         selection = self.selection
         fallback = selection.fallback_from or getattr(provider, "fallback_from", None)
-        payload: dict[str, Any] = {
-            "results": [h.to_payload(citations=citations) for h in result.hits],
-            "provider": provider.id if provider is not None else "none",
-            "model": provider.model if provider is not None else "fts-only",
-            "fallback": {
-                "from": fallback,
-                "reason": selection.fallback_reason or getattr(provider, "fallback_reason", None),
-            }
-            if fallback
-            else None,
-            "citations": "on" if citations else "off",
-            "mode": result.mode,
-        }
-        if result.warning:
-            payload["warning"] = result.warning
-        return payload
+        return SearchResult(
+            hits=result.hits,
+            mode=result.mode,
+            provider=provider.id if provider is not None else "none",
+            model=provider.model if provider is not None else "fts-only",
+            fallback_from=fallback,
+            fallback_reason=(
+                selection.fallback_reason or getattr(provider, "fallback_reason", None)
+                if fallback
+                else None
+            ),
+            warning=result.warning,
+        )
 
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:
         """Read a window of a memory file.
@@ -966,57 +962,3 @@ class Memory:
     def notify_compaction(self) -> bool:
         """A session was compacted; re-index transcripts now (``post_compaction_force``)."""
         return self._freshness.notify_compaction()
-
-
-def read_window(
-    path: str,
-    text: str,
-    from_line: int | None,
-    lines: int | None,
-    *,
-    max_lines: int,
-    max_chars: int,
-) -> ReadResult:
-    """Cut ``text`` to the requested window within the line and character budgets."""
-    all_lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    if all_lines and all_lines[-1] == "":
-        all_lines.pop()
-    total = len(all_lines)
-    start = max(1, int(from_line or 1))
-    want = min(max_lines, max(1, int(lines))) if lines is not None else max_lines
-    window = all_lines[start - 1 : start - 1 + want]
-    shown: list[str] = []
-    used = 0
-    cut_line = False
-    for line in window:
-        cost = utf16_len(line) + (1 if shown else 0)
-        if used + cost > max_chars:
-            if not shown:  # one huge line: hard-cut it
-                shown.append(cut_utf16(line, max_chars))
-                cut_line = True
-            break
-        shown.append(line)
-        used += cost
-    end = start + len(shown) - 1
-    more = end < total
-    body = "\n".join(shown)
-    # A single line longer than the budget is shown cut; continuing moves to the next
-    # line (line-based reads cannot resume inside a line), and the notice says so.
-    next_from = end + 1 if more else None
-    notes = []
-    if cut_line:
-        notes.append(f"line {end} was cut at {max_chars} characters")
-    if more:
-        notes.append(f"showed lines {start}-{end} of {total}; continue with from={next_from}")
-    if notes:
-        body += "\n\n[truncated: " + "; ".join(notes) + "]"
-    return ReadResult(
-        path=path,
-        text=body,
-        status="ok",
-        from_line=start,
-        lines=len(shown),
-        total_lines=total,
-        truncated=more or cut_line,
-        next_from=next_from,
-    )

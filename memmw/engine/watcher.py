@@ -189,15 +189,6 @@ def _load_watchdog() -> tuple[Any, Any]:
     return Observer, FileSystemEventHandler
 
 
-def watchdog_available() -> bool:
-    """True when the ``watch`` extra (watchdog) is installed."""
-    try:
-        _load_watchdog()
-    except ConfigError:
-        return False
-    return True
-
-
 class MemoryWatcher:
     """Watches the memory files (and optionally transcripts) and reports debounced batches.
 
@@ -518,15 +509,3 @@ class MemoryWatcher:
                 observer.join(10.0)
         except RuntimeError:  # never started
             pass
-
-
-__all__ = [
-    "WATCH_EXHAUSTED_ERRNOS",
-    "MemoryWatcher",
-    "WatchBatch",
-    "WatchTarget",
-    "WatcherState",
-    "classify",
-    "watch_targets",
-    "watchdog_available",
-]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from memmw.config import ExtraPath
-from memmw.errors import IndexBusyError, IndexStoreError, MemmwError
+from memmw.errors import ForgetError, IndexBusyError, IndexStoreError
 from memmw.graph.model import Graph, load_graph
 from memmw.graph.search import FactHit, search_facts
 from memmw.graph.syntax import normalize_key, normalize_name, retract_line
@@ -33,10 +33,6 @@ SEARCH_HIT_BOOST = 0.25
 #: How long an activation write waits for a running sync before it is retried later.
 ACTIVATION_BUSY_MS = 100
 _CITATION = re.compile(r"^(?P<path>.+?)#L(?P<line>\d+)(?:-L?\d+)?$")
-
-
-class ForgetError(MemmwError):
-    """An entry cannot be retracted (no such line, not a list entry, already retracted)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -283,6 +279,3 @@ def _group(targets: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
         if line not in out.setdefault(path, []):
             out[path].append(line)
     return out
-
-
-__all__ = ["ForgetError", "ForgetResult", "GraphEngine"]

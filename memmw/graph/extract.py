@@ -93,6 +93,3 @@ def write_facts(workspace: Path, path: str, facts: Iterable[Any]) -> tuple[str, 
         append_text(abs_path, render_facts(clean))
         log.info("wrote %d proposed facts to %s", len(clean), rel)
     return rel, len(clean)
-
-
-__all__ = ["Extractor", "ProposedFact", "coerce_fact", "render_facts", "write_facts"]

@@ -161,6 +161,3 @@ def write_graph_html(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_graph_html(graph, title=title, workspace=workspace), encoding="utf-8")
     return out
-
-
-__all__ = ["graph_data", "render_graph_html", "write_graph_html"]

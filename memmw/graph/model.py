@@ -340,16 +340,3 @@ def load_graph(rows: GraphRows) -> Graph:
         if last is not None:
             graph.last_access[key] = float(last)
     return graph
-
-
-__all__ = [
-    "Entity",
-    "Fact",
-    "Graph",
-    "Relation",
-    "Trigger",
-    "importance_of",
-    "load_graph",
-    "retained",
-    "tier",
-]

@@ -68,6 +68,3 @@ def provenance_for(path: str, source: str = "memory") -> Provenance:
             origin="agent", session_kind=kind, observed_at=observed, private=is_private_path(path)
         )
     return Provenance(origin="untrusted", session_kind="unknown", observed_at=observed, private=True)
-
-
-__all__ = ["TRUST_ORDER", "Origin", "Provenance", "SessionKind", "provenance_for"]

@@ -396,14 +396,3 @@ def search_facts(
                 add(_relation_hit(rel, 4, s + (STRONG_BONUS if s >= STRONG_TEXT else 0.0), graph, stamp))
     hits.sort(key=lambda h: (not h.retained, -h.score, h.phase, h.path, h.line))
     return hits[:max_results]
-
-
-__all__ = [
-    "DEFAULT_THRESHOLD",
-    "INTENTS",
-    "EntityMatch",
-    "FactHit",
-    "match_entities",
-    "search_facts",
-    "similarity",
-]

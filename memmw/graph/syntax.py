@@ -612,19 +612,3 @@ def retract_line(line: str, *, day: str, reason: str = "") -> str:
     note = f"(retracted {day}{': ' + why if why else ''})"
     prefix = line[: b.start(2)]
     return f"{prefix}~~{content.strip()}~~ {note}" + (f" {carriers}" if carriers else "")
-
-
-__all__ = [
-    "AliasRow",
-    "EntityRow",
-    "FactRow",
-    "ParsedNote",
-    "RelationRow",
-    "TriggerRow",
-    "implicit_aliases",
-    "mask_retracted",
-    "normalize_key",
-    "normalize_name",
-    "parse_note",
-    "retract_line",
-]

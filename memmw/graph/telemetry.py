@@ -113,6 +113,3 @@ def summarize_telemetry(path: Path | str, *, since: float | None = None) -> dict
         "deadline_hits": sum(1 for t in turns if t.get("deadline")),
     }
     return summary
-
-
-__all__ = ["TelemetryLog", "summarize_telemetry", "telemetry_path"]

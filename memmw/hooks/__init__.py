@@ -1,5 +1,17 @@
-"""Lifecycle hooks of the agent middleware (bootstrap, session archive, flush, user callbacks)."""
+"""Lifecycle hooks of the agent middleware (bootstrap, session archive, flush, user callbacks).
 
-from memmw.hooks.registry import Event, HookCallback, HookContext, HookRegistry
+Internal package: not part of the public API (see ``memmw`` and docs/architecture.md).
+"""
 
-__all__ = ["Event", "HookCallback", "HookContext", "HookRegistry"]
+from memmw.hooks.registry import (
+    Event as Event,
+)
+from memmw.hooks.registry import (
+    HookCallback as HookCallback,
+)
+from memmw.hooks.registry import (
+    HookContext as HookContext,
+)
+from memmw.hooks.registry import (
+    HookRegistry as HookRegistry,
+)

@@ -30,7 +30,7 @@ from memmw.graph.search import (
 )
 from memmw.text.analysis import query_terms
 from memmw.text.tokens import content_text, count_tokens
-from memmw.workspace.files import file_date
+from memmw.workspace.layout import file_date
 
 log = logging.getLogger(__name__)
 
@@ -271,6 +271,3 @@ class ActiveMemory:
                 scored.append((score, int(importance_of(trig.importance_raw, trig.origin) * 10), trig))
         scored.sort(key=lambda item: (-item[0], -item[1], item[2].path, item[2].line))
         return [t for _s, _i, t in scored[: self.config.max_triggers]]
-
-
-__all__ = ["ActiveMemory", "Injection", "phrase_score"]

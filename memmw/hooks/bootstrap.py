@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,7 +12,9 @@ from memmw.agent.tools import request_sync
 from memmw.chat_type import is_group_session
 from memmw.config import BootstrapConfig
 from memmw.hooks.working_memory import with_working_memory
+from memmw.text.analysis import cut_utf16, utf16_len
 from memmw.timeutil import Clock, user_now
+from memmw.workspace.layout import USER_FILE, curated_files, dated_notes
 
 if TYPE_CHECKING:
     from memmw.agent.tools import MemoryBackend
@@ -34,29 +34,6 @@ TRUNCATION_WARNING = (
 )
 
 
-def utf16_len(text: str) -> int:
-    """Length in UTF-16 code units (how the reference counts characters)."""
-    return len(text.encode("utf-16-le")) // 2
-
-
-def _cut_utf16(text: str, units: int, *, from_end: bool = False) -> str:
-    """The first (or last) ``units`` UTF-16 units of ``text``, never splitting a pair."""
-    if units <= 0:
-        return ""
-    if utf16_len(text) <= units:
-        return text
-    out: list[str] = []
-    used = 0
-    chars = reversed(text) if from_end else iter(text)
-    for ch in chars:
-        width = 2 if ord(ch) > 0xFFFF else 1
-        if used + width > units:
-            break
-        out.append(ch)
-        used += width
-    return "".join(reversed(out)) if from_end else "".join(out)
-
-
 def truncate_middle(text: str, limit: int, head_ratio: float = 0.75) -> tuple[str, bool]:
     """Keep ~75% head and ~25% tail of ``text`` within ``limit`` UTF-16 units plus a marker.
 
@@ -69,8 +46,8 @@ def truncate_middle(text: str, limit: int, head_ratio: float = 0.75) -> tuple[st
     marker_tpl = "\n[... {n} characters omitted; read the file for the rest ...]\n"
     marker = marker_tpl.format(n=total)
     room = max(0, limit - utf16_len(marker))
-    head = _cut_utf16(text, int(room * head_ratio))
-    tail = _cut_utf16(text, room - utf16_len(head), from_end=True)
+    head = cut_utf16(text, int(room * head_ratio))
+    tail = cut_utf16(text, room - utf16_len(head), from_end=True)
     omitted = total - utf16_len(head) - utf16_len(tail)
     return head.rstrip("\n") + marker_tpl.format(n=omitted) + tail.lstrip("\n"), True
 
@@ -116,13 +93,6 @@ class BootstrapContext:
         return [f.path for f in self.files]
 
 
-def _regular(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
 def bootstrap_candidates(
     workspace: Path,
     *,
@@ -147,28 +117,11 @@ def bootstrap_candidates(
     Returns:
         Workspace-relative paths of existing regular files.
     """
-    out: list[str] = []
-    if private:
-        names = set(os.listdir(workspace)) if workspace.is_dir() else set()
-        for name in ("MEMORY.md", "memory.md"):
-            if name in names and _regular(workspace / name):
-                out.append(name)
-                break
-        if "USER.md" in names and _regular(workspace / "USER.md"):
-            out.append("USER.md")
+    out = curated_files(workspace) if private else []
     if not include_daily:
         return out
-    memory_dir = workspace / "memory"
-    if not memory_dir.is_dir() or memory_dir.is_symlink():
-        return out
     for offset in range(daily_days):
-        day = (today - dt.timedelta(days=offset)).isoformat()
-        main = f"{day}.md"
-        if _regular(memory_dir / main):
-            out.append(f"memory/{main}")
-        archives = [p for p in memory_dir.glob(f"{day}-*.md") if _regular(p)]
-        archives.sort(key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
-        out.extend(f"memory/{p.name}" for p in archives[:MAX_ARCHIVES_PER_DAY])
+        out.extend(dated_notes(workspace, today - dt.timedelta(days=offset), MAX_ARCHIVES_PER_DAY))
     return out
 
 
@@ -231,7 +184,7 @@ def build_bootstrap(
             omitted.append(rel)
             truncated = True
             continue
-        cap = config.user_max_chars if rel == "USER.md" else config.max_chars_per_file
+        cap = config.user_max_chars if rel == USER_FILE else config.max_chars_per_file
         shown, cut = truncate_middle(text, min(cap, budget))
         truncated = truncated or cut
         blocks.append(header + shown + "\n")
@@ -333,17 +286,9 @@ STARTUP_PREAMBLE = (
 
 def startup_files(workspace: Path, dates: list[dt.date]) -> list[str]:
     """``memory/<date>.md`` plus up to four ``memory/<date>-*.md`` (newest first) per date."""
-    memory_dir = workspace / "memory"
-    if not memory_dir.is_dir() or memory_dir.is_symlink():
-        return []
     out: list[str] = []
     for day in dates:
-        iso = day.isoformat()
-        if _regular(memory_dir / f"{iso}.md"):
-            out.append(f"memory/{iso}.md")
-        extra = [p for p in memory_dir.glob(f"{iso}-*.md") if _regular(p)]
-        extra.sort(key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
-        out.extend(f"memory/{p.name}" for p in extra[:MAX_ARCHIVES_PER_DAY])
+        out.extend(dated_notes(workspace, day, MAX_ARCHIVES_PER_DAY))
     return out
 
 
@@ -410,17 +355,3 @@ def build_startup_context(
     if more:
         parts.append("More recent notes were left out to fit the budget; search them.")
     return "\n".join(parts).rstrip() + "\n"
-
-
-__all__ = [
-    "STARTUP_HEADING",
-    "BootstrapContext",
-    "BootstrapFile",
-    "bootstrap_candidates",
-    "build_bootstrap",
-    "build_startup_context",
-    "run_bootstrap",
-    "startup_files",
-    "truncate_middle",
-    "utf16_len",
-]

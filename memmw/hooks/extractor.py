@@ -40,6 +40,3 @@ def extractor_hook(memory: Any, extractor: Callable[[str], Any]) -> HookCallback
             log.debug("fact extraction failure", exc_info=True)
 
     return on_archive
-
-
-__all__ = ["extractor_hook"]

@@ -7,7 +7,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,45 @@ def soft_threshold(config: FlushConfig, room: int) -> int:
     return min(config.soft_threshold_tokens, max(0, room) // 2)
 
 
+@dataclass(frozen=True)
+class FlushPoints:
+    """Where a conversation compacts and where the silent flush fires before it.
+
+    Attributes:
+        context_window: The effective context window in tokens.
+        reserve: Tokens kept free below the window (:func:`effective_reserve`).
+        compact_at: Tokens at which the conversation is compacted: ``context_window -
+            reserve``, or a summarizer's own trigger.
+        flush_at: The flush threshold: ``soft_threshold_tokens`` (at most half of
+            ``compact_at``) below ``compact_at``.
+    """
+
+    context_window: int
+    reserve: int
+    compact_at: int
+    flush_at: int
+
+
+def flush_points(
+    config: FlushConfig, *, context_window: int | None = None, compact_at: int | None = None
+) -> FlushPoints:
+    """The effective context window, compaction point and flush threshold.
+
+    The one computation the middleware and both adapters use.
+
+    Args:
+        config: Flush settings (their ``context_window`` is used when none is given).
+        context_window: The model's context window in tokens, when known.
+        compact_at: Where compaction really happens when something else decides it (a
+            summarizer's token trigger, a custom loop's own point); default
+            ``context_window - reserve``.
+    """
+    window = config.context_window if context_window is None else context_window
+    reserve = effective_reserve(config, window)
+    compact = compact_at if compact_at is not None else max(1, window - reserve)
+    return FlushPoints(window, reserve, compact, threshold_below_trigger(config, compact))
+
+
 def flush_threshold(config: FlushConfig, context_window: int | None = None) -> int:
     """Tokens at which the flush fires: ``room - min(soft, room // 2)``.
 
@@ -55,9 +94,7 @@ def flush_threshold(config: FlushConfig, context_window: int | None = None) -> i
         config: Flush settings (their ``context_window`` is used when none is given).
         context_window: The model's context window in tokens, when known.
     """
-    window = context_window if context_window is not None else config.context_window
-    room = max(0, window - effective_reserve(config, window))
-    return max(0, room - soft_threshold(config, room))
+    return flush_points(config, context_window=context_window).flush_at
 
 
 def threshold_below_trigger(config: FlushConfig, trigger_tokens: int) -> int:
@@ -117,7 +154,7 @@ def decide_flush(
             summarizer's trigger).
     """
     if threshold is None:
-        threshold = flush_threshold(config, context_window)
+        threshold = flush_points(config, context_window=context_window).flush_at
     base = {"tokens": tokens, "threshold": threshold, "cycle": cycle}
     if not config.enabled:
         return FlushDecision(run=False, reason="disabled", **base)
@@ -390,7 +427,6 @@ class FlushOutcome:
     attempts: int = 0
     result: FlushTurnResult | None = None
     error: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def run_flush_with_retry(
@@ -428,21 +464,3 @@ def run_flush_with_retry(
         )
         return FlushOutcome(decision=decision, ran=True, ok=True, attempts=attempt, result=result)
     return FlushOutcome(decision=decision, ran=True, ok=False, attempts=retries + 1, error=error)
-
-
-__all__ = [
-    "MAX_FLUSH_STEPS",
-    "STATE_FILE",
-    "FlushDecision",
-    "FlushOutcome",
-    "FlushStateStore",
-    "FlushTurnResult",
-    "SessionFlushState",
-    "decide_flush",
-    "effective_reserve",
-    "flush_threshold",
-    "run_flush_turn",
-    "run_flush_with_retry",
-    "soft_threshold",
-    "threshold_below_trigger",
-]

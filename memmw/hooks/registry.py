@@ -91,6 +91,3 @@ class HookRegistry:
                     type(exc).__name__,
                 )
                 log.debug("hook failure", exc_info=True)
-
-
-__all__ = ["Event", "HookCallback", "HookContext", "HookRegistry"]

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from memmw.agent.chat import ChatModel, call_model
 from memmw.agent.prompts import visible_text
+from memmw.errors import PathPolicyError
 from memmw.workspace.files import atomic_write_text
+from memmw.workspace.layout import MEMORY_DIR, archive_path
 from memmw.workspace.transcripts import TranscriptMessage
 
 log = logging.getLogger(__name__)
@@ -153,17 +155,6 @@ def model_slug_fn(model: ChatModel) -> SlugFunction:
     return ask
 
 
-def archive_path(memory_dir: Path, day: dt.date, slug: str) -> Path:
-    """``memory/<day>-<slug>.md``, with ``-2``, ``-3``... when the name is taken."""
-    base = f"{day.isoformat()}-{slug}"
-    candidate = memory_dir / f"{base}.md"
-    n = 2
-    while candidate.exists() or candidate.is_symlink():
-        candidate = memory_dir / f"{base}-{n}.md"
-        n += 1
-    return candidate
-
-
 def render_archive(
     lines: Sequence[tuple[str, str]],
     *,
@@ -238,9 +229,9 @@ def archive_session(request: ArchiveRequest) -> Path | None:
         if slug is None:
             slug = request.now.strftime("%H%M")
         workspace = Path(request.workspace)
-        memory_dir = workspace / "memory"
+        memory_dir = workspace / MEMORY_DIR
         if memory_dir.is_symlink():
-            raise PermissionError("memory/ is a symlink; refusing to write the archive")
+            raise PathPolicyError("memory/ is a symlink; refusing to write the archive")
         memory_dir.mkdir(parents=True, exist_ok=True)
         target = archive_path(memory_dir, request.now.date(), slug)
         text = render_archive(
@@ -258,20 +249,3 @@ def archive_session(request: ArchiveRequest) -> Path | None:
         log.warning("session archive failed: %s: %s", type(exc).__name__, exc)
         log.debug("session archive failure", exc_info=True)
         return None
-
-
-__all__ = [
-    "SLUG_MAX_CHARS",
-    "SLUG_PROMPT",
-    "ArchiveRequest",
-    "SlugFunction",
-    "archive_line",
-    "archive_path",
-    "archive_session",
-    "clean_archive_text",
-    "clean_slug",
-    "collect_archive_lines",
-    "llm_slug",
-    "model_slug_fn",
-    "render_archive",
-]

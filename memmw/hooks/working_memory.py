@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from memmw.config import ActiveMemoryConfig
 from memmw.errors import PathPolicyError
 from memmw.text.analysis import utf16_len
-from memmw.workspace.files import WORKING_MEMORY_FILE, atomic_write_text
+from memmw.workspace.files import atomic_write_text
+from memmw.workspace.layout import WORKING_MEMORY_FILE
 from memmw.workspace.locks import exclusive_lock
 
 if TYPE_CHECKING:  # bootstrap imports this module
@@ -152,13 +153,3 @@ def with_working_memory(
     return dataclasses.replace(
         context, text=joined, truncated=context.truncated or truncated
     )
-
-
-__all__ = [
-    "ACTIVE_CONTEXT",
-    "SOUL",
-    "with_working_memory",
-    "working_files",
-    "working_memory_section",
-    "write_active_context",
-]

@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from memmw.config import MemoryConfig, candidate_count
-from memmw.errors import ConfigError
 from memmw.search.keyword import KeywordHit, bm25_search, bm25_to_score, fts_search
 from memmw.search.keyword import idf as bm25_idf
 from memmw.search.ranking import decay_multiplier, importance_multiplier, mmr_order
@@ -113,7 +112,7 @@ class Searcher:
         store: StoreReader,
         query: str,
         *,
-        max_results: int | None = None,
+        max_results: int,
         min_score: float | None = None,
         sources: Sequence[str] | None = None,
         vector_leg: VectorLeg | None = None,
@@ -121,12 +120,12 @@ class Searcher:
     ) -> SearchOutcome:
         """Search the index; see ``Memory.search`` for the semantics.
 
-        The caller holds a read snapshot of ``store`` so both legs see one generation.
+        The caller holds a read snapshot of ``store`` so both legs see one generation, and
+        has resolved ``max_results`` and checked ``min_score``
+        (:meth:`memmw.config.QueryConfig.results_wanted` and ``check_min_score``).
         """
         cfg = self.config.query
-        limit = max_results if max_results is not None else cfg.max_results
-        if min_score is not None and not 0.0 <= min_score <= 1.0:
-            raise ConfigError(f"min_score must be between 0 and 1; got {min_score}")
+        limit = max_results
         threshold = cfg.min_score if min_score is None else min_score
         srcs = tuple(sources or self.config.sources)
         mode = "hybrid" if vector_leg is not None else "fts-only"

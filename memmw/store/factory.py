@@ -55,6 +55,3 @@ def vector_backend_status(configured: str) -> dict[str, Any]:
             else "configured"
         )
     return {"backend": backend, "reason": reason, "sqliteVecLoadable": loadable}
-
-
-__all__ = ["create_store", "sqlite_vec_status", "vector_backend_status"]

@@ -526,17 +526,3 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections (idempotent)."""
         ...
-
-
-__all__ = [
-    "ChunkRow",
-    "FileRecords",
-    "GraphRows",
-    "LockHolder",
-    "Postings",
-    "Store",
-    "StoreHealth",
-    "StoreReader",
-    "StoreWriter",
-    "VectorStats",
-]

@@ -8,26 +8,24 @@ from collections import Counter
 from functools import lru_cache
 from typing import Any
 
-# Ranges the reference weighs as "non-Latin" (about one token per character).
-_WIDE_RANGES = (
+#: The one CJK table: the code point ranges the reference weighs as "non-Latin" (about
+#: one token per character): CJK radicals, punctuation, kana, bopomofo, compatibility
+#: jamo and ideographs; Yi; Hangul syllables; compatibility ideographs; the supplementary
+#: ideograph planes. Chunk weights, token estimates and CJK term splitting all use it.
+WIDE_RANGES: tuple[tuple[int, int], ...] = (
     (0x2E80, 0x9FFF),
     (0xA000, 0xA4FF),
     (0xAC00, 0xD7AF),
     (0xF900, 0xFAFF),
     (0x20000, 0x2FA1F),
 )
-# Scripts written without spaces between words; indexed as character unigrams + bigrams.
-_CJK_CHAR = (
-    "\u3040-\u30ff"  # hiragana, katakana
-    "\u3100-\u312f\u31a0-\u31bf\u31f0-\u31ff"  # bopomofo, katakana ext.
-    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
-    "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af"  # hangul jamo, compatibility jamo, syllables
-    "\U00020000-\U0002fa1f"
-)
+_WIDE_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in WIDE_RANGES)
 _WORD = re.compile(r"\w+")
-_WIDE = re.compile("[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _WIDE_RANGES) + "]")
-_CJK_RUN = re.compile(f"[{_CJK_CHAR}]+")
-_HAS_CJK = re.compile(f"[{_CJK_CHAR}]")
+_WIDE = re.compile(f"[{_WIDE_CLASS}]")
+# Letters of these scripts (inside a \w run) are written without spaces between words,
+# so they are indexed as character unigrams + bigrams.
+_CJK_RUN = re.compile(f"[{_WIDE_CLASS}]+")
+_HAS_CJK = re.compile(f"[{_WIDE_CLASS}]")
 
 
 def utf16_len(text: str) -> int:
@@ -35,13 +33,22 @@ def utf16_len(text: str) -> int:
     return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
 
 
-def cut_utf16(text: str, limit: int) -> str:
-    """The longest prefix of ``text`` within ``limit`` UTF-16 units (never splits a pair)."""
+def cut_utf16(text: str, limit: int, *, from_end: bool = False) -> str:
+    """The longest prefix (or suffix) of ``text`` within ``limit`` UTF-16 units.
+
+    Never splits a surrogate pair.
+    """
     if limit <= 0:
         return ""
     if len(text) * 2 <= limit or utf16_len(text) <= limit:
         return text
     used = 0
+    if from_end:
+        for i in range(len(text) - 1, -1, -1):
+            used += 2 if ord(text[i]) > 0xFFFF else 1
+            if used > limit:
+                return text[i + 1 :]
+        return text
     for i, ch in enumerate(text):
         used += 2 if ord(ch) > 0xFFFF else 1
         if used > limit:
@@ -52,7 +59,7 @@ def cut_utf16(text: str, limit: int) -> str:
 def is_wide(ch: str) -> bool:
     """True for characters the chunker weighs as non-Latin (CJK, Hangul, Yi, ...)."""
     cp = ord(ch)
-    return any(lo <= cp <= hi for lo, hi in _WIDE_RANGES)
+    return any(lo <= cp <= hi for lo, hi in WIDE_RANGES)
 
 
 def weight(text: str) -> int:
@@ -63,7 +70,7 @@ def weight(text: str) -> int:
 
 
 def has_cjk(text: str) -> bool:
-    """True if ``text`` contains a character of a script written without spaces."""
+    """True if ``text`` contains a character of :data:`WIDE_RANGES` (CJK, Hangul, Yi)."""
     return _HAS_CJK.search(text) is not None
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from memmw.text.analysis import weight
 
 #: Bumped whenever chunk boundaries or text change for the same input (index identity).
-CHUNKING_VERSION = 5
+CHUNKING_VERSION = 6
 
 _ENTRY_START = re.compile(r"^(?:- |#{1,6}(?:\s|$))")
 _HEADING = re.compile(r"^#{1,6}(?:\s|$)")
@@ -97,7 +97,7 @@ def chunk_text(
     """Chunk Markdown text by lines.
 
     Lines are packed until ``tokens * 4`` weighted characters; the next chunk starts with
-    an overlap of about ``overlap * 4`` weighted characters from the previous one. Lines
+    the previous chunk's last lines, as many as fit in ``overlap * 4`` weighted characters. Lines
     longer than a chunk are split without breaking a code point. In ``per_entry`` mode
     (``MEMORY.md``/``USER.md``) every list item (``- ``) and heading starts a new chunk
     with no overlap across entries, and importance annotations apply to their entry; a
@@ -167,12 +167,13 @@ def chunk_text(
             buffer, current = [], 0
         if buffer and current + seg.cost > max_chars:
             flush()
-            limit = max(0, max_chars - seg.cost)
-            target = min(overlap_chars, limit)
+            # The carry stops before the line that would pass the overlap (the reference),
+            # capped so the incoming segment still fits.
+            target = min(overlap_chars, max(0, max_chars - seg.cost))
             carried: list[_Segment] = []
             total = 0
             for prev in reversed(buffer):
-                if total >= target or total + prev.cost > limit:
+                if total + prev.cost > target:
                     break
                 carried.insert(0, prev)
                 total += prev.cost

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
+
+from memmw.text.analysis import is_wide
 
 log = logging.getLogger(__name__)
 
@@ -17,11 +18,6 @@ CHARS_PER_TOKEN = 4
 #: Tokens added per chat message for role and framing.
 MESSAGE_OVERHEAD_TOKENS = 4
 DEFAULT_ENCODING = "cl100k_base"
-
-_CJK = re.compile(
-    "[\u1100-\u11ff\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf"
-    "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0003134f]"
-)
 
 
 class Encoding(Protocol):
@@ -38,6 +34,8 @@ EncodingLoader = Callable[[str], Encoding]
 def estimate_tokens(text: str) -> int:
     """Estimate tokens without a tokenizer: 4 chars per token, each CJK character one token.
 
+    CJK characters are those of :data:`memmw.text.analysis.WIDE_RANGES`.
+
     Args:
         text: Any text.
 
@@ -46,7 +44,7 @@ def estimate_tokens(text: str) -> int:
     """
     if not text:
         return 0
-    cjk = len(_CJK.findall(text))
+    cjk = 0 if text.isascii() else sum(1 for ch in text if is_wide(ch))
     other = len(text) - cjk
     return cjk + math.ceil(other / CHARS_PER_TOKEN)
 
@@ -199,18 +197,3 @@ def default_counter() -> TokenCounter:
 def count_tokens(text: str) -> int:
     """Count tokens of ``text`` with the shared counter."""
     return default_counter().count(text)
-
-
-__all__ = [
-    "CHARS_PER_TOKEN",
-    "DEFAULT_ENCODING",
-    "MESSAGE_OVERHEAD_TOKENS",
-    "Encoding",
-    "EncodingLoader",
-    "TokenCounter",
-    "content_text",
-    "count_tokens",
-    "default_counter",
-    "estimate_tokens",
-    "message_text_for_count",
-]

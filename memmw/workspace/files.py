@@ -15,14 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from memmw.config import ExtraPath
-from memmw.errors import ContentPolicyError, PathPolicyError
+from memmw.errors import ContentPolicyError, FileBusyError, PathPolicyError
 from memmw.types import FileIssue
+from memmw.workspace.layout import MEMORY_DIR as MEMORY_DIR
+from memmw.workspace.layout import ROOT_FILES as ROOT_FILES
+from memmw.workspace.layout import WORKING_MEMORY_FILE as WORKING_MEMORY_FILE
+from memmw.workspace.layout import file_date as file_date
+from memmw.workspace.layout import is_curated as is_curated
+from memmw.workspace.layout import is_memory_path
+from memmw.workspace.layout import is_private_path as is_private_path
 from memmw.workspace.locks import locked_fd
 
 log = logging.getLogger(__name__)
 
-ROOT_FILES = ("MEMORY.md", "memory.md", "USER.md")
-MEMORY_DIR = "memory"
 #: Folders never walked: version control, package managers, virtualenvs, caches.
 IGNORED_DIRS = frozenset(
     {
@@ -40,7 +45,6 @@ IGNORED_DIRS = frozenset(
         "site-packages",
     }
 )
-_DATED = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:-.+)?\.md$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,52 +271,8 @@ def discover_all(workspace: Path, extra_paths: Iterable[ExtraPath] = ()) -> Disc
     return Discovery(files=found, issues=issues, unlisted=tuple(walk.unlisted))
 
 
-def file_date(path: str) -> tuple[int, int, int] | None:
-    """``(y, m, d)`` of a dated memory file (``memory/**/YYYY-MM-DD[-slug].md``), else None."""
-    parts = PurePosixPath(path).parts
-    if len(parts) < 2 or parts[0] != MEMORY_DIR:
-        return None
-    m = _DATED.match(parts[-1])
-    if not m:
-        return None
-    y, mo, d = (int(g) for g in m.groups())
-    import datetime as _dt
-
-    try:
-        _dt.date(y, mo, d)
-    except ValueError:
-        return None
-    return y, mo, d
-
-
-#: Root files private to direct sessions besides the curated ones (working memory).
-WORKING_MEMORY_FILE = "active-context.md"
-
-
-def is_private_path(path: str, source: str = "memory") -> bool:
-    """True for what only direct (private) sessions may see, in prompts and tool results.
-
-    That is ``MEMORY.md``/``memory.md``/``USER.md``, ``active-context.md``, the dated
-    notes under ``memory/`` (the daily log, which the flush writes from any session, and
-    the ``/new`` session archives) and session transcripts. Undated topic notes under
-    ``memory/`` and extra paths (shared folders) stay visible to group and channel sessions.
-    """
-    if source != "memory" or path.startswith("sessions/"):
-        return True
-    return path in ROOT_FILES or path == WORKING_MEMORY_FILE or file_date(path) is not None
-
-
-def is_curated(path: str) -> bool:
-    """True for root ``MEMORY.md``/``memory.md``/``USER.md`` (chunked per entry, evergreen)."""
-    return path in ROOT_FILES
-
-
 # ---------------------------------------------------------------------------------------
 # Read path policy
-
-
-def _is_memory_path(rel: str) -> bool:
-    return rel in ROOT_FILES or rel.lower() == "dreams.md" or rel.startswith(MEMORY_DIR + "/")
 
 
 def _check_no_symlinks(root: Path, rel_parts: tuple[str, ...]) -> None:
@@ -351,7 +311,7 @@ def resolve_read_path(
     candidate = Path(os.path.normpath(text if os.path.isabs(text) else workspace / text))
     rel = relative_posix(candidate, workspace)
     inside = not (rel == ".." or rel.startswith("../") or os.path.isabs(rel))
-    if inside and _is_memory_path(rel):
+    if inside and is_memory_path(rel):
         if not rel.lower().endswith(".md"):
             raise PathPolicyError(f"{rel}: only Markdown (.md) files can be read")
         _check_no_symlinks(workspace, PurePosixPath(rel).parts)
@@ -507,6 +467,7 @@ def append_text(path: Path, text: str) -> int:
         ContentPolicyError: the text breaks a content limit (see
             :func:`check_append_content`) or would grow the note past ``MAX_NOTE_BYTES``.
         PathPolicyError: the target is a symlink or not a regular file.
+        FileBusyError: another memmw writer held the note past ``APPEND_LOCK_TIMEOUT_S``.
         OSError: the write failed (full disk, permissions); bytes before it are intact.
     """
     path = Path(path)
@@ -537,7 +498,7 @@ def append_text(path: Path, text: str) -> int:
                 view = view[written:]
             os.fsync(fd)
     except TimeoutError as exc:
-        raise OSError(errno.EBUSY, f"{path.name} is locked by another memmw writer") from exc
+        raise FileBusyError(errno.EBUSY, f"{path.name} is locked by another memmw writer") from exc
     finally:
         os.close(fd)
     return len(addition)

@@ -7,11 +7,11 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memmw.redaction import REDACTED, StreamRedactor, redact_secrets
+from memmw.redaction import StreamRedactor
 from memmw.text.chunking import Chunk, chunk_text
 from memmw.workspace.transcripts import read_transcript
 
@@ -244,26 +244,3 @@ class SessionDeltaTracker:
                 for k, v in self._files.items()
                 if v.pending_bytes or v.pending_messages
             }
-
-
-def iter_documents(directory: Path) -> Iterator[tuple[Path, SessionDocument]]:
-    """``(file, document)`` for every indexable transcript in ``directory``."""
-    for file in list_session_files(directory):
-        yield file, session_document(file)
-
-
-__all__ = [
-    "REDACTED",
-    "SESSIONS_PREFIX",
-    "DeltaThresholds",
-    "SessionDeltaTracker",
-    "SessionDocument",
-    "collapse_whitespace",
-    "is_session_file",
-    "iter_documents",
-    "list_session_files",
-    "map_chunks",
-    "redact_secrets",
-    "session_document",
-    "session_index_path",
-]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memmw.errors import ConfigError
 from memmw.text.tokens import content_text
 from memmw.workspace.files import atomic_write_text
 from memmw.workspace.locks import exclusive_lock, lock_path_for
@@ -24,9 +25,9 @@ SESSIONS_INDEX = "sessions.json"
 
 
 def check_session_id(session_id: str) -> str:
-    """Return ``session_id`` if it is a safe file name, else raise ``ValueError``."""
+    """Return ``session_id`` if it is a safe file name, else raise ``ConfigError``."""
     if not isinstance(session_id, str) or not _SAFE_ID.match(session_id) or ".." in session_id:
-        raise ValueError(
+        raise ConfigError(
             f"session id {session_id!r} must be 1-200 characters of letters, digits and ._@+=-"
         )
     return session_id
@@ -215,13 +216,3 @@ class TranscriptStore:
             data = self._read_index()
             data[session_key] = {"sessionId": session_id, "updatedAt": _utc_now_iso()}
             atomic_write_text(self._index_path(), json.dumps(data, indent=2, sort_keys=True))
-
-
-__all__ = [
-    "SESSIONS_INDEX",
-    "TranscriptMessage",
-    "TranscriptStore",
-    "check_session_id",
-    "read_transcript",
-    "sessions_dir",
-]

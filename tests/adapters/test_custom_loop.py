@@ -249,6 +249,21 @@ def test_windows_flush_once_per_cycle(tmp_path: Path, window: int) -> None:
     agent.middleware.memory.close()
 
 
+@pytest.mark.parametrize("window", [16_000, 32_000, 200_000])
+def test_the_loop_compacts_and_flushes_where_the_middleware_says(
+    tmp_path: Path, window: int
+) -> None:
+    # One computation (MemoryMiddleware.flush_points) for the loop and the middleware.
+    agent = window_agent(tmp_path, window, [])
+    points = agent.middleware.flush_points()
+    assert points.context_window == window
+    assert (agent.compact_at_tokens, agent.flush_at_tokens) == (points.compact_at, points.flush_at)
+    session = agent.session
+    decision = agent.middleware.flush_decision(session, points.flush_at)
+    assert decision.threshold == points.flush_at and decision.run
+    agent.middleware.memory.close()
+
+
 @pytest.mark.parametrize("window", [16_000, 20_000, 24_000])
 def test_short_messages_never_compact_in_small_windows(tmp_path: Path, window: int) -> None:
     events: list[HookContext] = []

@@ -118,7 +118,7 @@ class Broken:
         self.agent_id, self.config = memory.agent_id, memory.config
         self.error = error
 
-    def search_payload(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def search_result(self, *args: Any, **kwargs: Any) -> Any:
         raise self.error
 
     def get(self, *args: Any, **kwargs: Any) -> Any:

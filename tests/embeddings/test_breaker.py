@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from memmw import Memory, MemoryConfig
+from memmw.agent.tools import search_payload
 from memmw.config import RemoteConfig
 from memmw.embeddings.breaker import BreakerPolicy, CircuitBreaker, CircuitOpenError
 from memmw.errors import ProviderError
@@ -91,7 +92,7 @@ def test_search_on_a_hung_provider_is_fast_once_the_breaker_opens(
     with Memory(ws, tmp_path / "state", config=config) as mem:
         mem.breaker_policy = BreakerPolicy(failure_threshold=2, probe_interval_s=60)
         assert mem.sync().embedded == 1
-        assert mem.search_payload("kubernetes")["mode"] == "hybrid"
+        assert search_payload(mem, "kubernetes")["mode"] == "hybrid"
         hang.set()
         (ws / "memory" / "2026-01-03.md").write_text("The heron nests by the lake.\n")
         started = time.monotonic()
@@ -101,13 +102,13 @@ def test_search_on_a_hung_provider_is_fast_once_the_breaker_opens(
         # 3 tries x 0.2 s + 0.6 s + 1.2 s backoff (jitter included) = 2.4 s at most, plus slack
         assert sync_s < 4.0
         started = time.monotonic()
-        first = mem.search_payload("kubernetes")  # second failure: the circuit opens
+        first = search_payload(mem, "kubernetes")  # second failure: the circuit opens
         assert first["mode"] == "fts-only"
         assert time.monotonic() - started < 1.0  # one timeout (0.2 s), not the retry budget
         timings = []
         for _ in range(10):
             t0 = time.monotonic()
-            payload = mem.search_payload("kubernetes migration")
+            payload = search_payload(mem, "kubernetes migration")
             timings.append(time.monotonic() - t0)
         assert payload["results"][0]["path"] == "memory/2026-01-02.md"
         assert payload["mode"] == "fts-only" and "circuit open" in payload["warning"]

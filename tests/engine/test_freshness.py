@@ -24,15 +24,11 @@ from memmw.testing import require_optional
 from memmw.types import SyncReport
 from memmw.workspace.transcripts import TranscriptStore
 
+from ..conftest import write
+
 KEYWORD_ONLY = MemoryConfig(provider="none")
 FAST = MemoryConfig(provider="none", sync=SyncConfig(watch_debounce_ms=200))
 REPO = Path(__file__).resolve().parents[1]
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def wait_until(pred: Callable[[], bool], timeout: float = 5.0, step: float = 0.02) -> bool:

@@ -22,21 +22,17 @@ import memmw
 from memmw import Memory, MemoryConfig, StoreConfig
 from memmw.config import ChunkingConfig, ExtraPath, SyncConfig
 from memmw.engine import indexer as sync_mod
-from memmw.engine.indexer import FileReadError, Indexer, decay_timestamp, read_markdown
-from memmw.errors import IndexBusyError, IndexStoreError
+from memmw.engine.indexer import Indexer, decay_timestamp, read_markdown
+from memmw.errors import FileReadError, IndexBusyError, IndexStoreError
 from memmw.store.sqlite.store import IndexStore, chunk_id
 from memmw.text.chunking import chunk_text
 from memmw.types import SyncReport
 from memmw.workspace.files import WorkspaceFile
 from memmw.workspace.locks import exclusive_lock
 
+from ..conftest import write
+
 KEYWORD_ONLY = MemoryConfig(provider="none")
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 @pytest.fixture()

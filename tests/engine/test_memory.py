@@ -10,17 +10,13 @@ from pathlib import Path
 import pytest
 
 from memmw import Memory, MemoryConfig, StoreConfig
+from memmw.agent.tools import search_payload
 from memmw.config import ReadConfig
-from memmw.engine.memory import read_window
 from memmw.errors import ConfigError, IndexCorruptError, PathPolicyError
 
+from ..conftest import write
+
 KEYWORD_ONLY = MemoryConfig(provider="none")
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 @pytest.fixture()
@@ -183,14 +179,6 @@ def test_get_normalises_crlf_and_trailing_newline(mem: Memory) -> None:
     assert (got.text, got.total_lines, got.truncated) == ("one\ntwo", 2, False)
 
 
-def test_read_window_counts_utf16_units() -> None:
-    emoji = "\U0001f600"
-    got = read_window("memory/e.md", f"{emoji * 10}\nnext\n", None, None, max_lines=120, max_chars=100)
-    assert got.lines == 2
-    cut = read_window("memory/e.md", emoji * 200, None, None, max_lines=120, max_chars=101)
-    assert cut.text.split("\n\n")[0] == emoji * 50
-
-
 # -- search, status, lifecycle ----------------------------------------------------------
 
 
@@ -202,7 +190,7 @@ def test_first_search_syncs(mem: Memory) -> None:
 
 
 def test_search_payload_keyword_only(mem: Memory) -> None:
-    payload = mem.search_payload("gateway port")
+    payload = search_payload(mem, "gateway port")
     assert payload["provider"] == "none"
     assert payload["model"] == "fts-only"
     assert payload["mode"] == "fts-only"
@@ -215,7 +203,7 @@ def test_search_payload_keyword_only(mem: Memory) -> None:
         "# Facts\n- The gateway runs on port 8080.\n\nSource: MEMORY.md#L1-L2"
     )
     assert "vectorScore" not in item
-    plain = mem.search_payload("gateway port", citations=False)["results"][0]
+    plain = search_payload(mem, "gateway port", citations=False)["results"][0]
     assert plain["snippet"] == "# Facts\n- The gateway runs on port 8080."
     assert "citation" not in plain
 

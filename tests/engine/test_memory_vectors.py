@@ -10,16 +10,14 @@ from pathlib import Path
 import pytest
 
 from memmw import Memory, MemoryConfig, StoreConfig
+from memmw.agent.tools import search_payload
 from memmw.config import CacheConfig, HybridConfig, QueryConfig, RemoteConfig
 from memmw.errors import ProviderError
 from memmw.testing import FakeEmbeddingProvider
 
+from ..conftest import write
+
 FAKE = MemoryConfig(provider="fake", remote=RemoteConfig(dimensions=32))
-
-
-def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
 
 
 @pytest.fixture()
@@ -52,7 +50,7 @@ def test_sync_embeds_and_search_is_hybrid(ws: Path, tmp_path: Path) -> None:
     with Memory(ws, tmp_path / "s", config=FAKE) as mem:
         report = mem.sync()
         assert report.embedded == report.chunks_total == 4
-        payload = mem.search_payload("gateway Mac Studio")
+        payload = search_payload(mem, "gateway Mac Studio")
         assert payload["mode"] == "hybrid"
         assert (payload["provider"], payload["model"]) == ("fake", fake(mem).model)
         top = payload["results"][0]
@@ -77,14 +75,14 @@ def test_provider_outage_keeps_the_index_and_catches_up_later(ws: Path, tmp_path
         fake(mem).recover()
         mem.sync()
         assert mem.status().to_dict()["vector"]["pending"] == 0
-        assert mem.search_payload("heron lake")["mode"] == "hybrid"
+        assert search_payload(mem, "heron lake")["mode"] == "hybrid"
 
 
 def test_query_embedding_failure_falls_back_to_keywords(ws: Path, tmp_path: Path) -> None:
     with Memory(ws, tmp_path / "s", config=FAKE) as mem:
         mem.sync()
         fake(mem).fail(error=ProviderError("429 rate limit"))
-        payload = mem.search_payload("kubernetes migration")
+        payload = search_payload(mem, "kubernetes migration")
         assert payload["mode"] == "fts-only"
         assert "keyword-only" in payload["warning"]
         assert payload["results"][0]["path"] == "memory/2026-01-02.md"
@@ -94,7 +92,7 @@ def test_zero_query_vector_uses_the_keyword_leg_only(ws: Path, tmp_path: Path) -
     with Memory(ws, tmp_path / "s", config=FAKE) as mem:
         mem.sync()
         fake(mem).embed_query = lambda text: [0.0] * 32  # type: ignore[method-assign]
-        payload = mem.search_payload("kubernetes migration")
+        payload = search_payload(mem, "kubernetes migration")
         assert payload["mode"] == "fts-only" and "warning" not in payload
         assert payload["results"][0]["path"] == "memory/2026-01-02.md"
 
@@ -123,7 +121,7 @@ def test_model_change_rebuilds_and_never_mixes_vectors(ws: Path, tmp_path: Path)
         models = {r[0] for r in conn.execute("SELECT model FROM chunks")}
         conn.close()
         assert lengths == {16 * 4} and models == {"fake-other"}
-        assert mem.search_payload("gateway")["mode"] == "hybrid"
+        assert search_payload(mem, "gateway")["mode"] == "hybrid"
 
 
 def test_cache_is_pruned_to_its_cap(ws: Path, tmp_path: Path) -> None:
@@ -152,7 +150,7 @@ def test_sqlite_vec_backend_matches_numpy(ws: Path, tmp_path: Path) -> None:
             mem.sync()
             results[backend] = [
                 (r["path"], r["startLine"], round(r["vectorScore"], 4))
-                for r in mem.search_payload("where does the gateway run", min_score=0)["results"]
+                for r in search_payload(mem, "where does the gateway run", min_score=0)["results"]
                 if "vectorScore" in r
             ]
             assert mem.status().to_dict()["vector"]["backend"] == backend
@@ -162,7 +160,7 @@ def test_sqlite_vec_backend_matches_numpy(ws: Path, tmp_path: Path) -> None:
 def test_calibrated_vector_scores_measure_how_far_a_chunk_stands_out() -> None:
     import numpy as np
 
-    from memmw.store.sqlite.vectors import VectorMatrix, to_blob
+    from memmw.store.vectors import VectorMatrix, to_blob
 
     rows = [(i + 1, to_blob([1.0, 0.2 * i, 0.0])) for i in range(5)]
     matrix = VectorMatrix(rows, 3)
@@ -180,7 +178,7 @@ def test_unrelated_chunks_do_not_pass_the_threshold_on_vectors_alone(
 ) -> None:
     with Memory(ws, tmp_path / "s", config=FAKE) as mem:
         mem.sync()
-        results = mem.search_payload("zzqx unrelated words")["results"]
+        results = search_payload(mem, "zzqx unrelated words")["results"]
         assert results == []  # no keyword match, and no vector score stands out enough
 
 
@@ -203,7 +201,7 @@ def test_runtime_fallback_switches_model_rebuilds_and_says_so(ws: Path, tmp_path
             assert mem.sync().embedded > 0
             assert count(mem.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 5
             assert not mem.sync().full_rebuild  # nothing left to do
-            payload = mem.search_payload("otter dawn")
+            payload = search_payload(mem, "otter dawn")
             assert (payload["provider"], payload["model"]) == ("backup", "backup-v1")
             assert payload["fallback"]["from"] == primary.id  # the provider that failed
             assert payload["mode"] == "hybrid"

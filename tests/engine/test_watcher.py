@@ -18,11 +18,7 @@ from memmw.engine.watcher import MemoryWatcher, WatchBatch, WatchTarget, classif
 from memmw.errors import ConfigError
 from memmw.testing import require_optional
 
-
-def write(path: Path, text: str = "x\n") -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
+from ..conftest import write
 
 
 class Recorder:

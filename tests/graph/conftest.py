@@ -10,6 +10,8 @@ import pytest
 from memmw import Memory, MemoryConfig
 from memmw.config import ActiveMemoryConfig
 
+from ..conftest import write
+
 MEMORY_MD = """# Memory
 
 ## Alice Martin (Ali)
@@ -34,12 +36,6 @@ DAILY = """# 2026-05-01
 - city: Lisbon
 Alice and Bob had lunch in Lisbon.
 """
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 @pytest.fixture()

@@ -15,8 +15,8 @@ from memmw.hooks.bootstrap import (
     build_startup_context,
     run_bootstrap,
     truncate_middle,
-    utf16_len,
 )
+from memmw.text.analysis import utf16_len
 
 TODAY = dt.date(2026, 3, 10)
 

@@ -14,6 +14,7 @@ from memmw.hooks.flush import (
     FlushStateStore,
     decide_flush,
     effective_reserve,
+    flush_points,
     flush_threshold,
     run_flush_turn,
     run_flush_with_retry,
@@ -195,3 +196,21 @@ def test_retry_once_then_give_up_without_raising() -> None:
 
     bad = run_flush_with_retry(down, [], decision=d, system_prompt="s", user_prompt="u", tools=[])
     assert bad.ran and not bad.ok and bad.attempts == 2 and "ConnectionError" in (bad.error or "")
+
+
+def test_flush_points_window_reserve_compaction_and_threshold() -> None:
+    points = flush_points(FlushConfig(), context_window=32_000)
+    assert (points.context_window, points.reserve, points.compact_at, points.flush_at) == (
+        32_000,
+        16_000,
+        16_000,
+        12_000,
+    )
+    assert flush_points(FlushConfig()).context_window == 200_000
+    # A summarizer's own trigger is the compaction point; the flush fires before it.
+    by_trigger = flush_points(FlushConfig(), compact_at=150_000)
+    assert (by_trigger.compact_at, by_trigger.flush_at) == (150_000, 146_000)
+    for window in (1, 2, 1000, 16_000, 40_000, 200_000):
+        assert flush_points(FlushConfig(), context_window=window).flush_at == flush_threshold(
+            FlushConfig(), context_window=window
+        )

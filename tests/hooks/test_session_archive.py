@@ -12,13 +12,13 @@ import pytest
 
 from memmw.hooks.session_archive import (
     ArchiveRequest,
-    archive_path,
     archive_session,
     clean_slug,
     collect_archive_lines,
     llm_slug,
     model_slug_fn,
 )
+from memmw.workspace.layout import archive_path
 from memmw.workspace.transcripts import TranscriptMessage
 
 NOW = dt.datetime(2026, 3, 10, 15, 5, 30, tzinfo=ZoneInfo("Europe/Paris"))

@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 
 from memmw import Memory, MemoryConfig, StoreConfig
+from memmw.agent.tools import search_payload
 from memmw.config import MMRConfig, QueryConfig, TemporalDecayConfig
 from memmw.search.searcher import lexical_score
 from memmw.text.analysis import utf16_len
+
+from ..conftest import write
 
 BACKENDS = {
     "memory": StoreConfig(keyword_backend="memory"),
@@ -19,11 +22,6 @@ BACKENDS = {
     "fts5-trigram": StoreConfig(keyword_backend="fts5", fts_tokenizer="trigram"),
     "auto": StoreConfig(),
 }
-
-
-def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
 
 
 @pytest.fixture()
@@ -90,7 +88,7 @@ def test_hostile_queries_never_raise(ws: Path, tmp_path: Path, backend: str) -> 
         for query in HOSTILE:
             hits = mem.search(query)
             assert isinstance(hits, list) and len(hits) <= 6, query
-            payload = mem.search_payload(query)
+            payload = search_payload(mem, query)
             assert payload["mode"] == "fts-only"
 
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memmw.text.analysis import (
     STOP_WORDS,
+    WIDE_RANGES,
     cut_utf16,
     has_cjk,
     is_wide,
@@ -15,6 +18,7 @@ from memmw.text.analysis import (
     utf16_len,
     weight,
 )
+from memmw.text.tokens import estimate_tokens
 
 EMOJI = "\U0001f600"  # outside the BMP: two UTF-16 units
 EXT_B = "\U00020000"  # CJK extension B: wide and outside the BMP
@@ -134,6 +138,37 @@ def test_the_c_and_pure_python_snowball_stemmers_agree() -> None:
     english = EnglishStemmer()
     words = "allergies generously painting daycare running happiness organizational".split()
     assert [c_stemmer.stemWord(w) for w in words] == [english.stemWord(w) for w in words]
+
+
+@given(st.characters())
+def test_one_cjk_table_for_weights_terms_and_token_estimates(ch: str) -> None:
+    # The chunk weight, the CJK term splitting and the token estimate agree on every
+    # character (they used three different tables).
+    assert has_cjk(ch) == is_wide(ch) == (weight(ch) == 4)
+    assert estimate_tokens(ch) == 1
+
+
+def test_wide_ranges_are_the_references() -> None:
+    assert WIDE_RANGES == (
+        (0x2E80, 0x9FFF),
+        (0xA000, 0xA4FF),
+        (0xAC00, 0xD7AF),
+        (0xF900, 0xFAFF),
+        (0x20000, 0x2FA1F),
+    )
+    yi = "\ua000\ua001\ua002"
+    assert terms(yi) == ["\ua000", "\ua001", "\ua002", "\ua000\ua001", "\ua001\ua002"]
+    assert estimate_tokens(yi) == 3
+    assert estimate_tokens("\uff21\uff22\uff23\uff24") == 1  # full-width Latin: 4 chars a token
+
+
+def test_cut_utf16_from_the_end_never_splits_a_pair() -> None:
+    text = f"a{EMOJI}b"
+    assert cut_utf16(text, 1, from_end=True) == "b"
+    assert cut_utf16(text, 2, from_end=True) == "b"  # the pair needs two units
+    assert cut_utf16(text, 3, from_end=True) == f"{EMOJI}b"
+    assert cut_utf16(text, 4, from_end=True) == text
+    assert cut_utf16(text, 0, from_end=True) == ""
 
 
 # -- fast paths used by indexing and MMR: equal to the definitions they shortcut ----------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 
 from memmw.text.analysis import weight
 from memmw.text.chunking import CHUNKING_VERSION, chunk_text, sha256_text, strip_carriers
@@ -30,8 +31,8 @@ def test_small_text_is_one_chunk_with_sha256() -> None:
 
 def test_lines_pack_to_the_budget_with_overlap_carry() -> None:
     # tokens=10 -> 40 weighted chars; each line costs 9 + 1 -> 4 lines per chunk.
-    # overlap=2 -> 8 chars: the last line (cost 10 >= 8) is carried into the next chunk.
-    chunks = chunk_text(numbered(10), tokens=10, overlap=2)
+    # overlap=3 -> 12 chars: the last line (cost 10) fits and is carried into the next chunk.
+    chunks = chunk_text(numbered(10), tokens=10, overlap=3)
     assert spans(chunks) == [(1, 4), (4, 7), (7, 10)]
     assert chunks[1].text.splitlines() == ["line-0004", "line-0005", "line-0006", "line-0007"]
 
@@ -40,6 +41,29 @@ def test_overlap_carry_can_span_several_lines() -> None:
     # overlap=5 -> 20 chars: two lines (cost 20) are carried.
     chunks = chunk_text(numbered(8), tokens=10, overlap=5)
     assert spans(chunks) == [(1, 4), (3, 6), (5, 8)]
+
+
+def test_overlap_carry_stops_before_the_line_that_would_pass_the_overlap() -> None:
+    # overlap=4 -> 16 chars: one line (10) fits, a second would make 20 > 16, so it stays
+    # behind (the reference); keeping lines until the carry reaches 16 would take two.
+    chunks = chunk_text(numbered(10), tokens=10, overlap=4)
+    assert spans(chunks) == [(1, 4), (4, 7), (7, 10)]
+
+
+def test_a_line_longer_than_the_overlap_is_not_carried() -> None:
+    # overlap=2 -> 8 chars: every line costs 10, so nothing is carried.
+    assert spans(chunk_text(numbered(10), tokens=10, overlap=2)) == [(1, 4), (5, 8), (9, 10)]
+
+
+def test_default_overlap_carries_at_most_320_weighted_chars() -> None:
+    # Conversation-like lines of cost 150: two (300) fit in 320, a third (450) would not.
+    lines = "".join(f"{i:03d} " + "w" * 145 + "\n" for i in range(1, 41))
+    chunks = chunk_text(lines)
+    assert spans(chunks)[:3] == [(1, 10), (9, 18), (17, 26)]
+    for before, after in itertools.pairwise(chunks):
+        carried = before.end_line - after.start_line + 1
+        assert carried == 2
+        assert weight("\n".join(after.text.split("\n")[:carried])) + carried <= 320
 
 
 def test_zero_overlap_clears_the_buffer() -> None:
@@ -187,5 +211,5 @@ def test_strip_carriers() -> None:
     assert strip_carriers("x <!-- just a note -->") == ("x <!-- just a note -->", None)
 
 
-def test_chunking_version_is_the_per_entry_one() -> None:
-    assert CHUNKING_VERSION == 5
+def test_chunking_version_is_the_reference_overlap_one() -> None:
+    assert CHUNKING_VERSION == 6

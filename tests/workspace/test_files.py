@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import threading
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from memmw.config import ExtraPath
-from memmw.errors import ContentPolicyError, PathPolicyError
+from memmw.errors import ContentPolicyError, FileBusyError, PathPolicyError
 from memmw.workspace.files import (
     MAX_NOTE_BYTES,
     append_text,
@@ -21,11 +22,7 @@ from memmw.workspace.files import (
     resolve_read_path,
 )
 
-
-def write(path: Path, text: str = "x\n") -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
+from ..conftest import write
 
 
 @pytest.fixture()
@@ -346,6 +343,27 @@ def test_append_refuses_growing_a_note_past_the_index_limit(tmp_path: Path) -> N
     with pytest.raises(ContentPolicyError, match="too large"):
         append_text(target, "y" * 20)
     assert target.stat().st_size == MAX_NOTE_BYTES - 10
+
+
+def test_append_to_a_note_another_writer_holds_is_a_memmw_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memmw.workspace import files as files_mod
+    from memmw.workspace.locks import locked_fd
+
+    note = write(tmp_path / "memory" / "busy.md", "before\n")
+    monkeypatch.setattr(files_mod, "APPEND_LOCK_TIMEOUT_S", 0.05)
+    fd = os.open(note, os.O_RDWR)
+    try:
+        with (
+            locked_fd(fd, timeout=1.0, what="busy.md"),
+            pytest.raises(FileBusyError, match="locked by another memmw writer") as info,
+        ):
+            append_text(note, "x")
+    finally:
+        os.close(fd)
+    assert isinstance(info.value, OSError) and info.value.errno == errno.EBUSY
+    assert note.read_text() == "before\n"
 
 
 def test_append_refuses_a_fifo_without_blocking_and_keeps_the_lock_free(tmp_path: Path) -> None:

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from memmw import Memory, MemoryConfig
+from memmw.agent.tools import search_payload
 from memmw.errors import PathPolicyError
+from memmw.redaction import REDACTED
 from memmw.workspace.transcript_source import (
-    REDACTED,
     DeltaThresholds,
     SessionDeltaTracker,
     list_session_files,
@@ -188,7 +189,7 @@ def test_transcripts_are_indexed_redacted_and_cited(ws: Path, tmp_path: Path) ->
         text = " ".join(h.snippet for h in hits)
         assert "wombat-secret-123" not in text and REDACTED in text
         assert "tool output" not in text
-        payload = mem.search_payload("wombat sanctuary")
+        payload = search_payload(mem, "wombat sanctuary")
         assert payload["results"][0]["source"] == "sessions"
         status = mem.status().to_dict()
         assert status["sourceCounts"]["sessions"]["files"] == 1

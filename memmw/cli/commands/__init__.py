@@ -1,1 +1,4 @@
-"""One module per ``memmw`` command; register new ones in ``memmw.cli.app.COMMANDS``."""
+"""One module per ``memmw`` command; register new ones in ``memmw.cli.app.COMMANDS``.
+
+Internal package: not part of the public API (see ``memmw`` and docs/architecture.md).
+"""

@@ -449,6 +449,3 @@ class SqliteStore:
             self._vec0.close()
             self._vec0 = None
         self._closed = True
-
-
-__all__ = ["SqliteStore", "translate"]

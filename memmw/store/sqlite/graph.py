@@ -8,19 +8,14 @@ import sqlite3
 import time
 from collections.abc import Iterable
 
-from memmw.graph.syntax import GRAPH_VERSION, ParsedNote, parse_note
+from memmw.graph.syntax import ParsedNote, parse_note
 from memmw.store.graphrows import (
     DAY_S,
     DECAY_PER_DAY,
     INITIAL_ACTIVATION,
-    MIN_COOCCURRENCE_NAME,
     cooccurrence_matcher,
     current_fact_ids,
-    entity_stable_key,
-    fact_stable_key,
     note_rows,
-    relation_stable_key,
-    stable_key,
 )
 from memmw.store.protocol import GraphRows
 
@@ -239,22 +234,3 @@ def bump_activation(
         rows,
     )
     return len(rows)
-
-
-__all__ = [
-    "DECAY_PER_DAY",
-    "GRAPH_VERSION",
-    "MIN_COOCCURRENCE_NAME",
-    "bump_activation",
-    "copy_activation",
-    "decay_activation",
-    "entity_stable_key",
-    "fact_stable_key",
-    "read_rows",
-    "refresh_cooccurrences",
-    "refresh_supersession",
-    "relation_stable_key",
-    "seed_activation",
-    "stable_key",
-    "write_note",
-]

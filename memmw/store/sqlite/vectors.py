@@ -8,13 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from memmw.store.vectors import (
-    Embedder,
-    InvalidVectorError,
     VectorMatrix,
-    blob_ok,
-    provider_key,
-    to_blob,
-    vector_problem,
 )
 
 #: Cache rows looked up per query (the reference's 400).
@@ -149,21 +143,3 @@ def vector_count(conn: sqlite3.Connection) -> int:
 def identity_json(identity: Mapping[str, object]) -> str:
     """The identity as stored (sorted keys)."""
     return json.dumps(dict(identity), sort_keys=True)
-
-
-__all__ = [
-    "Embedder",
-    "InvalidVectorError",
-    "VectorMatrix",
-    "blob_ok",
-    "cached_embeddings",
-    "load_vectors",
-    "pending_chunks",
-    "pending_count",
-    "provider_key",
-    "put_embeddings",
-    "to_blob",
-    "vector_problem",
-    "vector_rows",
-    "write_vectors",
-]

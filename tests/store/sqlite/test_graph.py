@@ -13,13 +13,9 @@ from memmw.graph.provenance import provenance_for
 from memmw.store.sqlite import graph as graph_index
 from memmw.store.sqlite.db import connect, transaction
 
+from ...conftest import write
+
 KEYWORD_ONLY = MemoryConfig(provider="none")
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def rows(db: Path, sql: str, *args: object) -> list[tuple]:

@@ -1,0 +1,122 @@
+"""The workspace's file layout: which files are memory, where daily notes and archives go."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import stat
+from pathlib import Path, PurePosixPath
+
+#: The curated root files (chunked per entry, never decayed, private to direct sessions).
+ROOT_FILES = ("MEMORY.md", "memory.md", "USER.md")
+#: The long-term memory file, in order of preference (``memory.md`` only without ``MEMORY.md``).
+LONG_TERM_FILES = ("MEMORY.md", "memory.md")
+#: The user profile file.
+USER_FILE = "USER.md"
+#: Dream notes at the root: readable with ``memory_get``, never appended to.
+DREAMS_FILE = "DREAMS.md"
+#: The folder of daily notes, session archives and topic notes.
+MEMORY_DIR = "memory"
+#: Root file private to direct sessions besides the curated ones (working memory).
+WORKING_MEMORY_FILE = "active-context.md"
+
+_DATED = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:-.+)?\.md$")
+
+
+def daily_note_path(day: dt.date) -> str:
+    """``memory/YYYY-MM-DD.md``: the daily note of ``day`` (where flushes and appends go)."""
+    return f"{MEMORY_DIR}/{day.isoformat()}.md"
+
+
+def archive_path(memory_dir: Path, day: dt.date, slug: str) -> Path:
+    """``memory/<day>-<slug>.md`` for a session archive, ``-2``, ``-3``... when taken."""
+    base = f"{day.isoformat()}-{slug}"
+    candidate = memory_dir / f"{base}.md"
+    n = 2
+    while candidate.exists() or candidate.is_symlink():
+        candidate = memory_dir / f"{base}-{n}.md"
+        n += 1
+    return candidate
+
+
+def file_date(path: str) -> tuple[int, int, int] | None:
+    """``(y, m, d)`` of a dated memory file (``memory/**/YYYY-MM-DD[-slug].md``), else None."""
+    parts = PurePosixPath(path).parts
+    if len(parts) < 2 or parts[0] != MEMORY_DIR:
+        return None
+    m = _DATED.match(parts[-1])
+    if not m:
+        return None
+    y, mo, d = (int(g) for g in m.groups())
+    try:
+        dt.date(y, mo, d)
+    except ValueError:
+        return None
+    return y, mo, d
+
+
+def is_curated(path: str) -> bool:
+    """True for root ``MEMORY.md``/``memory.md``/``USER.md`` (chunked per entry, evergreen)."""
+    return path in ROOT_FILES
+
+
+def is_dreams(path: str) -> bool:
+    """True for the root dream notes (any case of ``DREAMS.md``)."""
+    return path.lower() == DREAMS_FILE.lower()
+
+
+def is_memory_path(path: str) -> bool:
+    """True for workspace-relative paths ``memory_get`` may read (extra paths aside)."""
+    return path in ROOT_FILES or is_dreams(path) or path.startswith(MEMORY_DIR + "/")
+
+
+def is_private_path(path: str, source: str = "memory") -> bool:
+    """True for what only direct (private) sessions may see, in prompts and tool results.
+
+    That is ``MEMORY.md``/``memory.md``/``USER.md``, ``active-context.md``, the dated
+    notes under ``memory/`` (the daily log, which the flush writes from any session, and
+    the ``/new`` session archives) and session transcripts. Undated topic notes under
+    ``memory/`` and extra paths (shared folders) stay visible to group and channel sessions.
+    """
+    if source != "memory" or path.startswith("sessions/"):
+        return True
+    return path in ROOT_FILES or path == WORKING_MEMORY_FILE or file_date(path) is not None
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def curated_files(workspace: Path) -> list[str]:
+    """The long-term file (``MEMORY.md``, else ``memory.md``) and ``USER.md`` that exist."""
+    names = set(os.listdir(workspace)) if workspace.is_dir() else set()
+    out: list[str] = []
+    for name in LONG_TERM_FILES:
+        if name in names and _regular(workspace / name):
+            out.append(name)
+            break
+    if USER_FILE in names and _regular(workspace / USER_FILE):
+        out.append(USER_FILE)
+    return out
+
+
+def dated_notes(workspace: Path, day: dt.date, max_archives: int) -> list[str]:
+    """``memory/<day>.md`` and up to ``max_archives`` ``memory/<day>-*.md``, newest first.
+
+    Only existing regular files; nothing when ``memory/`` is missing or a symlink.
+    """
+    memory_dir = workspace / MEMORY_DIR
+    if not memory_dir.is_dir() or memory_dir.is_symlink():
+        return []
+    iso = day.isoformat()
+    out: list[str] = []
+    if _regular(memory_dir / f"{iso}.md"):
+        out.append(f"{MEMORY_DIR}/{iso}.md")
+    archives = [p for p in memory_dir.glob(f"{iso}-*.md") if _regular(p)]
+    archives.sort(key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
+    out.extend(f"{MEMORY_DIR}/{p.name}" for p in archives[:max_archives])
+    return out
