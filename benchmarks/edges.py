@@ -34,9 +34,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from memmw import Memory, MemoryConfig  # noqa: E402
+from memmw.agent.tools import build_memory_tools, tools_by_name  # noqa: E402
 from memmw.config import RemoteConfig  # noqa: E402
 from memmw.testing import fake_vector  # noqa: E402
-from memmw.tools import build_memory_tools, tools_by_name  # noqa: E402
 
 
 def bench_append(seconds: float) -> dict[str, Any]:

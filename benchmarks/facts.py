@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import memmw
 from memmw.hooks.active_memory import ActiveMemory
-from memmw.tokens import TokenCounter
+from memmw.text.tokens import TokenCounter
 
 HERE = Path(__file__).resolve().parent / "facts"
 #: The questions are asked "on" 2026-11-30 (retention is measured against this day).

@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from memmw import Memory, MemoryConfig  # noqa: E402
-from memmw.index.sync import Indexer  # noqa: E402
+from memmw.store.sqlite.sync import Indexer  # noqa: E402
 
 CONFIG = MemoryConfig(provider="none")
 ENV = {**os.environ, "MEMMW_PROVIDER": "none"}

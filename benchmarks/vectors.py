@@ -33,9 +33,9 @@ from scale import generate, make_queries, percentile
 
 from memmw import Memory, MemoryConfig, StoreConfig
 from memmw.config import RemoteConfig
-from memmw.index.db import snapshot
-from memmw.index.sqlitevec import SqliteVecIndex, sqlite_vec_status
-from memmw.index.vectors import load_vectors
+from memmw.store.sqlite.db import snapshot
+from memmw.store.sqlite.sqlitevec import SqliteVecIndex, sqlite_vec_status
+from memmw.store.sqlite.vectors import load_vectors
 
 
 def timed(fn, runs: list) -> list[float]:  # type: ignore[no-untyped-def,type-arg]

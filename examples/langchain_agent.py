@@ -26,7 +26,7 @@ from memmw.adapters.langchain import LangChainMemoryMiddleware
 from memmw.config import FlushConfig
 from memmw.hooks import Event
 from memmw.middleware import MemoryMiddleware
-from memmw.tokens import TokenCounter
+from memmw.text.tokens import TokenCounter
 
 HERE = Path(__file__).resolve().parent
 FILLER = "We went through the quarterly infrastructure review in detail. " * 40

@@ -15,6 +15,7 @@ from memmw.config import (
     SyncConfig,
     TemporalDecayConfig,
 )
+from memmw.engine.memory import Memory
 from memmw.errors import (
     ConfigError,
     IndexBusyError,
@@ -24,7 +25,6 @@ from memmw.errors import (
     ProviderError,
     ProviderUnavailableError,
 )
-from memmw.memory import Memory
 from memmw.types import FileIssue, ReadResult, SearchHit, Status, SyncReport
 
 __version__ = "0.1.0.dev0"

@@ -11,7 +11,24 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from memmw.chat import ChatModel, Reply, normalize_reply
+from memmw.agent.chat import ChatModel, Reply, normalize_reply
+from memmw.agent.prompts import (
+    append_section,
+    daily_note_path,
+    flush_system_prompt,
+    flush_user_prompt,
+    memory_recall_section,
+    visible_text,
+)
+from memmw.agent.tools import (
+    MemoryBackend,
+    MemoryTool,
+    build_memory_tools,
+    flush_tools,
+    request_sync,
+)
+from memmw.agent.tools import workspace_is_writable as _writable
+from memmw.chat_type import ChatType, chat_type_for, citations_enabled
 from memmw.errors import MemmwError
 from memmw.hooks.active_memory import ActiveMemory
 from memmw.hooks.bootstrap import BootstrapContext, build_startup_context, run_bootstrap
@@ -29,26 +46,9 @@ from memmw.hooks.session_archive import (
     archive_session,
     model_slug_fn,
 )
-from memmw.prompts import (
-    append_section,
-    daily_note_path,
-    flush_system_prompt,
-    flush_user_prompt,
-    memory_recall_section,
-    visible_text,
-)
-from memmw.sessions import ChatType, chat_type_for, citations_enabled
+from memmw.text.tokens import TokenCounter, default_counter
 from memmw.timeutil import Clock, system_clock, user_now
-from memmw.tokens import TokenCounter, default_counter
-from memmw.tools import (
-    MemoryBackend,
-    MemoryTool,
-    build_memory_tools,
-    flush_tools,
-    request_sync,
-)
-from memmw.tools import workspace_is_writable as _writable
-from memmw.transcripts import TranscriptStore
+from memmw.workspace.transcripts import TranscriptStore
 
 log = logging.getLogger(__name__)
 

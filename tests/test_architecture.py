@@ -20,48 +20,34 @@ LAYERS: dict[str, int] = {
     "memmw.errors": 0,
     "memmw.config": 0,
     "memmw.types": 0,
-    "memmw.locks": 0,
     "memmw.timeutil": 0,
-    "memmw.sessions": 0,
+    "memmw.chat_type": 0,
     "memmw.redaction": 0,
     "memmw.statedir": 0,
-    # workspace, text
-    "memmw.workspace": 1,
+    # text and the workspace
     "memmw.text": 1,
-    "memmw.chunking": 1,
-    "memmw.tokens": 1,
-    "memmw.transcripts": 1,
-    # index
-    "memmw.index": 2,
+    "memmw.workspace": 1,
     # knowledge graph: the pure parser, provenance and telemetry sit low (sync uses them)
     "memmw.graph.syntax": 1,
     "memmw.graph.provenance": 1,
     "memmw.graph.telemetry": 1,
+    # the derived index
+    "memmw.store": 2,
     # embeddings (the fake provider in memmw.testing is one of them)
     "memmw.embeddings": 3,
     "memmw.testing": 3,
     # search
     "memmw.search": 4,
-    "memmw.keyword": 4,
-    "memmw.ranking": 4,
-    "memmw.snippets": 4,
-    "memmw.mmr": 4,
-    "memmw.decay": 4,
     "memmw.graph": 4,
     # engine
-    "memmw.memory": 5,
-    "memmw.watcher": 5,
-    "memmw.freshness": 5,
-    # agent surface
-    "memmw.tools": 6,
-    "memmw.prompts": 6,
+    "memmw.engine": 5,
+    # agent surface and lifecycle hooks
+    "memmw.agent": 6,
     "memmw.hooks": 6,
-    "memmw.chat": 6,
     # integration (the package root re-exports the engine, so only these may import it)
     "memmw.middleware": 7,
     "memmw.adapters": 7,
     "memmw.cli": 7,
-    "memmw.mcpserver": 7,
     "memmw.__main__": 7,
     "memmw": 7,
 }
@@ -155,16 +141,16 @@ def test_imports_point_down_only() -> None:
 
 def test_the_layer_checker_catches_an_upward_import() -> None:
     tree = ast.parse(
-        "from memmw.memory import Memory\n"
+        "from memmw.engine.memory import Memory\n"
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from memmw.cli import main\n"
-        "def f():\n    import memmw.tools\n"
-        "from . import search\n"
+        "def f():\n    import memmw.agent.tools\n"
+        "from .. import search\n"
     )
-    found = runtime_imports(tree, "memmw.chunking", False)
-    assert found == [(1, "memmw.memory"), (6, "memmw.tools"), (7, "memmw.search")]
+    found = runtime_imports(tree, "memmw.text.chunking", False)
+    assert found == [(1, "memmw.engine.memory"), (6, "memmw.agent.tools"), (7, "memmw.search")]
     assert [layer_of(t) for _, t in found] == [5, 6, 4]
-    assert layer_of("memmw.index.store") == 2
+    assert layer_of("memmw.store.sqlite.store") == 2
     assert layer_of("memmw.embeddings.openai") == 3
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from memmw.config import FlushConfig, MemoryConfig
+from memmw.engine.memory import Memory
 from memmw.hooks import Event, HookContext
-from memmw.memory import Memory
 from memmw.middleware import (
     MemoryMiddleware,
     WiringError,
@@ -21,7 +21,7 @@ from memmw.middleware import (
     is_context_overflow,
     parse_reset_command,
 )
-from memmw.tokens import TokenCounter
+from memmw.text.tokens import TokenCounter
 
 NOW = dt.datetime(2026, 3, 10, 14, 5, tzinfo=dt.timezone.utc)
 
@@ -234,7 +234,7 @@ def test_after_model_records_and_filters(memory: Memory) -> None:
 def test_read_only_workspace_detection(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
     mw = make(memory)
     assert not mw.is_read_only()
-    monkeypatch.setattr("memmw.tools.os.access", lambda *a, **k: False)
+    monkeypatch.setattr("memmw.agent.tools.os.access", lambda *a, **k: False)
     assert mw.is_read_only()
     session = mw.start_session("main")
     out = mw.before_model(session, [{"role": "user", "content": "x" * 8000}])

@@ -9,7 +9,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from memmw import redaction
-from memmw.redaction import REDACTED, RedactingFilter, StreamRedactor, redact_all, redact_secrets
+from memmw.redaction import (
+    REDACTED,
+    RedactingFilter,
+    StreamRedactor,
+    redact_all,
+    redact_secrets,
+)
 
 PEM_BODY = [
     "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun",

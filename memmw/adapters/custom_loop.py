@@ -6,13 +6,13 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from memmw.chat import ChatModel, Message, Reply, call_model, normalize_reply, tool_message
+from memmw.agent.chat import ChatModel, Message, Reply, call_model, normalize_reply, tool_message
+from memmw.agent.prompts import NoReplyStreamGuard, visible_text
+from memmw.agent.tools import MemoryBackend, payload_text, tools_by_name
 from memmw.errors import ConfigError
 from memmw.hooks.flush import FlushOutcome, effective_reserve, threshold_below_trigger
 from memmw.hooks.session_archive import SlugFunction
 from memmw.middleware import MemoryMiddleware, Session, parse_reset_command
-from memmw.prompts import NoReplyStreamGuard, visible_text
-from memmw.tools import MemoryBackend, payload_text, tools_by_name
 
 log = logging.getLogger(__name__)
 

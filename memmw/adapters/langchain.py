@@ -44,7 +44,9 @@ from memmw.adapters.langchain_no_reply import (
     is_dropped_reply,
     silent_placeholder,
 )
-from memmw.chat import ChatModel, Message, Reply, normalize_reply
+from memmw.agent.chat import ChatModel, Message, Reply, normalize_reply
+from memmw.agent.prompts import visible_text
+from memmw.agent.tools import MemoryBackend, build_memory_tools, payload_text, tools_by_name
 from memmw.hooks.flush import threshold_below_trigger
 from memmw.hooks.session_archive import SlugFunction
 from memmw.middleware import (
@@ -54,9 +56,7 @@ from memmw.middleware import (
     is_context_overflow,
     parse_reset_command,
 )
-from memmw.prompts import visible_text
 from memmw.timeutil import Clock
-from memmw.tools import MemoryBackend, build_memory_tools, payload_text, tools_by_name
 
 log = logging.getLogger(__name__)
 

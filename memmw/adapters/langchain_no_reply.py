@@ -19,7 +19,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "memmw.adapters.langchain_no_reply needs langchain-core: pip install 'memmw[langchain]'"
     ) from exc
 
-from memmw.prompts import NoReplyStreamGuard, is_silent_reply, visible_text
+from memmw.agent.prompts import NoReplyStreamGuard, is_silent_reply, visible_text
 
 #: ``additional_kwargs`` key marking a reply that was dropped as ``NO_REPLY``.
 SILENT_FLAG = "memmw_no_reply"
@@ -84,7 +84,7 @@ class NoReplyGuardModel(BaseChatModel):
 
     Invoked, a silent reply becomes an empty flagged placeholder and a stripped token
     disappears. Streamed (``stream_mode="messages"``), the wrapped model runs with the
-    ``nostream`` tag and its text passes through :class:`memmw.prompts.NoReplyStreamGuard`
+    ``nostream`` tag and its text passes through :class:`memmw.agent.prompts.NoReplyStreamGuard`
     first, so drafts of the token are never emitted. Tool binding is delegated.
 
     Attributes:

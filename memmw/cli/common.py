@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:
-    from memmw.memory import Memory
+    from memmw.engine.memory import Memory
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -215,7 +215,7 @@ def open_memory(*, one_shot: bool = True) -> Memory:
     search, no background embedding, so they exit as soon as their answer is printed.
     """
     from memmw.config import MemoryConfig, resolve_workspace
-    from memmw.memory import Memory
+    from memmw.engine.memory import Memory
 
     s = settings()
     workspace = resolve_workspace(s.workspace).absolute()
@@ -239,8 +239,8 @@ def _quick_unchanged(mem: Memory) -> bool:
     realpath or path policy per file). Anything unusual (extra paths, a file the walk
     sees that the index lacks, a symlink) returns False, and the full check decides.
     """
-    from memmw.index.db import connect
-    from memmw.workspace import MEMORY_DIR, ROOT_FILES
+    from memmw.store.sqlite.db import connect
+    from memmw.workspace.files import MEMORY_DIR, ROOT_FILES
 
     if mem.config.extra_paths:
         return False

@@ -20,11 +20,11 @@ from memmw.graph.model import Graph, load_graph
 from memmw.graph.search import FactHit, search_facts
 from memmw.graph.syntax import normalize_key, normalize_name, retract_line
 from memmw.graph.telemetry import TelemetryLog
-from memmw.index import graph as graph_index
-from memmw.index.db import connect, snapshot, transaction
-from memmw.locks import exclusive_lock
+from memmw.store.sqlite import graph as graph_index
+from memmw.store.sqlite.db import connect, snapshot, transaction
 from memmw.types import SearchHit
-from memmw.workspace import atomic_write_text, resolve_read_path
+from memmw.workspace.files import atomic_write_text, resolve_read_path
+from memmw.workspace.locks import exclusive_lock
 
 log = logging.getLogger(__name__)
 

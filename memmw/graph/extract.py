@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from memmw.errors import PathPolicyError
-from memmw.workspace import MEMORY_DIR, append_text, resolve_read_path
+from memmw.workspace.files import MEMORY_DIR, append_text, resolve_read_path
 
 log = logging.getLogger(__name__)
 

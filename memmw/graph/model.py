@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from memmw.graph.syntax import implicit_aliases, normalize_name
-from memmw.text import has_cjk, terms
-from memmw.workspace import is_private_path
+from memmw.text.analysis import has_cjk, terms
+from memmw.workspace.files import is_private_path
 
 DAY_S = 86_400.0
 #: Activation tiers (hot > 2.0, warm 1.0-2.0, cool < 1.0).

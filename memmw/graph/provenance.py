@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 
-from memmw.workspace import MEMORY_DIR, ROOT_FILES, WORKING_MEMORY_FILE, file_date, is_private_path
+from memmw.workspace.files import (
+    MEMORY_DIR,
+    ROOT_FILES,
+    WORKING_MEMORY_FILE,
+    file_date,
+    is_private_path,
+)
 
 Origin = Literal["owner", "agent", "system", "untrusted"]
 SessionKind = Literal["interactive", "cron", "heartbeat", "subagent", "unknown"]

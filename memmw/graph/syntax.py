@@ -25,7 +25,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from memmw.chunking import strip_carriers
+from memmw.text.chunking import strip_carriers
 
 #: Headings whose bullets each name an entity (people, projects, ...), in several languages.
 CONTAINER_HEADINGS: dict[str, str] = {

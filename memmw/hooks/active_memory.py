@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from memmw.chat_type import citations_enabled, is_group_session
 from memmw.config import ActiveMemoryConfig
 from memmw.graph.model import Graph, Trigger, importance_of
 from memmw.graph.search import (
@@ -27,10 +28,9 @@ from memmw.graph.search import (
     match_entities,
     search_facts,
 )
-from memmw.sessions import citations_enabled, is_group_session
-from memmw.text import query_terms
-from memmw.tokens import content_text, count_tokens
-from memmw.workspace import file_date
+from memmw.text.analysis import query_terms
+from memmw.text.tokens import content_text, count_tokens
+from memmw.workspace.files import file_date
 
 log = logging.getLogger(__name__)
 

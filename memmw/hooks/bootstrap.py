@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memmw.agent.tools import request_sync
+from memmw.chat_type import is_group_session
 from memmw.config import BootstrapConfig
 from memmw.hooks.working_memory import with_working_memory
-from memmw.sessions import is_group_session
 from memmw.timeutil import Clock, user_now
-from memmw.tools import request_sync
 
 if TYPE_CHECKING:
-    from memmw.tools import MemoryBackend
+    from memmw.agent.tools import MemoryBackend
 
 log = logging.getLogger(__name__)
 

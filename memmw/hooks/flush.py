@@ -11,13 +11,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from memmw.chat import ChatModel, Message, call_model, tool_message
+from memmw.agent.chat import ChatModel, Message, call_model, tool_message
+from memmw.agent.prompts import is_silent_reply
+from memmw.agent.tools import MemoryTool, payload_text, tools_by_name
 from memmw.config import FlushConfig
-from memmw.locks import exclusive_lock, lock_path_for
-from memmw.prompts import is_silent_reply
-from memmw.tools import MemoryTool, payload_text, tools_by_name
-from memmw.transcripts import check_session_id
-from memmw.workspace import atomic_write_text
+from memmw.workspace.files import atomic_write_text
+from memmw.workspace.locks import exclusive_lock, lock_path_for
+from memmw.workspace.transcripts import check_session_id
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from memmw.chat import ChatModel, call_model
-from memmw.prompts import visible_text
-from memmw.transcripts import TranscriptMessage
-from memmw.workspace import atomic_write_text
+from memmw.agent.chat import ChatModel, call_model
+from memmw.agent.prompts import visible_text
+from memmw.workspace.files import atomic_write_text
+from memmw.workspace.transcripts import TranscriptMessage
 
 log = logging.getLogger(__name__)
 

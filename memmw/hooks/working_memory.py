@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 from memmw.config import ActiveMemoryConfig
 from memmw.errors import PathPolicyError
-from memmw.locks import exclusive_lock
-from memmw.text import utf16_len
-from memmw.workspace import WORKING_MEMORY_FILE, atomic_write_text
+from memmw.text.analysis import utf16_len
+from memmw.workspace.files import WORKING_MEMORY_FILE, atomic_write_text
+from memmw.workspace.locks import exclusive_lock
 
 if TYPE_CHECKING:  # bootstrap imports this module
     from memmw.hooks.bootstrap import BootstrapContext

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from memmw.config import FlushConfig, MemoryConfig
+from memmw.engine.memory import Memory
 from memmw.hooks.registry import Event, HookContext
-from memmw.memory import Memory
 from memmw.middleware import MemoryMiddleware
-from memmw.tokens import TokenCounter
+from memmw.text.tokens import TokenCounter
 
 # 2026-03-10 14:05 UTC is 15:05 in Paris: archives are named ...-1505.md.
 NOW = dt.datetime(2026, 3, 10, 14, 5, 30, tzinfo=dt.timezone.utc)

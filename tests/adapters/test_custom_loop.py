@@ -12,11 +12,11 @@ import pytest
 
 from memmw.adapters.custom_loop import NEW_SESSION_REPLY, MemoryAgent
 from memmw.config import FlushConfig, MemoryConfig
+from memmw.engine.memory import Memory
 from memmw.errors import ConfigError
 from memmw.hooks.registry import Event, HookContext
-from memmw.memory import Memory
 from memmw.middleware import MemoryMiddleware
-from memmw.tokens import TokenCounter
+from memmw.text.tokens import TokenCounter
 
 from .conftest import (
     FILLER,

@@ -18,8 +18,8 @@ from memmw.cli import main
 from memmw.cli.common import EXIT_BUSY, EXIT_DEGRADED, EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from memmw.embeddings.registry import register_provider, unregister_provider
 from memmw.errors import ProviderError
-from memmw.locks import exclusive_lock, lock_path_for
 from memmw.testing import FakeEmbeddingProvider
+from memmw.workspace.locks import exclusive_lock, lock_path_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -208,7 +208,7 @@ def test_search_json_is_the_memory_search_tool_payload(
     capsys: pytest.CaptureFixture[str], ws: Path, tmp_path: Path
 ) -> None:
     from memmw import Memory
-    from memmw.tools import build_memory_tools
+    from memmw.agent.tools import build_memory_tools
 
     state = tmp_path / "state"
     code, data = run_json(capsys, "search", "rollback plan", "-w", str(ws), "--state-dir",

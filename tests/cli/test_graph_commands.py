@@ -88,7 +88,7 @@ def test_facts_json_is_the_memory_facts_tool_payload(
     capsys: pytest.CaptureFixture[str], ws: Path, tmp_path: Path
 ) -> None:
     from memmw import Memory
-    from memmw.tools import facts_tool_payload
+    from memmw.agent.tools import facts_tool_payload
 
     state = tmp_path / "state"
     common = ("-w", str(ws), "--state-dir", str(state))
@@ -292,7 +292,7 @@ def test_parse_since() -> None:
 def test_one_shot_graph_commands_start_no_background_embedding(
     capsys: pytest.CaptureFixture[str], ws: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from memmw.memory import Memory
+    from memmw.engine.memory import Memory
 
     monkeypatch.setenv("MEMMW__PROVIDER", "fake")
     assert run(capsys, "index", "-w", str(ws), "--no-embed")[0] == EXIT_OK

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from memmw import Memory
+from memmw.agent.tools import build_memory_tools, tools_by_name
 from memmw.config import ActiveMemoryConfig
 from memmw.errors import PathPolicyError
 from memmw.graph.engine import ForgetError
 from memmw.graph.telemetry import summarize_telemetry, telemetry_path
-from memmw.tools import build_memory_tools, tools_by_name
 
 
 def test_forget_by_citation_strikes_the_line_and_search_and_facts_skip_it(mem: Memory, ws: Path) -> None:

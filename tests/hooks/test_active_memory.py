@@ -15,7 +15,7 @@ from memmw import Memory, MemoryConfig
 from memmw.config import ActiveMemoryConfig
 from memmw.graph.telemetry import summarize_telemetry, telemetry_path
 from memmw.hooks.active_memory import CLOSE_TAG, OPEN_TAG, ActiveMemory, phrase_score
-from memmw.tokens import estimate_tokens
+from memmw.text.tokens import estimate_tokens
 
 MEMORY_MD = """# Memory
 

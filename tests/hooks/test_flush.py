@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from memmw.agent.tools import MemoryTool
 from memmw.config import FlushConfig
 from memmw.hooks.flush import (
     FlushDecision,
@@ -19,7 +20,6 @@ from memmw.hooks.flush import (
     soft_threshold,
     threshold_below_trigger,
 )
-from memmw.tools import MemoryTool
 
 CFG = FlushConfig(context_window=10_000, reserve_tokens_floor=2_000, soft_threshold_tokens=1_000)
 

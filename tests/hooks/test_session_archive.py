@@ -19,7 +19,7 @@ from memmw.hooks.session_archive import (
     llm_slug,
     model_slug_fn,
 )
-from memmw.transcripts import TranscriptMessage
+from memmw.workspace.transcripts import TranscriptMessage
 
 NOW = dt.datetime(2026, 3, 10, 15, 5, 30, tzinfo=ZoneInfo("Europe/Paris"))
 

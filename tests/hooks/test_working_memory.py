@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from memmw import Memory, MemoryConfig
+from memmw.agent.tools import build_memory_tools, tools_by_name
 from memmw.config import ActiveMemoryConfig
 from memmw.hooks.bootstrap import run_bootstrap
 from memmw.hooks.working_memory import (
@@ -15,7 +16,6 @@ from memmw.hooks.working_memory import (
     working_memory_section,
     write_active_context,
 )
-from memmw.tools import build_memory_tools, tools_by_name
 
 
 @pytest.fixture()

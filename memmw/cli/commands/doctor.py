@@ -119,7 +119,7 @@ def _package(name: str, module: str, purpose: str, extra: str, *, needed: bool) 
 
 
 def _index_checks(mem: Any) -> list[Check]:
-    from memmw.index.db import connect, fts5_available
+    from memmw.store.sqlite.db import connect, fts5_available
 
     checks: list[Check] = []
     db = Path(mem.db_path)
@@ -194,9 +194,9 @@ def doctor(no_probe: bool) -> int:
     """Run every check and print the report."""
     from memmw import __version__
     from memmw.config import MemoryConfig, resolve_workspace
+    from memmw.engine.memory import Memory
     from memmw.errors import MemmwError
-    from memmw.index.sqlitevec import sqlite_vec_status
-    from memmw.memory import Memory
+    from memmw.store.sqlite.sqlitevec import sqlite_vec_status
 
     s = settings()
     workspace = resolve_workspace(s.workspace).absolute()

@@ -18,7 +18,7 @@ from memmw.cli.common import (
     settings,
     with_memory,
 )
-from memmw.memory import Memory
+from memmw.engine.memory import Memory
 
 HELP = """Look up facts and relations recorded in memory, each with its path#line citation.
 
@@ -65,7 +65,7 @@ def facts(
     history: bool,
 ) -> int:
     """Run the fact search and print the results."""
-    from memmw.tools import facts_tool_payload
+    from memmw.agent.tools import facts_tool_payload
 
     query = query_opt if query_opt is not None else " ".join(words)
     if not query.strip():

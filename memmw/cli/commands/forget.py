@@ -14,8 +14,8 @@ from memmw.cli.common import (
     settings,
     with_memory,
 )
+from memmw.engine.memory import Memory
 from memmw.errors import MemmwError
-from memmw.memory import Memory
 
 HELP = """Retract a memory entry that is wrong or that should be forgotten.
 

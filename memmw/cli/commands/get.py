@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from memmw.cli.common import EXIT_ERROR, EXIT_OK, command, emit_json, out, settings, with_memory
-from memmw.memory import Memory
+from memmw.engine.memory import Memory
 
 HELP = """Print lines of a memory file (MEMORY.md, USER.md, memory/*.md or an extra path).
 
@@ -33,7 +33,7 @@ Exit codes: 0 ok, 1 not found or not a readable memory file.
 @with_memory(one_shot=True)
 def get(mem: Memory, path: str, from_line: int | None, lines: int | None) -> int:
     """Read the window and print it."""
-    from memmw.tools import get_tool_payload
+    from memmw.agent.tools import get_tool_payload
 
     args: dict[str, Any] = {"path": path}
     if from_line is not None:

@@ -17,7 +17,7 @@ from memmw.cli.common import (
     settings,
     with_memory,
 )
-from memmw.memory import Memory
+from memmw.engine.memory import Memory
 
 HELP = """Write one HTML page that draws the entities and relations derived from the notes.
 

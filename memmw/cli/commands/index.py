@@ -20,7 +20,7 @@ from memmw.cli.common import (
     settings,
     with_memory,
 )
-from memmw.memory import EMBEDDING_BUSY, Memory
+from memmw.engine.memory import EMBEDDING_BUSY, Memory
 from memmw.types import SyncReport
 
 HELP = """Bring the index up to date with the workspace, then embed pending chunks.
@@ -76,7 +76,7 @@ class _Bars:
 
 def _lock_busy(mem: Memory) -> bool:
     """True when another process holds the index's writer lock right now."""
-    from memmw.locks import exclusive_lock, lock_path_for
+    from memmw.workspace.locks import exclusive_lock, lock_path_for
 
     mem.db_path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -87,8 +87,8 @@ def _lock_busy(mem: Memory) -> bool:
 
 
 def _pending(mem: Memory) -> int:
-    from memmw.index.db import connect
-    from memmw.index.vectors import pending_count
+    from memmw.store.sqlite.db import connect
+    from memmw.store.sqlite.vectors import pending_count
 
     conn = connect(mem.db_path)
     try:

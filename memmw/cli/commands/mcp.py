@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from memmw.cli.common import EXIT_OK, command, info, with_memory
-from memmw.memory import Memory
+from memmw.engine.memory import Memory
 
 HELP = """Serve memory_search, memory_get, memory_append and memory_facts over MCP (stdio).
 
@@ -32,7 +32,7 @@ def mcp(mem: Memory, use_http: bool, host: str, port: int) -> int:
     """Run the server until the client disconnects or Ctrl-C."""
     import anyio
 
-    from memmw import mcpserver
+    from memmw.adapters import mcp as mcpserver
 
     if use_http and host not in mcpserver.LOOPBACK:
         raise click.BadParameter(

@@ -7,7 +7,7 @@ import sys
 import click
 
 from memmw.cli.common import EXIT_ERROR, EXIT_OK, command, emit_json, out, settings, with_memory
-from memmw.memory import Memory
+from memmw.engine.memory import Memory
 
 HELP = """Delete this workspace's derived index; the Markdown files are never touched.
 

@@ -18,7 +18,7 @@ from memmw.cli.common import (
     settings,
     with_memory,
 )
-from memmw.memory import Memory
+from memmw.engine.memory import Memory
 
 HELP = """Search memory; prints the best matching snippets with path:line citations.
 
@@ -70,7 +70,7 @@ def search(
     corpus: str,
 ) -> int:
     """Run the search and print the results."""
-    from memmw.tools import search_tool_payload
+    from memmw.agent.tools import search_tool_payload
 
     query = query_opt if query_opt is not None else " ".join(words)
     if not query.strip():

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from memmw.cli.common import EXIT_OK, camelize, command, emit_json, iso, out, settings, with_memory
-from memmw.memory import Memory
+from memmw.engine.memory import Memory
 
 HELP = """Summarise the telemetry log: how fast searches, fact searches and injections were,
 how often they found something, and how often memory was injected before a model call.

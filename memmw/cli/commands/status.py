@@ -18,7 +18,7 @@ from memmw.cli.common import (
     settings,
     with_memory,
 )
-from memmw.memory import Memory
+from memmw.engine.memory import Memory
 
 HELP = """Show this workspace's index: last sync, files, vectors, provider, and what is
 degraded and why.
@@ -105,7 +105,7 @@ def _note_fallback_index(mem: Memory, data: dict[str, Any]) -> None:
     """
     import json
 
-    from memmw.index.db import connect
+    from memmw.store.sqlite.db import connect
 
     embedding = data.get("embedding") or {}
     fallback = str(mem.config.fallback or "none").strip().lower()

@@ -9,7 +9,7 @@ import threading
 import click
 
 from memmw.cli.common import EXIT_OK, command, info, with_memory
-from memmw.memory import Memory
+from memmw.engine.memory import Memory
 
 HELP = """Sync, then keep the index (and its vectors) fresh as files change, until Ctrl-C.
 
@@ -32,7 +32,7 @@ def watch(mem: Memory, poll: float) -> int:
     """Watch until interrupted."""
     from memmw.cli.commands.index import _report_line
 
-    logging.getLogger("memmw.freshness").setLevel(logging.INFO)  # one line per sync
+    logging.getLogger("memmw.engine.freshness").setLevel(logging.INFO)  # one line per sync
     report = mem.sync(embeddings="background")
     info(_report_line(report, report.seconds))
     state = mem.start_watching()

@@ -1,0 +1,1 @@
+"""The agent surface: memory tools and their payloads, prompt sections, chat messages."""

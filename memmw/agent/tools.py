@@ -1,0 +1,817 @@
+"""The agent tools memory_search, memory_get and memory_append: schemas and payloads."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from memmw.agent.prompts import (
+    APPEND_TOOL,
+    GET_TOOL,
+    SEARCH_TOOL,
+    daily_note_path,
+    describe_sources,
+)
+from memmw.chat_type import citations_enabled, is_group_session
+from memmw.config import MemoryConfig
+from memmw.errors import (
+    ContentPolicyError,
+    IndexCorruptError,
+    IndexStoreError,
+    MemmwError,
+    PathPolicyError,
+)
+from memmw.redaction import redact_secrets
+from memmw.timeutil import Clock, user_now
+from memmw.types import ReadResult
+from memmw.workspace.files import (
+    ROOT_FILES,
+    append_text,
+    is_private_path,
+    resolve_read_path,
+    unindexed_note_reason,
+)
+
+log = logging.getLogger(__name__)
+
+CORPORA = ("memory", "sessions", "all")
+Payload = dict[str, Any]
+
+
+class MemoryBackend(Protocol):
+    """The part of :class:`memmw.Memory` the tools and middleware use."""
+
+    workspace: Path
+    state_dir: Path
+    agent_id: str
+    config: MemoryConfig
+
+    def sync(self, force: bool = False) -> Any:
+        """Bring the index up to date with the files."""
+        ...
+
+    def search_payload(
+        self,
+        query: str,
+        max_results: int | None = None,
+        min_score: float | None = None,
+        *,
+        citations: bool = True,
+    ) -> dict[str, Any]:
+        """Search and return the full ``memory_search`` success payload."""
+        ...
+
+    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:
+        """Read a window of a memory file."""
+        ...
+
+
+def request_sync(memory: MemoryBackend) -> None:
+    """Bring the index up to date without waiting when the engine can.
+
+    ``Memory.sync_in_background`` returns at once (the files themselves are already on
+    disk; the sync only keeps search fresh, and a first embedding run can take minutes);
+    engines without it are synced in place.
+    """
+    background = getattr(memory, "sync_in_background", None)
+    if callable(background):
+        background()
+    else:
+        memory.sync()
+
+
+class ToolArgumentError(ValueError):
+    """A tool argument is missing or malformed (reported to the model as an error payload)."""
+
+
+@dataclass(frozen=True)
+class MemoryTool:
+    """A framework-neutral tool: name, description, JSON schema and a handler.
+
+    The handler never raises; failures come back as payloads with an ``error`` key.
+
+    Attributes:
+        name: Tool name the model calls.
+        description: What the tool does and when to use it.
+        parameters: JSON schema of the arguments (``additionalProperties`` false).
+        handler: Takes the argument mapping, returns the payload dict.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    handler: Callable[[Mapping[str, Any]], Payload] = field(repr=False)
+
+    def invoke(self, args: Mapping[str, Any] | None = None, **kwargs: Any) -> Payload:
+        """Run the tool with ``args`` (and/or keyword arguments); returns the payload."""
+        merged: dict[str, Any] = dict(args or {})
+        merged.update(kwargs)
+        try:
+            return self.handler(merged)
+        except Exception as exc:  # the contract: never raise into the agent loop
+            log.warning("%s failed unexpectedly: %s", self.name, type(exc).__name__)
+            log.debug("%s failure", self.name, exc_info=True)
+            return {"error": redact_secrets(f"{type(exc).__name__}: {exc}"), "disabled": False}
+
+    def invoke_json(self, args: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
+        """Run the tool and return the payload as pretty-printed JSON text."""
+        return payload_text(self.invoke(args, **kwargs))
+
+    def openai_schema(self) -> dict[str, Any]:
+        """The tool in the OpenAI ``tools=[...]`` function format."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+def payload_text(payload: Mapping[str, Any]) -> str:
+    """Pretty-printed JSON (2-space indent) of a tool payload, as the model sees it."""
+    return json.dumps(payload, indent=2, ensure_ascii=False, default=str)
+
+
+# ---------------------------------------------------------------------------------------
+# Argument handling
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _arg(args: Mapping[str, Any], *names: str) -> Any:
+    for name in names:
+        for key in (name, _camel(name)):
+            if key in args and args[key] is not None:
+                return args[key]
+    return None
+
+
+def _string(args: Mapping[str, Any], *names: str, required: bool = False) -> str | None:
+    value = _arg(args, *names)
+    if value is None:
+        if required:
+            raise ToolArgumentError(f"{names[0]} is required")
+        return None
+    if not isinstance(value, str):
+        raise ToolArgumentError(f"{names[0]} must be a string")
+    value = value.strip()
+    if not value:
+        if required:
+            raise ToolArgumentError(f"{names[0]} must not be empty")
+        return None
+    return value
+
+
+def _number(args: Mapping[str, Any], *names: str) -> float | None:
+    value = _arg(args, *names)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        raise ToolArgumentError(f"{names[0]} must be a number")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ToolArgumentError(f"{names[0]} must be a number; got {value!r}") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ToolArgumentError(f"{names[0]} must be a finite number")
+    return number
+
+
+def _integer(args: Mapping[str, Any], *names: str, minimum: int = 1) -> int | None:
+    number = _number(args, *names)
+    if number is None:
+        return None
+    value = int(number)  # integers are truncated, as the reference does
+    if value < minimum:
+        raise ToolArgumentError(f"{names[0]} must be >= {minimum}; got {value}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------
+# Payloads
+
+
+def unavailable_payload(error: BaseException | str) -> Payload:
+    """The ``memory_search`` payload when the engine failed: results empty plus guidance."""
+    text = redact_secrets(str(error) or type(error).__name__)
+    lowered = text.lower()
+    if isinstance(error, IndexStoreError):
+        # Not a provider problem: telling the agent to check keys would send it astray.
+        damaged = isinstance(error, IndexCorruptError)
+        warning = (
+            "Memory search is unavailable: the memory index is damaged."
+            if damaged
+            else "Memory search is unavailable: the memory index could not be opened."
+        )
+        action = (
+            "The Markdown notes are intact; rebuild the index from them with "
+            "'memmw reset' then 'memmw index' (memory_get still reads notes meanwhile)."
+            if damaged
+            else "Retry shortly; if it persists, rebuild the index with 'memmw index --force'."
+        )
+    elif "insufficient_quota" in lowered or "quota" in lowered or "429" in lowered:
+        warning = "Memory search is unavailable: the embedding provider's quota is exhausted."
+        action = (
+            "Top up the embedding provider account or switch memory to another provider "
+            "(for example provider 'none' for keyword-only search), then retry."
+        )
+    else:
+        warning = "Memory search is unavailable because the memory engine or its provider failed."
+        action = "Check the memory configuration (provider, model, keys) and retry the search."
+    return {
+        "results": [],
+        "disabled": True,
+        "unavailable": True,
+        "error": text,
+        "warning": warning,
+        "action": action,
+    }
+
+
+def search_tool_payload(
+    memory: MemoryBackend,
+    args: Mapping[str, Any],
+    *,
+    citations: bool,
+    private: bool = True,
+) -> Payload:
+    """Run ``memory_search`` against ``memory``; returns the success or error payload.
+
+    ``private=False`` (a group or channel session) drops hits from files private to
+    direct sessions (:func:`memmw.workspace.files.is_private_path`).
+    """
+    try:
+        query = _string(args, "query", required=True)
+        max_results = _integer(args, "max_results")
+        min_score = _number(args, "min_score")
+        corpus = _string(args, "corpus") or "memory"
+    except ToolArgumentError as exc:
+        return {"results": [], "error": str(exc)}
+    if corpus not in CORPORA:
+        return {
+            "results": [],
+            "error": f"corpus must be one of {', '.join(CORPORA)}; got {corpus!r}",
+        }
+    config = memory.config
+    if not config.enabled:
+        return unavailable_payload("memory search is disabled for this agent (enabled = false)")
+    if corpus == "sessions" and "sessions" not in config.sources:
+        payload = unavailable_payload("the sessions corpus is not enabled")
+        payload["warning"] = "Session transcripts are not indexed for this agent."
+        payload["action"] = "Add 'sessions' to memory sources to search past transcripts."
+        return payload
+    if min_score is not None and not 0.0 <= min_score <= 1.0:
+        return {"results": [], "error": f"minScore must be between 0 and 1; got {min_score:g}"}
+    assert query is not None
+    wanted = max_results or memory.config.query.max_results
+    try:
+        payload = dict(
+            memory.search_payload(
+                query,
+                # Over-fetch in group sessions: private hits are dropped below.
+                max_results=wanted if private else min(wanted * 4, 200),
+                min_score=min_score,
+                citations=citations,
+            )
+        )
+    except Exception as exc:
+        log.warning("memory_search failed: %s", type(exc).__name__)
+        log.debug("memory_search failure", exc_info=True)
+        return unavailable_payload(exc)
+    results = payload.get("results") or []
+    if corpus != "all":
+        results = [
+            r for r in results if not isinstance(r, Mapping) or r.get("source", "memory") == corpus
+        ]
+    if not private:
+        results = [
+            r
+            for r in results
+            if isinstance(r, Mapping)
+            and not is_private_path(str(r.get("path", "")), str(r.get("source", "memory")))
+        ][:wanted]
+    payload["results"] = results
+    return payload
+
+
+def get_tool_payload(
+    memory: MemoryBackend, args: Mapping[str, Any], *, private: bool = True
+) -> Payload:
+    """Run ``memory_get``; returns ``{status, text, path, from, lines, ...}`` or an error.
+
+    ``private=False`` (a group or channel session) refuses files private to direct sessions.
+    """
+    raw_path = _arg(args, "path")
+    shown = str(raw_path).strip() if raw_path is not None else ""
+    try:
+        path = _string(args, "path", required=True)
+        from_line = _integer(args, "from", "from_line")
+        lines = _integer(args, "lines")
+    except ToolArgumentError as exc:
+        return {"path": shown, "text": "", "disabled": True, "error": str(exc)}
+    assert path is not None
+    if not private and is_private_path(path.strip().removeprefix("./").replace("\\", "/")):
+        return {
+            "path": path,
+            "text": "",
+            "disabled": True,
+            "error": f"{path} is private to direct sessions: MEMORY.md, USER.md, dated notes "
+            "and session archives are not readable from a group or channel session",
+        }
+    try:
+        result = memory.get(path, from_line=from_line, lines=lines)
+    except PathPolicyError as exc:
+        return {"path": path, "text": "", "disabled": True, "error": str(exc)}
+    except Exception as exc:
+        log.warning("memory_get failed: %s", type(exc).__name__)
+        log.debug("memory_get failure", exc_info=True)
+        return {"path": path, "text": "", "disabled": True, "error": f"{type(exc).__name__}: {exc}"}
+    return result.to_payload()
+
+
+def workspace_is_writable(workspace: Path) -> bool:
+    """True when files can be created in the workspace's ``memory/`` folder (or the root)."""
+    memory_dir = Path(workspace) / "memory"
+    target = memory_dir if memory_dir.is_dir() else Path(workspace)
+    return os.access(target, os.W_OK | os.X_OK)
+
+
+def append_tool_payload(
+    memory: MemoryBackend,
+    args: Mapping[str, Any],
+    *,
+    clock: Clock | None = None,
+    allow_curated: bool = False,
+    only_path: str | None = None,
+    read_only: bool | None = None,
+) -> Payload:
+    """Run ``memory_append``: add text to the end of a ``memory/*.md`` note.
+
+    Args:
+        memory: The engine (its workspace and timezone are used).
+        args: ``content`` (required) and ``path`` (default today's daily note).
+        clock: Source of "now" for the default daily note.
+        allow_curated: Also allow root ``MEMORY.md``/``USER.md``.
+        only_path: When set, the only legal target (the flush turn uses today's note).
+        read_only: Force the read-only answer; None checks the file system.
+
+    Returns:
+        ``{status: "ok", path, appended}`` or ``{status: "error", path, error}``.
+    """
+    today = user_now(memory.config.user_timezone, clock).date()
+    default_path = only_path or daily_note_path(today)
+    try:
+        content = _arg(args, "content", "text")
+        if content is None or not isinstance(content, str) or not content.strip():
+            raise ToolArgumentError("content is required (the Markdown text to append)")
+        path = _string(args, "path") or default_path
+    except ToolArgumentError as exc:
+        return {"status": "error", "path": default_path, "error": str(exc)}
+    workspace = Path(memory.workspace)
+    try:
+        rel, abs_path = resolve_read_path(workspace, path)
+    except PathPolicyError as exc:
+        return {"status": "error", "path": path, "error": f"{exc}; append to {default_path}"}
+    if only_path is not None and rel != only_path:
+        return {
+            "status": "error",
+            "path": rel,
+            "error": f"only {only_path} may be written now; append your notes there",
+        }
+    if rel in ROOT_FILES or rel.lower() == "dreams.md":
+        if not allow_curated:
+            return {
+                "status": "error",
+                "path": rel,
+                "error": f"{rel} is read-only for the agent; append to {default_path} instead",
+            }
+    elif not rel.startswith("memory/"):
+        return {
+            "status": "error",
+            "path": rel,
+            "error": f"only memory/*.md notes can be appended; use {default_path}",
+        }
+    else:
+        unindexed = unindexed_note_reason(rel)
+        if unindexed is not None:
+            return {
+                "status": "error",
+                "path": rel,
+                "error": f"{unindexed}; append to {default_path} instead",
+            }
+    if read_only if read_only is not None else not workspace_is_writable(workspace):
+        return {"status": "error", "path": rel, "error": "the memory workspace is read-only"}
+    try:
+        appended = append_text(abs_path, content)
+    except ContentPolicyError as exc:
+        return {"status": "error", "path": rel, "error": f"nothing was written: {exc}"}
+    except (OSError, PathPolicyError) as exc:
+        log.warning("memory_append failed: %s", type(exc).__name__)
+        return {
+            "status": "error",
+            "path": rel,
+            "error": redact_secrets(f"{type(exc).__name__}: {exc}"),
+        }
+    log.info("memory_append wrote %d chars to %s", appended, rel)
+    return {"status": "ok", "path": rel, "appended": appended}
+
+
+# ---------------------------------------------------------------------------------------
+# Schemas and descriptions
+
+
+def search_schema() -> dict[str, Any]:
+    """JSON schema of ``memory_search`` arguments."""
+    return {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What to look for, in natural language."},
+            "maxResults": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Most results to return.",
+            },
+            "minScore": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1,
+                "description": "Keep only results scoring at least this (0..1); by default "
+                "weaker keyword matches fill empty slots.",
+            },
+            "corpus": {
+                "type": "string",
+                "enum": list(CORPORA),
+                "description": "memory (notes, default), sessions (past transcripts) or all.",
+            },
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+
+
+def get_schema() -> dict[str, Any]:
+    """JSON schema of ``memory_get`` arguments."""
+    return {
+        "type": "object",
+        "properties": {
+            "path": {
+                "type": "string",
+                "description": "Path from a search result, e.g. memory/2026-01-02.md.",
+            },
+            "from": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "First line to read (1-based).",
+            },
+            "lines": {"type": "integer", "minimum": 1, "description": "Number of lines to read."},
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    }
+
+
+def append_schema() -> dict[str, Any]:
+    """JSON schema of ``memory_append`` arguments."""
+    return {
+        "type": "object",
+        "properties": {
+            "content": {"type": "string", "description": "Markdown to add at the end of the note."},
+            "path": {
+                "type": "string",
+                "description": "Target note under memory/ (default: today's memory/YYYY-MM-DD.md).",
+            },
+        },
+        "required": ["content"],
+        "additionalProperties": False,
+    }
+
+
+def search_description(config: MemoryConfig) -> str:
+    """The ``memory_search`` description, listing the configured sources."""
+    where = describe_sources(config.sources, [e.path for e in config.extra_paths])
+    corpus = "corpus: memory (default) searches the notes"
+    if "sessions" in config.sources:
+        corpus += ", sessions searches past transcripts, all searches both"
+    return (
+        "Required first step before answering anything about prior work, decisions, dates, "
+        f"people, preferences or todos: search long-term memory ({where}). Returns the best "
+        "matching snippets with their path and line numbers; follow up with memory_get for "
+        f"more lines. {corpus}. If the result says disabled, unavailable or stale, or "
+        "carries a warning, tell the user and pass on the warning and action."
+    )
+
+
+def get_description() -> str:
+    """The ``memory_get`` description."""
+    return (
+        "Read an exact excerpt of a memory file (MEMORY.md, USER.md, memory/*.md or an extra "
+        "path), optionally starting at line `from` for `lines` lines. Use it after "
+        "memory_search to pull only the lines you need. The window is bounded: when "
+        "truncated is true, call again with from = nextFrom. status ok means text holds "
+        "the lines; status not_found means the file does not exist (not an error)."
+    )
+
+
+def append_description(allow_curated: bool) -> str:
+    """The ``memory_append`` description."""
+    extra = (
+        " MEMORY.md and USER.md may also be appended to."
+        if allow_curated
+        else (" MEMORY.md and USER.md are read-only.")
+    )
+    return (
+        "Save a durable note to long-term memory by appending Markdown to the end of "
+        "today's memory/YYYY-MM-DD.md (the default) or another memory/*.md file. It never "
+        f"overwrites or edits existing text.{extra}"
+    )
+
+
+def build_memory_tools(
+    memory: MemoryBackend,
+    *,
+    session_key: str | None = None,
+    chat_type: str | None = None,
+    include_search: bool = True,
+    include_get: bool = True,
+    include_append: bool = True,
+    allow_curated_append: bool = False,
+    read_only: bool | None = None,
+    clock: Clock | None = None,
+    include_graph: bool = True,
+) -> list[MemoryTool]:
+    """Build the memory tools for one session.
+
+    Args:
+        memory: The engine.
+        session_key: Decides ``citations = auto`` (off in group/channel sessions).
+        chat_type: Explicit chat type, overriding the key.
+        include_search / include_get / include_append: Which tools to build.
+        allow_curated_append: Let ``memory_append`` write ``MEMORY.md``/``USER.md``.
+        read_only: Force (or deny) read-only behaviour of ``memory_append``.
+        clock: Source of "now" for daily note names.
+        include_graph: Add ``memory_facts`` (and, with ``active_memory.edit_tools`` in
+            private writable sessions, ``memory_forget`` and ``memory_set_context``).
+
+    Returns:
+        The tools; empty when memory is disabled in the config.
+    """
+    config = memory.config
+    if not config.enabled:
+        return []
+    cites = citations_enabled(config.citations, session_key, chat_type)
+    private = not is_group_session(session_key, chat_type)
+    tools: list[MemoryTool] = []
+    if include_search:
+        tools.append(
+            MemoryTool(
+                SEARCH_TOOL,
+                search_description(config),
+                search_schema(),
+                lambda args: search_tool_payload(memory, args, citations=cites, private=private),
+            )
+        )
+    if include_get:
+        tools.append(
+            MemoryTool(
+                GET_TOOL,
+                get_description(),
+                get_schema(),
+                lambda args: get_tool_payload(memory, args, private=private),
+            )
+        )
+    if include_append:
+        tools.append(
+            MemoryTool(
+                APPEND_TOOL,
+                append_description(allow_curated_append),
+                append_schema(),
+                lambda args: append_tool_payload(
+                    memory,
+                    args,
+                    clock=clock,
+                    allow_curated=allow_curated_append,
+                    read_only=read_only,
+                ),
+            )
+        )
+    # -- active memory tools (issue 13) --
+    if include_graph:
+        writable = include_append and not (
+            read_only if read_only is not None else not workspace_is_writable(Path(memory.workspace))
+        )
+        tools.extend(graph_tools(memory, citations=cites, private=private, writable=writable))
+    return tools
+
+
+def flush_tools(
+    memory: MemoryBackend, target: str, *, read_only: bool | None = None, clock: Clock | None = None
+) -> list[MemoryTool]:
+    """The tools of the silent flush turn: ``memory_get`` and an append bound to ``target``."""
+    append = MemoryTool(
+        APPEND_TOOL,
+        f"Append durable notes to {target} (append-only; no other file may be written).",
+        append_schema(),
+        lambda args: append_tool_payload(
+            memory, args, clock=clock, only_path=target, read_only=read_only
+        ),
+    )
+    get = MemoryTool(
+        GET_TOOL, get_description(), get_schema(), lambda args: get_tool_payload(memory, args)
+    )
+    return [append, get]
+
+
+# ---------------------------------------------------------------------------------------
+# Active memory tools (issue 13): memory_facts, memory_forget, memory_set_context
+
+FACTS_TOOL = "memory_facts"
+FORGET_TOOL = "memory_forget"
+CONTEXT_TOOL = "memory_set_context"
+
+
+def facts_schema() -> dict[str, Any]:
+    """JSON schema of ``memory_facts`` arguments."""
+    return {
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": "string",
+                "description": "A person, project or question, e.g. 'where does Ali live'.",
+            },
+            "maxResults": {"type": "integer", "minimum": 1, "description": "Default 10."},
+            "history": {
+                "type": "boolean",
+                "description": "Also return superseded (older) values, marked current=false.",
+            },
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+
+
+def forget_schema() -> dict[str, Any]:
+    """JSON schema of ``memory_forget`` arguments."""
+    return {
+        "type": "object",
+        "properties": {
+            "citation": {"type": "string", "description": "The entry to retract: path#L12."},
+            "entity": {"type": "string", "description": "Or: the entity whose fact to retract."},
+            "key": {"type": "string", "description": "With entity: the fact key (all values)."},
+            "reason": {"type": "string", "description": "Why (written into the annotation)."},
+        },
+        "additionalProperties": False,
+    }
+
+
+def context_schema() -> dict[str, Any]:
+    """JSON schema of ``memory_set_context`` arguments."""
+    return {
+        "type": "object",
+        "properties": {
+            "content": {
+                "type": "string",
+                "description": "The whole new working context (Markdown); replaces the old one.",
+            }
+        },
+        "required": ["content"],
+        "additionalProperties": False,
+    }
+
+
+def facts_tool_payload(
+    memory: MemoryBackend, args: Mapping[str, Any], *, citations: bool, private: bool = True
+) -> Payload:
+    """Run ``memory_facts``: the four-phase fact search (structured error payloads)."""
+    try:
+        query = _string(args, "query", required=True)
+        max_results = _integer(args, "max_results")
+    except ToolArgumentError as exc:
+        return {"results": [], "error": str(exc)}
+    history = _arg(args, "history")
+    search = getattr(memory, "facts", None)
+    if not callable(search) or not memory.config.enabled:
+        return {"results": [], "disabled": True, "error": "fact search is not available"}
+    try:
+        hits = search(
+            query,
+            max_results or 10,
+            include_history=bool(history) if history is not None else None,
+            include_private=private,
+        )
+    except Exception as exc:
+        log.warning("memory_facts failed: %s", type(exc).__name__)
+        return unavailable_payload(exc)
+    return {"results": [h.to_payload(citations=citations) for h in hits]}
+
+
+def forget_tool_payload(memory: MemoryBackend, args: Mapping[str, Any]) -> Payload:
+    """Run ``memory_forget``: retract an entry in the Markdown (struck through, annotated)."""
+    try:
+        citation = _string(args, "citation")
+        entity = _string(args, "entity")
+        key = _string(args, "key")
+        reason = _string(args, "reason") or ""
+    except ToolArgumentError as exc:
+        return {"status": "error", "error": str(exc)}
+    forget = getattr(memory, "forget", None)
+    if not callable(forget):
+        return {"status": "error", "error": "forget is not available"}
+    try:
+        result = forget(citation, entity=entity, key=key, reason=reason)
+    except MemmwError as exc:
+        return {"status": "error", "error": str(exc)}
+    except Exception as exc:
+        log.warning("memory_forget failed: %s", type(exc).__name__)
+        return {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+    return {"status": "ok", **result.to_payload()}
+
+
+def context_tool_payload(memory: MemoryBackend, args: Mapping[str, Any]) -> Payload:
+    """Run ``memory_set_context``: overwrite ``active-context.md`` (working memory)."""
+    from memmw.hooks.working_memory import ACTIVE_CONTEXT, write_active_context
+
+    content = _arg(args, "content", "text")
+    if not isinstance(content, str):
+        return {"status": "error", "error": "content is required (the new working context)"}
+    try:
+        chars = write_active_context(Path(memory.workspace), content)
+    except (OSError, MemmwError) as exc:
+        return {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+    return {"status": "ok", "path": ACTIVE_CONTEXT, "chars": chars}
+
+
+def graph_tools(
+    memory: MemoryBackend, *, citations: bool, private: bool, writable: bool
+) -> list[MemoryTool]:
+    """``memory_facts`` always; ``memory_forget`` and ``memory_set_context`` with
+    ``active_memory.edit_tools`` in private, writable sessions (groups never change memory)."""
+    if not callable(getattr(memory, "facts", None)):
+        return []
+    tools = [
+        MemoryTool(
+            FACTS_TOOL,
+            "Look up facts recorded in memory about people, projects, decisions and "
+            "preferences: the current value of each fact (older values only with "
+            "history=true), relations between entities, and the line each comes from.",
+            facts_schema(),
+            lambda args: facts_tool_payload(memory, args, citations=citations, private=private),
+        )
+    ]
+    edit = getattr(getattr(memory.config, "active_memory", None), "edit_tools", False)
+    if private and writable and edit:
+        tools.append(
+            MemoryTool(
+                FORGET_TOOL,
+                "Retract a memory entry that is wrong or that the user asked to forget. The "
+                "line stays in the file, struck through with a dated note, and is no longer "
+                "recalled. Name it by citation (path#L12) or by entity and key.",
+                forget_schema(),
+                lambda args: forget_tool_payload(memory, args),
+            )
+        )
+        tools.append(
+            MemoryTool(
+                CONTEXT_TOOL,
+                "Replace the working context (active-context.md): what you are doing right "
+                "now, open threads and next steps. It is overwritten, not appended, and "
+                "loaded at the start of every private session.",
+                context_schema(),
+                lambda args: context_tool_payload(memory, args),
+            )
+        )
+    return tools
+
+
+def tools_by_name(tools: Sequence[MemoryTool]) -> dict[str, MemoryTool]:
+    """Index tools by name."""
+    return {t.name: t for t in tools}
+
+
+__all__ = [
+    "CORPORA",
+    "MemoryBackend",
+    "MemoryTool",
+    "ToolArgumentError",
+    "append_schema",
+    "append_tool_payload",
+    "build_memory_tools",
+    "flush_tools",
+    "get_schema",
+    "get_tool_payload",
+    "payload_text",
+    "search_schema",
+    "search_tool_payload",
+    "tools_by_name",
+    "unavailable_payload",
+    "workspace_is_writable",
+]

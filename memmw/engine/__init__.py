@@ -1,0 +1,1 @@
+"""The engine: the ``Memory`` facade, keeping the index fresh, the file watcher."""

@@ -1,0 +1,1 @@
+"""Search: the keyword and vector legs, fusion, decay, importance, MMR and snippets."""

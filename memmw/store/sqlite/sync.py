@@ -1,0 +1,496 @@
+"""Incremental sync of the workspace into the index, and atomic full rebuilds."""
+
+from __future__ import annotations
+
+import calendar
+import contextlib
+import glob
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import stat
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memmw.config import MemoryConfig
+from memmw.errors import IndexBusyError, IndexCorruptError, IndexStoreError
+from memmw.graph.syntax import mask_retracted
+from memmw.store.sqlite import graph as graph_index
+from memmw.store.sqlite.db import connect, is_corruption, quarantine, transaction
+from memmw.store.sqlite.schema import migrate
+from memmw.store.sqlite.store import IndexStore
+from memmw.store.terms import TERMS_VERSION
+from memmw.text.chunking import CHUNKING_VERSION, chunk_text
+from memmw.types import FileIssue, SyncReport
+from memmw.workspace.files import (
+    MAX_NOTE_BYTES,
+    MEMORY_DIR,
+    WorkspaceFile,
+    discover_all,
+    file_date,
+    is_curated,
+    resolve_extra_path,
+)
+from memmw.workspace.locks import exclusive_lock, lock_path_for
+from memmw.workspace.transcript_source import (
+    list_session_files,
+    session_document,
+    session_index_path,
+)
+
+log = logging.getLogger(__name__)
+
+#: Files larger than this are reported and skipped (memory files are small by nature).
+MAX_FILE_BYTES = MAX_NOTE_BYTES
+#: How long a sync waits for another process's sync before giving up.
+WRITER_LOCK_TIMEOUT_S = 120.0
+
+#: Meta key with the paths the last sync skipped (JSON list of ``{path, reason}``).
+SCAN_ISSUES_KEY = "scan_issues"
+
+Progress = Callable[[int, int, str], None]
+
+
+class FileReadError(Exception):
+    """A file that cannot be indexed (binary, not UTF-8, unreadable, too large)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProviderIdentity:
+    """What of the embedding provider goes into the index identity."""
+
+    provider: str = "none"
+    model: str = "fts-only"
+    provider_key: str = ""
+    dims: int | None = None
+
+
+@dataclass
+class _Counts:
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    chunks: int = 0
+    issues: list[FileIssue] = field(default_factory=list)
+
+    @property
+    def modified(self) -> bool:
+        return bool(self.added or self.changed or self.removed)
+
+
+def read_markdown(path: Path) -> tuple[str, str, float, int]:
+    """Read a Markdown file: ``(text, sha256 of bytes, mtime, size)``.
+
+    Raises:
+        FileReadError: binary content, invalid UTF-8, too large or unreadable.
+    """
+    try:
+        # O_NONBLOCK: a file swapped for a FIFO after discovery must not hang the sync.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise FileReadError("not a regular file")
+            if st.st_size > MAX_FILE_BYTES:
+                raise FileReadError(f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                data = fh.read(MAX_FILE_BYTES + 1)
+        finally:
+            os.close(fd)
+        if len(data) > MAX_FILE_BYTES:
+            raise FileReadError(f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+    except OSError as exc:
+        raise FileReadError(f"unreadable: {exc.strerror or exc}") from exc
+    if b"\x00" in data:
+        raise FileReadError("binary content (NUL bytes)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileReadError(f"not valid UTF-8 (byte {exc.start})") from exc
+    return text.removeprefix("\ufeff"), hashlib.sha256(data).hexdigest(), st.st_mtime, st.st_size
+
+
+def decay_timestamp(file: WorkspaceFile, mtime: float) -> float | None:
+    """Epoch seconds a file's age is measured from; None for evergreen files.
+
+    Dated files under ``memory/`` use the date in their name (UTC midnight); root curated
+    files and undated files under ``memory/`` are evergreen; other files (extra paths)
+    use their modification time.
+    """
+    date = file_date(file.path)
+    if date is not None:
+        return float(calendar.timegm((*date, 0, 0, 0)))
+    if is_curated(file.path) or file.path.startswith(MEMORY_DIR + "/"):
+        return None
+    return mtime
+
+
+def build_identity(
+    config: MemoryConfig, workspace: Path, provider: ProviderIdentity
+) -> dict[str, Any]:
+    """The index identity: when any of it changes, the index is rebuilt."""
+    scope = sorted(
+        [str(resolve_extra_path(e, workspace).absolute()), e.pattern or ""]
+        for e in config.extra_paths
+    )
+    return {
+        "provider": provider.provider,
+        "model": provider.model,
+        "providerKey": provider.provider_key,
+        "vectorDims": provider.dims,
+        "sources": sorted(config.sources),
+        "scopeHash": hashlib.sha256(json.dumps(scope).encode()).hexdigest(),
+        "chunkTokens": config.chunking.tokens,
+        "chunkOverlap": config.chunking.overlap,
+        "ftsTokenizer": config.store.fts_tokenizer,
+        "chunkingVersion": CHUNKING_VERSION,
+        "termsVersion": TERMS_VERSION,
+    }
+
+
+def identity_change(stored: dict[str, Any] | None, wanted: dict[str, Any]) -> str | None:
+    """Why the stored identity does not match (``no-index``, ``identity:<key>``), or None."""
+    if stored is None:
+        return "no-index"
+    for key, value in wanted.items():
+        if key == "vectorDims" and value is None:
+            continue  # dims are learned on the first embedding
+        if stored.get(key) != value:
+            return f"identity:{key}"
+    return None
+
+
+class Indexer:
+    """Brings one index database up to date with its workspace.
+
+    One sync runs at a time per index, across processes (a lock file beside the
+    database). Incremental syncs run in one transaction; full rebuilds are built in a
+    temporary database and copied over the live one in one transaction, so readers
+    always see a complete index and a crash leaves the previous one in place.
+    """
+
+    def __init__(
+        self,
+        *,
+        db_path: Path,
+        workspace: Path,
+        config: MemoryConfig,
+        provider: ProviderIdentity | None = None,
+        sessions_dir: Path | None = None,
+    ) -> None:
+        self.db_path = db_path
+        self.workspace = workspace
+        self.config = config
+        self.provider = provider or ProviderIdentity()
+        #: Transcript folder indexed when ``sessions`` is among ``config.sources``.
+        self.sessions_dir = sessions_dir
+
+    @property
+    def lock_path(self) -> Path:
+        """The writer lock file."""
+        return lock_path_for(self.db_path)
+
+    def sync(
+        self, *, force: bool = False, progress: Progress | None = None, wait: bool = True
+    ) -> SyncReport:
+        """Index new and changed files, drop removed ones; rebuild when forced or needed.
+
+        Args:
+            force: Rebuild everything (in a temporary database, swapped in atomically).
+            progress: Called with ``(done, total, path)`` per file.
+            wait: Wait for another process's sync; False raises ``IndexBusyError``.
+        """
+        started = time.perf_counter()
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with exclusive_lock(self.lock_path, timeout=WRITER_LOCK_TIMEOUT_S if wait else 0):
+                self._remove_orphans()
+                try:
+                    reason, counts, total = self._sync_locked(force, progress)
+                except sqlite3.DatabaseError as exc:
+                    if not is_corruption(exc):
+                        raise
+                    # The Markdown files are the source of truth: move the damaged index
+                    # aside and rebuild it from them, under the writer lock we hold.
+                    try:
+                        aside = quarantine(self.db_path)
+                    except OSError as move_exc:
+                        raise IndexCorruptError(
+                            f"the index {self.db_path} is damaged ({exc}) and could not be "
+                            f"moved aside ({move_exc.strerror or move_exc}); delete it or run "
+                            "'memmw reset', then 'memmw index' to rebuild it from the notes"
+                        ) from exc
+                    log.warning(
+                        "the index was damaged (%s); moved it to %s and rebuilt it from the"
+                        " Markdown files",
+                        exc,
+                        aside.name,
+                    )
+                    try:
+                        _reason, counts, total = self._sync_locked(True, progress)
+                    except sqlite3.DatabaseError as again:
+                        raise IndexCorruptError(
+                            f"the index {self.db_path} could not be rebuilt ({again}); run "
+                            "'memmw reset' then 'memmw index'"
+                        ) from again
+                    reason = "corrupt-index"
+        except TimeoutError as exc:
+            raise IndexBusyError(
+                f"another process is syncing {self.db_path.name}; try again shortly"
+            ) from exc
+        report = SyncReport(
+            full_rebuild=reason is not None,
+            reason=reason or "",
+            files_added=counts.added,
+            files_changed=counts.changed,
+            files_removed=counts.removed,
+            files_unchanged=counts.unchanged,
+            chunks_indexed=counts.chunks,
+            chunks_total=int(total),
+            issues=tuple(counts.issues),
+            seconds=time.perf_counter() - started,
+        )
+        log.debug("sync %s: %s", self.db_path, report)
+        return report
+
+    # -- internals -------------------------------------------------------------------
+    def _sync_locked(
+        self, force: bool, progress: Progress | None
+    ) -> tuple[str | None, _Counts, int]:
+        """One sync under the writer lock: ``(rebuild reason, counts, chunks in index)``."""
+        conn = connect(self.db_path)
+        try:
+            migrate(conn, self.config.store.fts_tokenizer)
+            store = IndexStore(conn, fts_tokenizer=self.config.store.fts_tokenizer)
+            wanted = build_identity(self.config, self.workspace, self.provider)
+            stored_raw = store.get_meta("identity")
+            stored = json.loads(stored_raw) if stored_raw else None
+            reason = "forced" if force else identity_change(stored, wanted)
+            if (
+                reason is not None
+                and reason != "no-index"
+                and not force
+                and not self.config.auto_reindex
+            ):
+                raise IndexStoreError(
+                    f"the index was built with other settings ({reason}); "
+                    "run 'memmw index --force' to rebuild it"
+                )
+            if reason is not None:
+                counts = self._rebuild(conn, store, wanted, progress)
+            else:
+                counts = self._incremental(store, progress)
+            with transaction(conn):
+                graph_index.decay_activation(conn)  # at most once a day
+            total = int(conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+            self._record_issues(store, counts.issues)
+        finally:
+            conn.close()
+        return reason, counts, total
+
+    def _index(
+        self,
+        store: IndexStore,
+        existing: dict[str, tuple[str, float, int]],
+        progress: Progress | None,
+    ) -> _Counts:
+        """Index the workspace's files; ``existing`` maps path -> (hash, mtime, size)."""
+        if not self.workspace.is_dir():
+            # Renamed or unmounted mid-run: an empty walk must not drop every note.
+            raise IndexStoreError(
+                f"the workspace folder {self.workspace} is gone; the index was left as it was"
+            )
+        found = discover_all(self.workspace, self.config.extra_paths)
+        files = found.files
+        counts = _Counts(issues=list(found.issues))
+        # Graph rows of unchanged files are re-derived once when the parser changed.
+        graph_stale = store.get_meta("graph_version") != graph_index.GRAPH_VERSION
+        seen: set[str] = set()
+        for i, file in enumerate(files):
+            seen.add(file.path)
+            if progress is not None:
+                progress(i, len(files), file.path)
+            try:
+                text, digest, mtime, size = read_markdown(file.abs_path)
+            except FileReadError as exc:
+                counts.issues.append(FileIssue(path=file.path, reason=str(exc)))
+                log.warning("skipping %s: %s", file.path, exc)
+                continue
+            known = existing.get(file.path)
+            if known is not None and known[0] == digest:
+                counts.unchanged += 1
+                if (known[1], known[2]) != (mtime, size):
+                    # Same content, touched: keep the stat current so status can tell
+                    # changed files by a stat alone.
+                    store.update_file_stat(file.path, file.source, mtime=mtime, size=size)
+                if graph_stale:
+                    graph_index.write_note(store.conn, path=file.path, source=file.source, text=text)
+                continue
+            chunks = chunk_text(
+                # Retracted entries stay in the note but are not searchable.
+                mask_retracted(text),
+                tokens=self.config.chunking.tokens,
+                overlap=self.config.chunking.overlap,
+                per_entry=is_curated(file.path),
+            )
+            written = store.replace_file(
+                path=file.path,
+                source=file.source,
+                file_hash=digest,
+                mtime=mtime,
+                size=size,
+                decay_ts=decay_timestamp(file, mtime),
+                chunks=chunks,
+                model=self.provider.model,
+            )
+            # replace_file re-created the file row: its old graph rows went with it.
+            graph_index.write_note(
+                store.conn, path=file.path, source=file.source, text=text, fresh=True
+            )
+            counts.chunks += len(written)
+            if file.path in existing:
+                counts.changed += 1
+            else:
+                counts.added += 1
+        for path in existing.keys() - seen:
+            if found.may_have(path):
+                continue  # its folder could not be listed: not known to be deleted
+            store.delete_file(path, "memory")
+            counts.removed += 1
+        self._index_sessions(store, counts)
+        if counts.modified or graph_stale:
+            graph_index.refresh_supersession(store.conn)
+            graph_index.refresh_cooccurrences(store.conn)
+            graph_index.seed_activation(store.conn)
+            if graph_stale and not counts.modified:
+                store.bump_generation()  # readers cache the graph by generation
+            store.set_meta("graph_version", graph_index.GRAPH_VERSION)
+        if progress is not None:
+            progress(len(files), len(files), "")
+        return counts
+
+    def _index_sessions(self, store: IndexStore, counts: _Counts) -> None:
+        """Index the JSONL transcripts as source ``sessions`` (paths ``sessions/<name>``).
+
+        A transcript whose size and mtime match its record is not read again; one whose
+        indexed text did not change (tool lines appended) only gets its record updated.
+        """
+        if "sessions" not in self.config.sources or self.sessions_dir is None:
+            return
+        existing = store.file_records("sessions")
+        seen: set[str] = set()
+        for file in list_session_files(self.sessions_dir):
+            path = session_index_path(file)
+            seen.add(path)
+            try:
+                st = os.stat(file)  # before reading: a write during the read shows next time
+            except OSError:
+                continue
+            known = existing.get(path)
+            if known is not None and known[1] == st.st_mtime and known[2] == st.st_size:
+                counts.unchanged += 1
+                continue
+            doc = session_document(file)
+            if known is not None and known[0] == doc.hash:
+                store.update_file_stat(path, "sessions", mtime=st.st_mtime, size=st.st_size)
+                counts.unchanged += 1
+                continue
+            written = store.replace_file(
+                path=path,
+                source="sessions",
+                file_hash=doc.hash,
+                mtime=st.st_mtime,
+                size=st.st_size,
+                decay_ts=st.st_mtime,
+                chunks=doc.chunks(
+                    tokens=self.config.chunking.tokens, overlap=self.config.chunking.overlap
+                ),
+                model=self.provider.model,
+            )
+            counts.chunks += len(written)
+            if known is None:
+                counts.added += 1
+            else:
+                counts.changed += 1
+        for path in existing.keys() - seen:
+            store.delete_file(path, "sessions")
+            counts.removed += 1
+
+    def _incremental(self, store: IndexStore, progress: Progress | None) -> _Counts:
+        with transaction(store.conn):
+            counts = self._index(store, store.file_records("memory"), progress)
+            if counts.modified:
+                store.bump_generation()
+        return counts
+
+    def _rebuild(
+        self,
+        live: sqlite3.Connection,
+        live_store: IndexStore,
+        identity: dict[str, Any],
+        progress: Progress | None,
+    ) -> _Counts:
+        tmp_path = self.db_path.with_name(f"{self.db_path.name}.tmp-{uuid.uuid4().hex[:12]}")
+        tmp = sqlite3.connect(str(tmp_path), isolation_level=None)
+        try:
+            tmp.execute("PRAGMA synchronous=OFF")
+            migrate(tmp, self.config.store.fts_tokenizer)
+            store = IndexStore(tmp, fts_tokenizer=self.config.store.fts_tokenizer)
+            old_generation = live_store.generation()
+            old_chunks = live.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+            with transaction(tmp):
+                # Seed the new index with the old embedding cache: a rebuild re-embeds
+                # nothing that is already cached.
+                tmp.executemany(
+                    "INSERT OR IGNORE INTO embedding_cache VALUES (?,?,?,?,?,?,?)",
+                    live.execute("SELECT * FROM embedding_cache"),
+                )
+                # Activation is use, not content: it survives a rebuild like the cache.
+                graph_index.copy_activation(live, tmp)
+                # Continue the live rowid sequence so a chunk rowid is never reused, even
+                # across a rebuild (caches of other processes rely on it).
+                seq = live.execute("SELECT seq FROM sqlite_sequence WHERE name='chunks'").fetchone()
+                if seq is not None:
+                    tmp.execute("INSERT INTO sqlite_sequence(name, seq) VALUES ('chunks', ?)", seq)
+                counts = self._index(store, {}, progress)
+                store.set_meta("identity", json.dumps(identity, sort_keys=True))
+                store.set_meta("generation", str(old_generation))
+                store.set_meta("epoch", uuid.uuid4().hex)
+                store.bump_generation()
+            if old_chunks and counts.chunks == 0 and counts.issues and not (counts.added):
+                raise IndexStoreError(
+                    "rebuild produced an empty index while files could not be read; "
+                    "kept the previous index"
+                )
+            # One write transaction on the live database: readers see old or new, never
+            # a mix, and a crash in the middle leaves the old index.
+            tmp.backup(live)
+            return counts
+        finally:
+            tmp.close()
+            for suffix in ("", "-journal", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"{tmp_path}{suffix}")
+
+    def _record_issues(self, store: IndexStore, issues: list[FileIssue]) -> None:
+        """Keep the last sync's skipped paths in the index so ``status`` can list them."""
+        value = json.dumps([{"path": i.path, "reason": i.reason} for i in issues[:200]])
+        if store.get_meta(SCAN_ISSUES_KEY) != value:
+            with transaction(store.conn):
+                store.set_meta(SCAN_ISSUES_KEY, value)
+
+    def _remove_orphans(self) -> None:
+        """Delete temporary databases left by a crashed rebuild (we hold the writer lock)."""
+        for leftover in glob.glob(glob.escape(str(self.db_path)) + ".tmp-*"):
+            try:
+                os.unlink(leftover)
+                log.info("removed orphaned temporary index %s", leftover)
+            except OSError:
+                pass

@@ -1,0 +1,1 @@
+"""Text: search terms and stemming, chunking, token counts."""

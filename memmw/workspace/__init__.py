@@ -1,0 +1,1 @@
+"""The workspace: which Markdown files are memory, reading and appending them, transcripts and file locks."""

@@ -1,0 +1,543 @@
+"""The Markdown workspace: file discovery, the read path policy and crash-safe writes."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fnmatch
+import logging
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from memmw.config import ExtraPath
+from memmw.errors import ContentPolicyError, PathPolicyError
+from memmw.types import FileIssue
+from memmw.workspace.locks import locked_fd
+
+log = logging.getLogger(__name__)
+
+ROOT_FILES = ("MEMORY.md", "memory.md", "USER.md")
+MEMORY_DIR = "memory"
+#: Folders never walked: version control, package managers, virtualenvs, caches.
+IGNORED_DIRS = frozenset(
+    {
+        ".git",
+        "node_modules",
+        ".pnpm-store",
+        ".venv",
+        "venv",
+        ".tox",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".cache",
+        "site-packages",
+    }
+)
+_DATED = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:-.+)?\.md$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkspaceFile:
+    """A discovered Markdown file.
+
+    Attributes:
+        path: Workspace-relative posix path (``../`` prefixed when outside the workspace).
+        abs_path: Absolute path used to read it.
+        source: Index source (``memory``).
+    """
+
+    path: str
+    abs_path: Path
+    source: str = "memory"
+
+
+def is_ignored_dir(name: str) -> bool:
+    """True for hidden folders and tool folders that discovery and the watcher skip."""
+    return name.startswith(".") or name in IGNORED_DIRS
+
+
+#: Characters never allowed in a note name memmw writes (controls, path separators).
+_BAD_NAME_CHAR = re.compile(r"[\x00-\x1f\x7f\\\\:*?\"<>|]")
+
+
+def unindexed_note_reason(rel: str) -> str | None:
+    """Why discovery would never index the note ``rel`` (``memory/...``), or None.
+
+    Appends refuse such targets: a note the index cannot see is a note the agent loses.
+    Hidden and tool folders (``memory/.drafts/``, ``memory/.git/``,
+    ``memory/node_modules/``), hidden files, names that are not valid UTF-8 (lone
+    surrogates from undecodable bytes) and names with control or reserved characters.
+    """
+    parts = PurePosixPath(rel).parts
+    for part in parts[:-1]:
+        if is_ignored_dir(part):
+            return f"{part}/ is a hidden or tool folder that memory search never indexes"
+    name = parts[-1] if parts else ""
+    if name.startswith("."):
+        return f"{name} is a hidden file that memory search never indexes"
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return "the file name is not valid UTF-8"
+    if _BAD_NAME_CHAR.search(rel):
+        return "the file name contains control or reserved characters"
+    if not name.lower().endswith(".md"):
+        return "only Markdown (.md) notes are indexed"
+    return None
+
+
+def relative_posix(path: Path, workspace: Path) -> str:
+    """``path`` relative to ``workspace`` with ``/`` separators (may start with ``../``)."""
+    return Path(os.path.relpath(path, workspace)).as_posix()
+
+
+def _is_regular_file(path: Path) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode)
+
+
+def display_path(path: str) -> str:
+    """``path`` as printable UTF-8: undecodable bytes shown as ``\\xNN`` escapes."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+@dataclass
+class _Walk:
+    """What a walk found besides files: issues, and folders it could not list."""
+
+    workspace: Path
+    issues: list[FileIssue]
+    unlisted: list[str]
+
+    def rel(self, path: Path | str) -> str:
+        return display_path(relative_posix(Path(path), self.workspace))
+
+    def cannot_list(self, err: OSError) -> None:
+        where = self.rel(err.filename) if err.filename else "?"
+        self.unlisted.append(where)
+        reason = err.strerror or type(err).__name__
+        self.issues.append(
+            FileIssue(path=where + "/", reason=f"folder could not be listed ({reason}); skipped")
+        )
+
+
+def _walk_markdown(root: Path, walk: _Walk | None = None) -> Iterator[Path]:
+    """Yield regular ``.md`` files below ``root``, never following symlinks.
+
+    With ``walk``, folders that cannot be listed, names that are not valid UTF-8 and
+    ``.md`` entries that are not regular files (FIFOs, devices) are reported there.
+    """
+    onerror = walk.cannot_list if walk is not None else None
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=onerror):
+        base = Path(dirpath)
+        dirnames[:] = sorted(
+            d for d in dirnames if not is_ignored_dir(d) and not (base / d).is_symlink()
+        )
+        for name in sorted(filenames):
+            candidate = base / name
+            if not name.lower().endswith(".md"):
+                continue
+            if display_path(name) != name:
+                if walk is not None:
+                    walk.issues.append(
+                        FileIssue(path=walk.rel(candidate), reason="file name is not valid UTF-8; skipped")
+                    )
+                continue
+            if _is_regular_file(candidate):
+                yield candidate
+            elif walk is not None and not os.path.islink(candidate):
+                walk.issues.append(
+                    FileIssue(path=walk.rel(candidate), reason="not a regular file; skipped")
+                )
+
+
+def _glob_match(rel: str, pattern: str) -> bool:
+    if fnmatch.fnmatchcase(rel, pattern):
+        return True
+    # "**/x.md" should also match "x.md" at the top of the entry.
+    return pattern.startswith("**/") and fnmatch.fnmatchcase(rel, pattern[3:])
+
+
+def resolve_extra_path(entry: ExtraPath, workspace: Path) -> Path:
+    """Absolute path of an extra-path entry (``~`` expanded, relative to the workspace)."""
+    raw = Path(os.path.expanduser(entry.path))
+    return raw if raw.is_absolute() else workspace / raw
+
+
+@dataclass(frozen=True, kw_only=True)
+class Discovery:
+    """Result of :func:`discover_all`.
+
+    Attributes:
+        files: The files to index, sorted by path.
+        issues: Paths skipped and why (undecodable names, FIFOs, unreadable folders...).
+        unlisted: Workspace-relative folders that could not be listed; files indexed
+            under them must be kept, not treated as deleted.
+    """
+
+    files: list[WorkspaceFile]
+    issues: list[FileIssue]
+    unlisted: tuple[str, ...] = ()
+
+    def may_have(self, path: str) -> bool:
+        """True when ``path`` lies under a folder that could not be listed."""
+        return any(u in (".", "") or path == u or path.startswith(u + "/") for u in self.unlisted)
+
+
+def discover(
+    workspace: Path, extra_paths: Iterable[ExtraPath] = ()
+) -> tuple[list[WorkspaceFile], list[FileIssue]]:
+    """Find every Markdown file memmw indexes (see :func:`discover_all`).
+
+    Returns:
+        The files (sorted by path) and the issues found.
+    """
+    found = discover_all(workspace, extra_paths)
+    return found.files, found.issues
+
+
+def discover_all(workspace: Path, extra_paths: Iterable[ExtraPath] = ()) -> Discovery:
+    """Find every Markdown file memmw indexes.
+
+    Root ``MEMORY.md``/``memory.md``/``USER.md``, ``memory/**/*.md`` and the extra paths.
+    Symlinks and non-regular files are skipped, hidden and tool folders are not walked,
+    and files reached twice are de-duplicated by realpath. Odd entries never stop the
+    walk: names that are not valid UTF-8, FIFOs and devices, and folders that cannot be
+    listed (permissions, renamed meanwhile) are reported per path and skipped.
+    """
+    workspace = Path(os.path.abspath(workspace))
+    found: list[WorkspaceFile] = []
+    walk = _Walk(workspace=workspace, issues=[], unlisted=[])
+    issues = walk.issues
+    seen: set[str] = set()
+
+    def add(abs_path: Path) -> None:
+        real = os.path.realpath(abs_path)
+        if real in seen:
+            return
+        seen.add(real)
+        found.append(WorkspaceFile(path=relative_posix(abs_path, workspace), abs_path=abs_path))
+
+    try:
+        top = set(os.listdir(workspace))
+    except OSError as exc:
+        exc.filename = exc.filename or str(workspace)
+        walk.cannot_list(exc)
+        top = set()
+    for name in ROOT_FILES:
+        candidate = workspace / name
+        if name in top and _is_regular_file(candidate):
+            add(candidate)
+    memory_dir = workspace / MEMORY_DIR
+    if memory_dir.is_dir() and not memory_dir.is_symlink():
+        for f in _walk_markdown(memory_dir, walk):
+            add(f)
+    for entry in extra_paths:
+        target = resolve_extra_path(entry, workspace)
+        if target.is_symlink():
+            issues.append(FileIssue(path=entry.path, reason="extra path is a symlink; skipped"))
+            continue
+        if target.is_dir():
+            for f in _walk_markdown(target, walk):
+                rel = f.relative_to(target).as_posix()
+                if entry.pattern is None or _glob_match(rel, entry.pattern):
+                    add(f)
+        elif target.is_file():
+            if target.suffix.lower() == ".md":
+                add(target)
+            else:
+                issues.append(FileIssue(path=entry.path, reason="extra path is not a .md file"))
+        else:
+            issues.append(FileIssue(path=entry.path, reason="extra path does not exist"))
+    found.sort(key=lambda f: f.path)
+    return Discovery(files=found, issues=issues, unlisted=tuple(walk.unlisted))
+
+
+def file_date(path: str) -> tuple[int, int, int] | None:
+    """``(y, m, d)`` of a dated memory file (``memory/**/YYYY-MM-DD[-slug].md``), else None."""
+    parts = PurePosixPath(path).parts
+    if len(parts) < 2 or parts[0] != MEMORY_DIR:
+        return None
+    m = _DATED.match(parts[-1])
+    if not m:
+        return None
+    y, mo, d = (int(g) for g in m.groups())
+    import datetime as _dt
+
+    try:
+        _dt.date(y, mo, d)
+    except ValueError:
+        return None
+    return y, mo, d
+
+
+#: Root files private to direct sessions besides the curated ones (working memory).
+WORKING_MEMORY_FILE = "active-context.md"
+
+
+def is_private_path(path: str, source: str = "memory") -> bool:
+    """True for what only direct (private) sessions may see, in prompts and tool results.
+
+    That is ``MEMORY.md``/``memory.md``/``USER.md``, ``active-context.md``, the dated
+    notes under ``memory/`` (the daily log, which the flush writes from any session, and
+    the ``/new`` session archives) and session transcripts. Undated topic notes under
+    ``memory/`` and extra paths (shared folders) stay visible to group and channel sessions.
+    """
+    if source != "memory" or path.startswith("sessions/"):
+        return True
+    return path in ROOT_FILES or path == WORKING_MEMORY_FILE or file_date(path) is not None
+
+
+def is_curated(path: str) -> bool:
+    """True for root ``MEMORY.md``/``memory.md``/``USER.md`` (chunked per entry, evergreen)."""
+    return path in ROOT_FILES
+
+
+# ---------------------------------------------------------------------------------------
+# Read path policy
+
+
+def _is_memory_path(rel: str) -> bool:
+    return rel in ROOT_FILES or rel.lower() == "dreams.md" or rel.startswith(MEMORY_DIR + "/")
+
+
+def _check_no_symlinks(root: Path, rel_parts: tuple[str, ...]) -> None:
+    current = root
+    for i, part in enumerate(rel_parts):
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            return  # the caller reports a missing file as not_found
+        if stat.S_ISLNK(st.st_mode):
+            what = "file" if i == len(rel_parts) - 1 else "parent folder"
+            raise PathPolicyError(f"{'/'.join(rel_parts)}: the {what} {part!r} is a symlink")
+
+
+def resolve_read_path(
+    workspace: Path, raw: str, extra_paths: Iterable[ExtraPath] = ()
+) -> tuple[str, Path]:
+    """Check a path against the read policy and return ``(relative path, absolute path)``.
+
+    Allowed: ``MEMORY.md``, ``memory.md``, ``USER.md``, ``DREAMS.md``, anything under
+    ``memory/``, and files under a configured extra path (matching its glob). Only ``.md``,
+    no symlinks (file or parents), no escapes through ``..`` or absolute paths.
+
+    Raises:
+        PathPolicyError: with a message that says which rule the path broke.
+    """
+    if raw is None or not str(raw).strip():
+        raise PathPolicyError(
+            "path is required (for example 'MEMORY.md' or 'memory/2026-01-02.md')"
+        )
+    text = str(raw).strip().replace("\\", "/")
+    while text.startswith("./"):
+        text = text[2:]
+    workspace = Path(os.path.abspath(workspace))
+    candidate = Path(os.path.normpath(text if os.path.isabs(text) else workspace / text))
+    rel = relative_posix(candidate, workspace)
+    inside = not (rel == ".." or rel.startswith("../") or os.path.isabs(rel))
+    if inside and _is_memory_path(rel):
+        if not rel.lower().endswith(".md"):
+            raise PathPolicyError(f"{rel}: only Markdown (.md) files can be read")
+        _check_no_symlinks(workspace, PurePosixPath(rel).parts)
+        return rel, candidate
+    for entry in extra_paths:
+        root = Path(os.path.normpath(resolve_extra_path(entry, workspace)))
+        if root.is_symlink():
+            continue
+        if candidate == root and root.suffix.lower() == ".md":
+            _check_no_symlinks(root.parent, (root.name,))
+            return rel, candidate
+        try:
+            sub = candidate.relative_to(root)
+        except ValueError:
+            continue
+        if not root.is_dir():
+            continue
+        sub_posix = sub.as_posix()
+        if entry.pattern is not None and not _glob_match(sub_posix, entry.pattern):
+            continue
+        if not sub_posix.lower().endswith(".md"):
+            raise PathPolicyError(f"{rel}: only Markdown (.md) files can be read")
+        _check_no_symlinks(root, sub.parts)
+        return rel, candidate
+    if not inside:
+        raise PathPolicyError(
+            f"{text}: outside the workspace and not under a configured extra path"
+        )
+    raise PathPolicyError(
+        f"{rel}: not a memory file (allowed: MEMORY.md, USER.md, memory/**/*.md and extra paths)"
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Crash-safe writes
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temp file in the same folder, fsync, rename.
+
+    A failure (full disk, permissions) leaves the previous content untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if path.exists():
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+#: Largest note memmw indexes (and lets an append grow a note to).
+MAX_NOTE_BYTES = 16 * 1024 * 1024
+#: Largest single append (UTF-8 bytes): a note is prose, not a data dump.
+MAX_APPEND_BYTES = 1024 * 1024
+#: How long an append waits for another memmw writer of the same note.
+APPEND_LOCK_TIMEOUT_S = 10.0
+#: C0 controls and DEL, except tab, LF and CR, which are ordinary text.
+# C0 and C1 controls but tab, LF and CR (NEL, U+0085, is a line break to Python but not
+# to the chunker or editors: it would make the note's lines disagree).
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+#: Bytes read from a note's end to learn its line ending.
+_TAIL_BYTES = 4096
+
+
+def check_append_content(text: str) -> bytes:
+    """Validate text for :func:`append_text` and return it as UTF-8.
+
+    Raises:
+        ContentPolicyError: NUL bytes, other control characters (tab, LF and CR are
+            fine), lone surrogates that are not UTF-8, or more than ``MAX_APPEND_BYTES``.
+    """
+    if "\x00" in text:
+        raise ContentPolicyError(
+            "content contains a NUL byte, which would make the note unreadable; remove it"
+        )
+    bad = _CONTROL.search(text)
+    if bad is not None:
+        raise ContentPolicyError(
+            f"content contains the control character U+{ord(bad.group()):04X} at offset "
+            f"{bad.start()}; only tab, newline and carriage return are allowed"
+        )
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ContentPolicyError(
+            f"content is not valid UTF-8 text (lone surrogate at offset {exc.start})"
+        ) from exc
+    if len(data) > MAX_APPEND_BYTES:
+        raise ContentPolicyError(
+            f"content is too large ({len(data)} bytes; at most {MAX_APPEND_BYTES} per append);"
+            " split it or summarise it"
+        )
+    return data
+
+
+def _open_for_append(path: Path) -> int:
+    """Open ``path`` for appending without following symlinks or blocking on FIFOs.
+
+    ``O_NONBLOCK`` makes opening a FIFO without a reader fail at once (ENXIO) instead of
+    hanging, and the ``fstat`` afterwards refuses whatever else is not a regular file.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise PathPolicyError(f"{path.name}: refusing to write through a symlink")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise PathPolicyError(f"{path.name}: not a regular file; refusing to write to it")
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+            raise PathPolicyError(
+                f"{path.name}: not a regular file; refusing to write to it"
+            ) from exc
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PathPolicyError(f"{path.name}: not a regular file; refusing to write to it")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def append_text(path: Path, text: str) -> int:
+    """Append ``text`` to a Markdown file in place, never touching the bytes already there.
+
+    The note is opened with ``O_APPEND`` (so text another program appends meanwhile
+    survives) under a per-file lock shared by memmw's writers, and nothing before the end
+    is read back or rewritten: CRLF and bare CR line endings stay as they are. A line
+    break is written first only when the note lacks a final one, and the new text uses
+    the note's line ending. No temporary file is ever created; a killed append leaves at
+    most a partial last line. Symlinks, FIFOs, devices and other non-regular files are
+    refused without blocking.
+
+    Returns:
+        The number of characters appended (separator included).
+
+    Raises:
+        ContentPolicyError: the text breaks a content limit (see
+            :func:`check_append_content`) or would grow the note past ``MAX_NOTE_BYTES``.
+        PathPolicyError: the target is a symlink or not a regular file.
+        OSError: the write failed (full disk, permissions); bytes before it are intact.
+    """
+    path = Path(path)
+    check_append_content(text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = _open_for_append(path)
+    try:
+        with locked_fd(fd, timeout=APPEND_LOCK_TIMEOUT_S, what=path.name):
+            size = os.fstat(fd).st_size
+            tail = os.pread(fd, min(size, _TAIL_BYTES), max(size - _TAIL_BYTES, 0))
+            newline = "\r\n" if b"\r\n" in tail else "\n"
+            body = text.replace("\r\n", "\n").replace("\n", newline)
+            if not body.endswith(newline):
+                body += newline
+            sep = "" if not tail or tail.endswith((b"\n", b"\r")) else newline
+            if tail.endswith(b"\r") and not tail.endswith(b"\r\n") and newline == "\n":
+                sep = ""  # a bare CR already ends the line for the readers that use it
+            addition = sep + body
+            data = addition.encode("utf-8")
+            if size + len(data) > MAX_NOTE_BYTES:
+                raise ContentPolicyError(
+                    f"{path.name} would grow too large (past {MAX_NOTE_BYTES // (1024 * 1024)} MiB, the"
+                    " largest note memmw indexes); start a new note instead"
+                )
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+    except TimeoutError as exc:
+        raise OSError(errno.EBUSY, f"{path.name} is locked by another memmw writer") from exc
+    finally:
+        os.close(fd)
+    return len(addition)

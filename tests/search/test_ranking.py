@@ -1,0 +1,87 @@
+"""Ranking: temporal decay (bounded and classic), importance, Jaccard, MMR."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from memmw.config import TemporalDecayConfig
+from memmw.search.ranking import DAY_S, decay_multiplier, importance_multiplier, jaccard, mmr_order
+
+NOW = 1_800_000_000.0
+
+
+def test_classic_decay_is_the_original_exponential() -> None:
+    cfg = TemporalDecayConfig.classic()
+    assert decay_multiplier(NOW, config=cfg, now=NOW, newest=None) == 1.0
+    assert decay_multiplier(NOW - 30 * DAY_S, config=cfg, now=NOW, newest=None) == pytest.approx(0.5)
+    assert decay_multiplier(NOW - 90 * DAY_S, config=cfg, now=NOW, newest=None) == pytest.approx(0.125)
+    expected = math.exp(-math.log(2) / 30 * 365)
+    assert decay_multiplier(NOW - 365 * DAY_S, config=cfg, now=NOW, newest=NOW) == pytest.approx(expected)
+    # Classic measures against the clock, even when newer memories exist.
+    assert decay_multiplier(NOW - 30 * DAY_S, config=cfg, now=NOW, newest=NOW - 30 * DAY_S) == pytest.approx(0.5)
+
+
+def test_bounded_decay_never_goes_below_the_floor() -> None:
+    cfg = TemporalDecayConfig()
+    floor = cfg.floor
+    assert decay_multiplier(NOW - 30 * DAY_S, config=cfg, now=NOW, newest=NOW) == pytest.approx(
+        floor + (1 - floor) * 0.5
+    )
+    assert decay_multiplier(NOW - 10_000 * DAY_S, config=cfg, now=NOW, newest=NOW) == pytest.approx(floor)
+    custom = TemporalDecayConfig(floor=0.5, half_life_days=10)
+    assert decay_multiplier(NOW - 10 * DAY_S, config=custom, now=NOW, newest=NOW) == pytest.approx(0.75)
+
+
+def test_bounded_decay_measures_age_from_the_newest_memory() -> None:
+    cfg = TemporalDecayConfig()
+    newest = NOW - 400 * DAY_S  # the workspace was left alone for a year
+    assert decay_multiplier(newest, config=cfg, now=NOW, newest=newest) == 1.0
+    a = decay_multiplier(newest - 30 * DAY_S, config=cfg, now=NOW, newest=newest)
+    assert a == pytest.approx(cfg.floor + (1 - cfg.floor) * 0.5)
+    now_ref = TemporalDecayConfig(reference="now")
+    assert decay_multiplier(newest, config=now_ref, now=NOW, newest=newest) < 0.9
+    # No dated memories yet: fall back to the clock.
+    assert decay_multiplier(NOW, config=cfg, now=NOW, newest=None) == 1.0
+
+
+def test_evergreen_future_and_disabled() -> None:
+    cfg = TemporalDecayConfig()
+    assert decay_multiplier(None, config=cfg, now=NOW, newest=NOW) == 1.0
+    assert decay_multiplier(NOW + 5 * DAY_S, config=cfg, now=NOW, newest=None) == 1.0
+    off = TemporalDecayConfig(enabled=False)
+    assert decay_multiplier(NOW - 1000 * DAY_S, config=off, now=NOW, newest=NOW) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("importance", "expected"),
+    [(None, 1.0), (1, 0.8), (5, 1.0), (8, 1.15), (10, 1.25), (0, 0.8), (42, 1.25)],
+)
+def test_importance_multiplier(importance: int | None, expected: float) -> None:
+    assert importance_multiplier(importance) == pytest.approx(expected)
+
+
+def test_jaccard() -> None:
+    a = frozenset({"a", "b"})
+    assert jaccard(frozenset(), frozenset()) == 1.0
+    assert jaccard(a, frozenset()) == 0.0
+    assert jaccard(a, a) == 1.0
+    assert jaccard(a, frozenset({"b", "c"})) == pytest.approx(1 / 3)
+
+
+def test_mmr_demotes_near_duplicates() -> None:
+    items = ["A", "B", "C"]
+    scores = [1.0, 0.95, 0.92]
+    sets = [frozenset({"x", "y"}), frozenset({"x", "y"}), frozenset({"p", "q"})]
+    assert mmr_order(items, scores, sets, 0.7) == ["A", "C", "B"]
+    assert mmr_order(items, scores, sets, 1.0) == ["A", "B", "C"]
+
+
+def test_mmr_edge_cases() -> None:
+    assert mmr_order([], [], [], 0.7) == []
+    assert mmr_order(["only"], [0.3], [frozenset()], 0.7) == ["only"]
+    # Equal scores: diversity decides after the first pick (ties go to the higher raw score).
+    sets = [frozenset({"a"}), frozenset({"a"}), frozenset({"b"})]
+    assert mmr_order(["1", "2", "3"], [0.5, 0.5, 0.5], sets, 0.5) == ["1", "3", "2"]
+    assert sorted(mmr_order(list("abcd"), [0.1, 0.9, 0.5, 0.3], [frozenset()] * 4, 0.7)) == list("abcd")
