@@ -21,8 +21,10 @@ WRITER_LOCK_CLASS = 0x6D656D + 1
 #: Append-only: never edit a released step, add a new one.
 MIGRATIONS: tuple[str, ...] = (
     # 1: namespaces (one per agent, or a shared one), their meta, files, chunks with
-    # postings for BM25, vectors (pgvector, dimension per row so namespaces may differ)
-    # and the embedding cache shared by every namespace (content-addressed).
+    # postings for BM25, vectors (pgvector, dimension per row so namespaces may differ),
+    # the embedding cache shared by every namespace (content-addressed), and the
+    # knowledge graph derived from the notes (rows cascade with their file; activation is
+    # keyed by a stable key so it survives rebuilds).
     """
     CREATE TABLE memmw.namespaces (
         id serial PRIMARY KEY,
@@ -40,6 +42,7 @@ MIGRATIONS: tuple[str, ...] = (
         host text NOT NULL,
         pid integer NOT NULL,
         backend_pid integer NOT NULL,
+        what text NOT NULL DEFAULT '',
         since timestamptz NOT NULL DEFAULT now()
     );
     CREATE TABLE memmw.files (
@@ -109,6 +112,106 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (provider, model, provider_key, hash)
     );
     CREATE INDEX embedding_cache_updated ON memmw.embedding_cache (updated_at);
+    CREATE TABLE memmw.graph_entities (
+        id bigserial PRIMARY KEY,
+        namespace_id integer NOT NULL,
+        file_id bigint NOT NULL REFERENCES memmw.files(id) ON DELETE CASCADE,
+        path text NOT NULL,
+        line integer NOT NULL,
+        entity_key text NOT NULL,
+        name text NOT NULL,
+        kind text NOT NULL DEFAULT ''
+    );
+    CREATE INDEX graph_entities_ns ON memmw.graph_entities (namespace_id, entity_key);
+    CREATE INDEX graph_entities_file ON memmw.graph_entities (file_id);
+    CREATE TABLE memmw.graph_aliases (
+        id bigserial PRIMARY KEY,
+        namespace_id integer NOT NULL,
+        file_id bigint NOT NULL REFERENCES memmw.files(id) ON DELETE CASCADE,
+        path text NOT NULL,
+        line integer NOT NULL,
+        entity_key text NOT NULL,
+        alias text NOT NULL,
+        alias_key text NOT NULL
+    );
+    CREATE INDEX graph_aliases_ns ON memmw.graph_aliases (namespace_id, alias_key);
+    CREATE INDEX graph_aliases_file ON memmw.graph_aliases (file_id);
+    CREATE TABLE memmw.graph_facts (
+        id bigserial PRIMARY KEY,
+        namespace_id integer NOT NULL,
+        file_id bigint NOT NULL REFERENCES memmw.files(id) ON DELETE CASCADE,
+        path text NOT NULL,
+        line integer NOT NULL,
+        entity_key text NOT NULL,
+        entity text NOT NULL,
+        key text NOT NULL,
+        key_norm text NOT NULL,
+        value text NOT NULL,
+        valid_from text,
+        retracted integer NOT NULL DEFAULT 0,
+        importance integer,
+        origin text NOT NULL,
+        session_kind text NOT NULL,
+        observed_at double precision,
+        private integer NOT NULL,
+        supersedes_key text NOT NULL,
+        stable_key text NOT NULL,
+        current integer NOT NULL DEFAULT 1
+    );
+    CREATE INDEX graph_facts_ns ON memmw.graph_facts (namespace_id, entity_key);
+    CREATE INDEX graph_facts_file ON memmw.graph_facts (file_id);
+    CREATE TABLE memmw.graph_relations (
+        id bigserial PRIMARY KEY,
+        namespace_id integer NOT NULL,
+        file_id bigint NOT NULL REFERENCES memmw.files(id) ON DELETE CASCADE,
+        path text NOT NULL,
+        line integer NOT NULL,
+        subject_key text NOT NULL,
+        subject text NOT NULL,
+        predicate text NOT NULL,
+        object_key text NOT NULL,
+        object text NOT NULL,
+        retracted integer NOT NULL DEFAULT 0,
+        importance integer,
+        origin text NOT NULL,
+        session_kind text NOT NULL,
+        observed_at double precision,
+        private integer NOT NULL,
+        stable_key text NOT NULL
+    );
+    CREATE INDEX graph_relations_ns ON memmw.graph_relations (namespace_id, subject_key);
+    CREATE INDEX graph_relations_file ON memmw.graph_relations (file_id);
+    CREATE TABLE memmw.graph_triggers (
+        id bigserial PRIMARY KEY,
+        namespace_id integer NOT NULL,
+        file_id bigint NOT NULL REFERENCES memmw.files(id) ON DELETE CASCADE,
+        path text NOT NULL,
+        line integer NOT NULL,
+        phrases text NOT NULL,
+        text text NOT NULL,
+        importance integer,
+        origin text NOT NULL,
+        private integer NOT NULL
+    );
+    CREATE INDEX graph_triggers_ns ON memmw.graph_triggers (namespace_id);
+    CREATE INDEX graph_triggers_file ON memmw.graph_triggers (file_id);
+    CREATE TABLE memmw.graph_cooccurrences (
+        namespace_id integer NOT NULL,
+        chunk_rowid bigint NOT NULL REFERENCES memmw.chunks(rowid) ON DELETE CASCADE,
+        a_key text NOT NULL,
+        b_key text NOT NULL,
+        PRIMARY KEY (chunk_rowid, a_key, b_key)
+    );
+    CREATE INDEX graph_cooccurrences_ns ON memmw.graph_cooccurrences (namespace_id);
+    CREATE TABLE memmw.graph_activation (
+        namespace_id integer NOT NULL REFERENCES memmw.namespaces(id) ON DELETE CASCADE,
+        stable_key text NOT NULL,
+        activation double precision NOT NULL,
+        hits integer NOT NULL DEFAULT 0,
+        last_access double precision,
+        updated_at double precision NOT NULL,
+        PRIMARY KEY (namespace_id, stable_key)
+    );
     """,
 )
 

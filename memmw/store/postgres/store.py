@@ -1,27 +1,26 @@
-"""Rows of one namespace (an agent's index, or a shared one) in a PostgreSQL database."""
+"""Rows of one namespace (an agent's index) in PostgreSQL: the store protocol's reads and writes."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import logging
-import os
-import socket
+import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memmw.errors import IndexBusyError
-from memmw.store.postgres.schema import WRITER_LOCK_CLASS
-from memmw.store.sqlite.store import ChunkRow, chunk_id
+from memmw.store.postgres import graph as pg_graph
+from memmw.store.protocol import ChunkRow, FileRecords, GraphRows, Postings, VectorStats
+from memmw.store.sqlite.store import chunk_id
 from memmw.store.terms import pack_terms, unpack_terms
 
 if TYPE_CHECKING:
     import psycopg
-    from psycopg_pool import ConnectionPool
 
+    from memmw.graph.syntax import ParsedNote
     from memmw.text.chunking import Chunk
 
 log = logging.getLogger(__name__)
@@ -34,9 +33,10 @@ _CHUNK_COLUMNS = (
     "c.importance, c.n_terms, f.decay_ts, c.terms"
 )
 
-# BM25 over the postings of the query's terms, with the document frequency of each term
-# counted from the same postings and the collection length from ``source_stats``: the
-# formula of ``memmw.search.keyword.KeywordMatrix``.
+# BM25 over the postings of the query's terms, with each term's document frequency counted
+# from the same postings and the collection length from ``source_stats``: the formula of
+# ``memmw.search.keyword`` computed in the server (no postings cross the network).
+# ``%(all)s``: keep only chunks with every term (the FTS5 ``AND`` of ``fts_search``).
 _BM25_SQL = """
 WITH q AS (SELECT DISTINCT unnest(%(hashes)s::bigint[]) AS h),
 p AS (
@@ -59,9 +59,17 @@ SELECT p.chunk_rowid,
        count(*) AS matched
 FROM p JOIN df USING (term_hash) CROSS JOIN st
 GROUP BY p.chunk_rowid
+HAVING count(*) >= %(need)s
 ORDER BY score DESC, p.chunk_rowid
 LIMIT %(limit)s
 """
+
+_QUOTED = re.compile(r'"((?:[^"]|"")*)"')
+
+
+def match_terms(match: str) -> list[str]:
+    """The terms of an FTS5 expression as ``memmw.search.keyword`` builds it (quoted terms)."""
+    return [m.group(1).replace('""', '"') for m in _QUOTED.finditer(match)]
 
 
 def _chunk_row(row: Sequence[Any]) -> ChunkRow:
@@ -81,17 +89,16 @@ def _chunk_row(row: Sequence[Any]) -> ChunkRow:
     )
 
 
-def _unit(vector: Sequence[float] | np.ndarray) -> np.ndarray:
-    arr = np.asarray(vector, dtype=np.float32)
-    norm = float(np.linalg.norm(arr))
-    return arr / norm if norm > 0 else arr
-
-
-def _as_array(value: Any) -> np.ndarray:
+def as_array(value: Any) -> np.ndarray:
     """A pgvector value as float32 (its loader gives ``Vector`` or an array by version)."""
     if hasattr(value, "to_numpy"):
         value = value.to_numpy()
     return np.asarray(value, dtype=np.float32)
+
+
+def as_blob(value: Any) -> bytes:
+    """A pgvector value as the protocol's little-endian float32 blob."""
+    return as_array(value).astype("<f4").tobytes()
 
 
 def vector_index_name(namespace_id: int, dims: int) -> str:
@@ -99,26 +106,28 @@ def vector_index_name(namespace_id: int, dims: int) -> str:
     return f"chunk_vectors_hnsw_{namespace_id}_{dims}"
 
 
-class _Reads:
-    """Queries shared by the reader (pooled connections) and the writer (its own one)."""
+class PostgresReader:
+    """Reads of one namespace through one connection (inside the caller's snapshot)."""
 
-    namespace: str
-    namespace_id: int
+    def __init__(
+        self, conn: psycopg.Connection[Any], namespace_id: int, *, fts_tokenizer: str = "unicode61"
+    ) -> None:
+        self.conn = conn
+        self.namespace_id = namespace_id
+        self.fts_tokenizer = fts_tokenizer
 
-    @contextlib.contextmanager
-    def _conn(self) -> Iterator[psycopg.Connection[Any]]:
-        raise NotImplementedError
-        yield
+    def _one(self, query: str, params: Sequence[Any] | Mapping[str, Any]) -> Any:
+        row = self.conn.execute(query, params).fetchone()
+        return None if row is None else row[0]
 
-    # -- meta ------------------------------------------------------------------------
+    # -- meta and identity -----------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
         """A meta value of this namespace, or None."""
-        with self._conn() as conn:
-            row = conn.execute(
-                "SELECT value FROM memmw.meta WHERE namespace_id = %s AND key = %s",
-                (self.namespace_id, key),
-            ).fetchone()
-        return None if row is None else str(row[0])
+        value = self._one(
+            "SELECT value FROM memmw.meta WHERE namespace_id = %s AND key = %s",
+            (self.namespace_id, key),
+        )
+        return None if value is None else str(value)
 
     def generation(self) -> int:
         """Counter bumped by every sync that changed this namespace."""
@@ -130,389 +139,364 @@ class _Reads:
         raw = self.get_meta("identity")
         return None if raw is None else dict(json.loads(raw))
 
-    # -- files and chunks ------------------------------------------------------------
-    def file_records(self, source: str) -> dict[str, tuple[str, float, int]]:
+    # -- files -----------------------------------------------------------------------
+    def file_records(self, source: str) -> FileRecords:
         """``{path: (hash, mtime, size)}`` of the indexed files of ``source``."""
-        with self._conn() as conn:
-            rows = conn.execute(
-                "SELECT path, hash, mtime, size FROM memmw.files"
-                " WHERE namespace_id = %s AND source = %s",
-                (self.namespace_id, source),
-            ).fetchall()
+        rows = self.conn.execute(
+            "SELECT path, hash, mtime, size FROM memmw.files"
+            " WHERE namespace_id = %s AND source = %s",
+            (self.namespace_id, source),
+        ).fetchall()
         return {path: (h, float(mtime), int(size)) for path, h, mtime, size in rows}
 
-    def chunks(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
-        """Chunks of this namespace by rowid (missing ids are absent from the result)."""
-        if not rowids:
-            return {}
-        with self._conn() as conn:
-            rows = conn.execute(
-                f"SELECT {_CHUNK_COLUMNS} FROM memmw.chunks c JOIN memmw.files f"
-                " ON f.id = c.file_id WHERE c.rowid = ANY(%s) AND c.namespace_id = %s",
-                (list(rowids), self.namespace_id),
-            ).fetchall()
-        return {int(row[0]): _chunk_row(row) for row in rows}
+    def sources_present(self) -> set[str]:
+        """Sources that have at least one indexed file."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT source FROM memmw.files WHERE namespace_id = %s",
+            (self.namespace_id,),
+        ).fetchall()
+        return {str(r[0]) for r in rows}
 
-    def term_blobs(self, sources: Sequence[str], *, after: int = 0) -> list[tuple[int, bytes, int]]:
-        """``(rowid, terms blob, n_terms)`` of the chunks of ``sources`` with rowid > ``after``."""
-        with self._conn() as conn:
-            rows = conn.execute(
-                "SELECT rowid, terms, n_terms FROM memmw.chunks WHERE namespace_id = %s"
-                " AND source = ANY(%s) AND rowid > %s ORDER BY rowid",
-                (self.namespace_id, list(sources), after),
-            ).fetchall()
-        return [(int(r), bytes(t), int(n)) for r, t, n in rows]
+    # -- chunks ----------------------------------------------------------------------
+    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+        """Chunks of this namespace by rowid (missing ids are absent from the result)."""
+        if not ids:
+            return {}
+        rows = self.conn.execute(
+            f"SELECT {_CHUNK_COLUMNS} FROM memmw.chunks c JOIN memmw.files f"
+            " ON f.id = c.file_id WHERE c.rowid = ANY(%s) AND c.namespace_id = %s",
+            ([int(i) for i in ids], self.namespace_id),
+        ).fetchall()
+        return {int(row[0]): _chunk_row(row) for row in rows}
 
     def chunk_rowids(self, sources: Sequence[str]) -> list[int]:
         """Rowids of every chunk of ``sources``, ascending."""
-        with self._conn() as conn:
-            rows = conn.execute(
-                "SELECT rowid FROM memmw.chunks WHERE namespace_id = %s AND source = ANY(%s)"
-                " ORDER BY rowid",
-                (self.namespace_id, list(sources)),
-            ).fetchall()
+        rows = self.conn.execute(
+            "SELECT rowid FROM memmw.chunks WHERE namespace_id = %s AND source = ANY(%s)"
+            " ORDER BY rowid",
+            (self.namespace_id, list(sources)),
+        ).fetchall()
         return [int(r[0]) for r in rows]
 
     def chunk_count(self, sources: Sequence[str]) -> int:
         """Chunks of ``sources``."""
-        with self._conn() as conn:
-            row = conn.execute(
+        return int(
+            self._one(
                 "SELECT count(*) FROM memmw.chunks WHERE namespace_id = %s AND source = ANY(%s)",
                 (self.namespace_id, list(sources)),
-            ).fetchone()
-        return int(row[0]) if row else 0
+            )
+        )
+
+    def term_blobs(
+        self, sources: Sequence[str], *, after: int = 0
+    ) -> list[tuple[int, bytes, int]]:
+        """``(rowid, terms blob, n_terms)`` of the chunks of ``sources`` with rowid > ``after``."""
+        rows = self.conn.execute(
+            "SELECT rowid, terms, n_terms FROM memmw.chunks WHERE namespace_id = %s"
+            " AND source = ANY(%s) AND rowid > %s ORDER BY rowid",
+            (self.namespace_id, list(sources), after),
+        ).fetchall()
+        return [(int(r), bytes(t), int(n)) for r, t, n in rows]
 
     def newest_decay_ts(self) -> float | None:
         """The newest dated memory (epoch seconds), the reference age for decay."""
-        with self._conn() as conn:
-            row = conn.execute(
-                "SELECT max(decay_ts) FROM memmw.files WHERE namespace_id = %s",
-                (self.namespace_id,),
-            ).fetchone()
-        return None if row is None or row[0] is None else float(row[0])
+        value = self._one(
+            "SELECT max(decay_ts) FROM memmw.files WHERE namespace_id = %s", (self.namespace_id,)
+        )
+        return None if value is None else float(value)
 
     def counts(self) -> dict[str, dict[str, int]]:
         """``{source: {"files": n, "chunks": n}}``."""
         out: dict[str, dict[str, int]] = {}
-        with self._conn() as conn:
-            for source, n in conn.execute(
-                "SELECT source, count(*) FROM memmw.files WHERE namespace_id = %s GROUP BY source",
-                (self.namespace_id,),
-            ):
-                out.setdefault(source, {"files": 0, "chunks": 0})["files"] = int(n)
-            for source, n in conn.execute(
-                "SELECT source, count(*) FROM memmw.chunks WHERE namespace_id = %s GROUP BY source",
-                (self.namespace_id,),
-            ):
-                out.setdefault(source, {"files": 0, "chunks": 0})["chunks"] = int(n)
+        for source, n in self.conn.execute(
+            "SELECT source, count(*) FROM memmw.files WHERE namespace_id = %s GROUP BY source",
+            (self.namespace_id,),
+        ).fetchall():
+            out.setdefault(source, {"files": 0, "chunks": 0})["files"] = int(n)
+        for source, n in self.conn.execute(
+            "SELECT source, count(*) FROM memmw.chunks WHERE namespace_id = %s GROUP BY source",
+            (self.namespace_id,),
+        ).fetchall():
+            out.setdefault(source, {"files": 0, "chunks": 0})["chunks"] = int(n)
         return out
 
     # -- keyword leg -----------------------------------------------------------------
-    def term_stats(self, sources: Sequence[str]) -> tuple[int, float]:
-        """``(chunks, average chunk length in terms)`` of ``sources`` (BM25's statistics)."""
-        with self._conn() as conn:
-            row = conn.execute(
-                "SELECT coalesce(sum(n_docs), 0), coalesce(sum(total_len), 0)"
-                " FROM memmw.source_stats WHERE namespace_id = %s AND source = ANY(%s)",
-                (self.namespace_id, list(sources)),
-            ).fetchone()
-        n_docs, total = (int(row[0]), int(row[1])) if row else (0, 0)
-        return n_docs, (total / n_docs if n_docs else 1.0)
+    def keyword_stats(self, sources: Sequence[str]) -> tuple[int, float]:
+        """``(live chunks, total terms)`` of ``sources``, kept by every write (no scan)."""
+        row = self.conn.execute(
+            "SELECT coalesce(sum(n_docs), 0), coalesce(sum(total_len), 0)"
+            " FROM memmw.source_stats WHERE namespace_id = %s AND source = ANY(%s)",
+            (self.namespace_id, list(sources)),
+        ).fetchone()
+        return (int(row[0]), float(row[1])) if row else (0, 0.0)
 
-    def postings(self, term_hashes: Sequence[int], sources: Sequence[str]) -> dict[int, list[tuple[int, int, int]]]:
-        """``{term hash: [(rowid, tf, chunk length)]}`` for the chunks of ``sources``."""
-        out: dict[int, list[tuple[int, int, int]]] = {}
-        with self._conn() as conn:
-            for h, rowid, tf, dl in conn.execute(
-                "SELECT term_hash, chunk_rowid, tf, doc_len FROM memmw.postings"
-                " WHERE namespace_id = %s AND term_hash = ANY(%s) AND source = ANY(%s)"
-                " ORDER BY term_hash, chunk_rowid",
-                (self.namespace_id, list(term_hashes), list(sources)),
-            ):
-                out.setdefault(int(h), []).append((int(rowid), int(tf), int(dl)))
-        return out
+    def postings(self, term_hashes: Sequence[int], sources: Sequence[str]) -> dict[int, Postings]:
+        """Live postings of each term hash present in ``sources``, rowid ascending."""
+        wanted = sorted({int(h) for h in term_hashes})
+        if not wanted:
+            return {}
+        found: dict[int, tuple[list[int], list[float], list[float]]] = {}
+        for h, rowid, tf, dl in self.conn.execute(
+            "SELECT term_hash, chunk_rowid, tf, doc_len FROM memmw.postings"
+            " WHERE namespace_id = %s AND term_hash = ANY(%s) AND source = ANY(%s)"
+            " ORDER BY term_hash, chunk_rowid",
+            (self.namespace_id, wanted, list(sources)),
+        ).fetchall():
+            ids, tfs, lens = found.setdefault(int(h), ([], [], []))
+            ids.append(int(rowid))
+            tfs.append(float(tf))
+            lens.append(float(dl))
+        return {
+            h: Postings(
+                rowids=np.asarray(ids, dtype=np.int64),
+                tf=np.asarray(tfs, dtype=np.float32),
+                doc_len=np.asarray(lens, dtype=np.float32),
+            )
+            for h, (ids, tfs, lens) in found.items()
+        }
 
     def bm25_search(
-        self, term_hashes: Sequence[int], limit: int, sources: Sequence[str]
+        self,
+        term_hashes: Sequence[int],
+        limit: int,
+        sources: Sequence[str],
+        *,
+        require_all: bool = False,
     ) -> list[tuple[int, float, int]]:
         """``(rowid, BM25, query terms matched)``, best first (ties by rowid), in the server."""
-        if not term_hashes or limit <= 0:
+        hashes = sorted({int(h) for h in term_hashes})
+        if not hashes or limit <= 0:
             return []
         params = {
-            "hashes": list(term_hashes),
+            "hashes": hashes,
             "ns": self.namespace_id,
             "sources": list(sources),
             "k1": K1,
             "b": B,
+            "need": len(hashes) if require_all else 1,
             "limit": limit,
         }
-        with self._conn() as conn:
-            rows = conn.execute(_BM25_SQL, params).fetchall()
+        rows = self.conn.execute(_BM25_SQL, params).fetchall()
         return [(int(r), float(s), int(m)) for r, s, m in rows]
 
+    def fts_search(self, match: str, limit: int, sources: Sequence[str]) -> list[tuple[int, float]]:
+        """``(rowid, -BM25)`` for an FTS5-style expression (quoted terms, `` AND ``), best first.
+
+        Answered from the postings: an ``AND`` of terms keeps chunks that have them all;
+        the rank is negative BM25 like FTS5's.
+        """
+        from memmw.store.terms import term_hash
+
+        terms = match_terms(match)
+        if not terms:
+            return []
+        hits = self.bm25_search(
+            [term_hash(t) for t in terms], limit, sources, require_all=" AND " in match
+        )
+        return [(rowid, -score) for rowid, score, _ in hits]
+
+    def substring_counts(
+        self, needles: Sequence[str], limit: int, sources: Sequence[str]
+    ) -> list[tuple[int, int]]:
+        """``(rowid, how many needles occur in the text)``, most first, then rowid (a scan)."""
+        if not needles or limit <= 0:
+            return []
+        rows = self.conn.execute(
+            "SELECT rowid, n FROM (SELECT c.rowid, (SELECT count(*) FROM unnest(%s::text[]) AS"
+            " needle WHERE strpos(lower(c.text), lower(needle)) > 0) AS n FROM memmw.chunks c"
+            " WHERE c.namespace_id = %s AND c.source = ANY(%s)) AS counted WHERE n > 0"
+            " ORDER BY n DESC, rowid LIMIT %s",
+            (list(needles), self.namespace_id, list(sources), limit),
+        ).fetchall()
+        return [(int(r), int(n)) for r, n in rows]
+
     # -- vectors ---------------------------------------------------------------------
-    def vector_dims(self) -> int | None:
-        """Dimension of this namespace's vectors (None before the first one)."""
-        with self._conn() as conn:
-            row = conn.execute(
-                "SELECT dims FROM memmw.chunk_vectors WHERE namespace_id = %s LIMIT 1",
-                (self.namespace_id,),
-            ).fetchone()
-        return None if row is None else int(row[0])
-
-    def vector_count(self) -> int:
-        """Chunks of this namespace that have a vector."""
-        with self._conn() as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM memmw.chunk_vectors WHERE namespace_id = %s",
-                (self.namespace_id,),
-            ).fetchone()
-        return int(row[0]) if row else 0
-
-    def pending_vectors(self, limit: int) -> list[tuple[int, str, str]]:
-        """``(rowid, chunk hash, text)`` of chunks still without a vector, oldest first."""
-        with self._conn() as conn:
-            rows = conn.execute(
-                "SELECT c.rowid, c.hash, c.text FROM memmw.chunks c"
-                " LEFT JOIN memmw.chunk_vectors v ON v.chunk_rowid = c.rowid"
-                " WHERE c.namespace_id = %s AND v.chunk_rowid IS NULL ORDER BY c.rowid LIMIT %s",
-                (self.namespace_id, limit),
-            ).fetchall()
-        return [(int(r), str(h), str(t)) for r, h, t in rows]
-
-    def vector_search(
-        self,
-        query: Sequence[float] | np.ndarray,
-        limit: int,
-        sources: Sequence[str],
-        *,
-        ef_search: int | None = None,
+    def nearest(
+        self, vector: Sequence[float], k: int, sources: Sequence[str]
     ) -> list[tuple[int, float]]:
-        """``(rowid, cosine similarity)``, best first, through the namespace's HNSW index.
+        """The ``k`` nearest stored vectors by cosine, best first (ties by rowid), via HNSW.
 
         The namespace id and the dimension are SQL literals (integers we hold), so the
-        planner can match the partial index of this namespace and dimension.
+        planner matches the partial HNSW index of this namespace and dimension.
         """
         from pgvector import Vector
         from psycopg import sql
 
-        if limit <= 0:
+        query = np.asarray(vector, dtype=np.float32)
+        norm = float(np.linalg.norm(query)) if query.size else 0.0
+        if k < 1 or norm == 0.0 or not np.isfinite(norm):
             return []
-        vec = _unit(query)
-        dims = int(vec.shape[0])
-        ef = max(40, limit * 2) if ef_search is None else ef_search
+        query = query / norm
+        dims = int(query.shape[0])
         stmt = sql.SQL(
             "SELECT chunk_rowid, (embedding::vector({dims})) <=> %s AS distance"
             " FROM memmw.chunk_vectors WHERE namespace_id = {ns} AND dims = {dims}"
             " AND source = ANY(%s) ORDER BY (embedding::vector({dims})) <=> %s LIMIT %s"
         ).format(dims=sql.Literal(dims), ns=sql.Literal(self.namespace_id))
-        with self._conn() as conn, conn.transaction():
-            conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef)))
+        with self.conn.transaction():
+            # SET LOCAL lasts until the end of this (sub)transaction.
+            self.conn.execute(
+                sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(40, 2 * k)))
+            )
             # A source filter (memory without sessions) must not starve the result.
-            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            rows = conn.execute(
-                stmt, (Vector(vec), list(sources), Vector(vec), limit)
+            self.conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            rows = self.conn.execute(
+                stmt, (Vector(query), list(sources), Vector(query), k)
             ).fetchall()
         hits = [(int(r), 1.0 - float(d)) for r, d in rows]
-        # relaxed_order may return slightly out of order: the final order is exact.
+        # relaxed_order may come back slightly out of order: the final order is exact.
         hits.sort(key=lambda hit: (-hit[1], hit[0]))
         return hits
 
-    # -- embedding cache -------------------------------------------------------------
+    def vector_rows(self, sources: Sequence[str]) -> list[tuple[int, bytes]]:
+        """``(rowid, unit float32 little-endian vector)`` of every stored vector, by rowid."""
+        rows = self.conn.execute(
+            "SELECT chunk_rowid, embedding FROM memmw.chunk_vectors WHERE namespace_id = %s"
+            " AND source = ANY(%s) ORDER BY chunk_rowid",
+            (self.namespace_id, list(sources)),
+        ).fetchall()
+        return [(int(r), as_blob(e)) for r, e in rows]
+
+    def vector_dims(self) -> int | None:
+        """Dimension of this namespace's vectors (None before the first one)."""
+        value = self._one(
+            "SELECT dims FROM memmw.chunk_vectors WHERE namespace_id = %s LIMIT 1",
+            (self.namespace_id,),
+        )
+        return None if value is None else int(value)
+
+    def pending_count(self) -> int:
+        """Chunks that have no vector yet."""
+        return int(
+            self._one(
+                "SELECT count(*) FROM memmw.chunks c WHERE c.namespace_id = %s AND NOT EXISTS"
+                " (SELECT 1 FROM memmw.chunk_vectors v WHERE v.chunk_rowid = c.rowid)",
+                (self.namespace_id,),
+            )
+        )
+
+    def pending_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]:
+        """``(rowid, chunk hash, text)`` of chunks without a vector past ``after``, by rowid."""
+        rows = self.conn.execute(
+            "SELECT c.rowid, c.hash, c.text FROM memmw.chunks c WHERE c.namespace_id = %s"
+            " AND c.rowid > %s AND NOT EXISTS"
+            " (SELECT 1 FROM memmw.chunk_vectors v WHERE v.chunk_rowid = c.rowid)"
+            " ORDER BY c.rowid LIMIT %s",
+            (self.namespace_id, after, limit),
+        ).fetchall()
+        return [(int(r), str(h), str(t)) for r, h, t in rows]
+
+    def vector_stats(self) -> VectorStats:
+        """Vector, pending and cache figures for ``status``."""
+        vectors = int(
+            self._one(
+                "SELECT count(*) FROM memmw.chunk_vectors WHERE namespace_id = %s",
+                (self.namespace_id,),
+            )
+        )
+        by_source = {
+            str(src): (int(tb or 0), int(eb or 0))
+            for src, tb, eb in self.conn.execute(
+                "SELECT c.source, sum(octet_length(c.text)), sum(v.dims * 4)"
+                " FROM memmw.chunks c LEFT JOIN memmw.chunk_vectors v ON v.chunk_rowid = c.rowid"
+                " WHERE c.namespace_id = %s GROUP BY c.source",
+                (self.namespace_id,),
+            ).fetchall()
+        }
+        return VectorStats(
+            vectors=vectors,
+            pending=self.pending_count(),
+            cache_entries=self.cache_count(),
+            bytes_by_source=by_source,
+        )
+
+    # -- embedding cache (shared by every namespace: content-addressed) --------------
     def cached_embeddings(
         self, provider: str, model: str, provider_key: str, hashes: Sequence[str]
-    ) -> dict[str, np.ndarray]:
-        """Cached vectors by chunk hash (shared by every namespace: content-addressed)."""
-        if not hashes:
+    ) -> dict[str, bytes]:
+        """``{chunk hash: vector blob}`` found in the embedding cache."""
+        wanted = list(dict.fromkeys(hashes))
+        if not wanted:
             return {}
-        with self._conn() as conn:
-            rows = conn.execute(
-                "SELECT hash, embedding FROM memmw.embedding_cache WHERE provider = %s"
-                " AND model = %s AND provider_key = %s AND hash = ANY(%s)",
-                (provider, model, provider_key, list(hashes)),
-            ).fetchall()
-        return {str(h): _as_array(e) for h, e in rows}
+        rows = self.conn.execute(
+            "SELECT hash, embedding FROM memmw.embedding_cache WHERE provider = %s"
+            " AND model = %s AND provider_key = %s AND hash = ANY(%s)",
+            (provider, model, provider_key, wanted),
+        ).fetchall()
+        return {str(h): as_blob(e) for h, e in rows}
+
+    def cache_count(self) -> int:
+        """Rows in the embedding cache."""
+        return int(self._one("SELECT count(*) FROM memmw.embedding_cache", ()))
+
+    # -- knowledge graph -------------------------------------------------------------
+    def graph_rows(self) -> GraphRows:
+        """Every graph row of this namespace."""
+        return pg_graph.read_rows(self.conn, self.namespace_id)
 
 
-class PostgresStore(_Reads):
-    """One namespace of the PostgreSQL store: reads from a pool, writes through ``writer()``.
+class PostgresWriter(PostgresReader):
+    """Writes of one namespace on the writer's connection (reads see its own writes).
 
-    Readers are never blocked (MVCC): a writer's changes, a full rebuild included, become
-    visible at once when its transaction commits, and a failed or interrupted one leaves
-    the previous rows in place. One writer per namespace at a time, across hosts.
+    Statements outside :meth:`transaction` commit one by one (like the SQLite writer).
     """
 
-    def __init__(self, pool: ConnectionPool[Any], namespace: str, *, owns_pool: bool = False) -> None:
-        """Bind to ``namespace`` (created when missing) in the database behind ``pool``."""
-        self._pool = pool
-        self._owns_pool = owns_pool
-        self.namespace = namespace
-        with pool.connection() as conn:
-            conn.execute(
-                "INSERT INTO memmw.namespaces (name) VALUES (%s) ON CONFLICT (name) DO NOTHING",
-                (namespace,),
-            )
-            row = conn.execute(
-                "SELECT id FROM memmw.namespaces WHERE name = %s", (namespace,)
-            ).fetchone()
-        assert row is not None
-        self.namespace_id = int(row[0])
-
-    @classmethod
-    def open(cls, dsn: str, namespace: str, *, pool_size: int = 4) -> PostgresStore:
-        """Migrate the database behind ``dsn`` and open ``namespace`` with its own pool."""
-        from memmw.store.postgres.connection import open_pool
-
-        return cls(open_pool(dsn, max_size=pool_size), namespace, owns_pool=True)
-
-    def close(self) -> None:
-        """Close the pool if this store opened it."""
-        if self._owns_pool:
-            self._pool.close()
-
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __init__(
+        self, conn: psycopg.Connection[Any], namespace_id: int, *, fts_tokenizer: str = "unicode61"
+    ) -> None:
+        super().__init__(conn, namespace_id, fts_tokenizer=fts_tokenizer)
+        #: HNSW indexes to create once no transaction is open (see ``write_vectors``).
+        self.missing_vector_indexes: set[int] = set()
 
     @contextlib.contextmanager
-    def _conn(self) -> Iterator[psycopg.Connection[Any]]:
-        with self._pool.connection() as conn:
-            yield conn
+    def transaction(self) -> Iterator[PostgresWriter]:
+        """One atomic write transaction (a savepoint when one is already open)."""
+        with self.conn.transaction():
+            yield self
 
-    def writer_holder(self) -> dict[str, Any] | None:
-        """Who holds this namespace's writer lock (host, pid, since), or None."""
-        with self._conn() as conn:
-            row = conn.execute(
-                "SELECT w.host, w.pid, w.since FROM memmw.writers w"
-                " JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted"
-                " AND l.classid = %s AND l.objid = %s AND l.pid = w.backend_pid"
-                " WHERE w.namespace_id = %s",
-                (WRITER_LOCK_CLASS, self.namespace_id, self.namespace_id),
-            ).fetchone()
-        if row is None:
-            return None
-        return {"host": row[0], "pid": int(row[1]), "since": row[2].isoformat()}
-
-    @contextlib.contextmanager
-    def writer(self, *, wait: bool = False, timeout: float = 120.0) -> Iterator[PostgresWriter]:
-        """The namespace's single writer, in one transaction committed on a clean exit.
-
-        Args:
-            wait: Wait up to ``timeout`` seconds for another writer; False fails at once.
-            timeout: Longest wait when ``wait`` is true.
-
-        Raises:
-            IndexBusyError: another process (on any host) is writing this namespace; the
-                message names its host and pid.
-        """
-        with self._pool.connection() as conn:
-            deadline = time.monotonic() + (timeout if wait else 0.0)
-            while True:
-                row = conn.execute(
-                    "SELECT pg_try_advisory_lock(%s, %s)", (WRITER_LOCK_CLASS, self.namespace_id)
-                ).fetchone()
-                if row is not None and row[0]:
-                    break
-                if time.monotonic() >= deadline:
-                    holder = self.writer_holder()
-                    who = (
-                        f"host {holder['host']} pid {holder['pid']} since {holder['since']}"
-                        if holder
-                        else "another process"
-                    )
-                    raise IndexBusyError(
-                        f"namespace {self.namespace!r} is being written by {who}; try again "
-                        "when it is done"
-                    )
-                time.sleep(0.2)
-            try:
-                conn.execute(
-                    "INSERT INTO memmw.writers (namespace_id, host, pid, backend_pid)"
-                    " VALUES (%s, %s, %s, pg_backend_pid()) ON CONFLICT (namespace_id) DO UPDATE"
-                    " SET host = excluded.host, pid = excluded.pid,"
-                    " backend_pid = excluded.backend_pid, since = now()",
-                    (self.namespace_id, socket.gethostname(), os.getpid()),
-                )
-                with conn.transaction():
-                    yield PostgresWriter(conn, self.namespace, self.namespace_id)
-            finally:
-                if not conn.closed and not conn.broken:
-                    with contextlib.suppress(Exception):
-                        conn.execute(
-                            "DELETE FROM memmw.writers WHERE namespace_id = %s"
-                            " AND backend_pid = pg_backend_pid()",
-                            (self.namespace_id,),
-                        )
-                        conn.execute(
-                            "SELECT pg_advisory_unlock(%s, %s)",
-                            (WRITER_LOCK_CLASS, self.namespace_id),
-                        )
-
-    def ensure_vector_index(self, dims: int) -> None:
-        """Create the HNSW index of this namespace's ``dims``-dimension vectors if missing.
-
-        Call it before opening the writer: building an index takes a lock that waits for
-        other namespaces' open write transactions, so it runs in its own short one (and on
-        a namespace without vectors of that size yet, it is instant).
-        """
-        from psycopg import sql
-
-        name = vector_index_name(self.namespace_id, dims)
-        with self._conn() as conn:
-            row = conn.execute("SELECT to_regclass(%s)", (f"memmw.{name}",)).fetchone()
-            if row is not None and row[0] is not None:
-                return
-            conn.execute(
-                sql.SQL(
-                    "CREATE INDEX IF NOT EXISTS {name} ON memmw.chunk_vectors USING hnsw"
-                    " ((embedding::vector({dims})) vector_cosine_ops)"
-                    " WHERE namespace_id = {ns} AND dims = {dims}"
-                ).format(
-                    name=sql.Identifier(name),
-                    dims=sql.Literal(dims),
-                    ns=sql.Literal(self.namespace_id),
-                )
-            )
-
-
-class PostgresWriter(_Reads):
-    """Writes of one namespace inside the writer's transaction (reads see its own writes)."""
-
-    def __init__(self, conn: psycopg.Connection[Any], namespace: str, namespace_id: int) -> None:
-        self._connection = conn
-        self.namespace = namespace
-        self.namespace_id = namespace_id
-
-    @contextlib.contextmanager
-    def _conn(self) -> Iterator[psycopg.Connection[Any]]:
-        yield self._connection
-
-    # -- meta ------------------------------------------------------------------------
+    # -- meta and identity -----------------------------------------------------------
     def set_meta(self, key: str, value: str) -> None:
         """Insert or replace a meta value."""
-        self._connection.execute(
+        self.conn.execute(
             "INSERT INTO memmw.meta (namespace_id, key, value) VALUES (%s, %s, %s)"
             " ON CONFLICT (namespace_id, key) DO UPDATE SET value = excluded.value",
             (self.namespace_id, key, value),
         )
 
-    def set_identity(self, identity: dict[str, Any]) -> None:
+    def delete_meta(self, key: str) -> None:
+        """Remove a meta value (no error when absent)."""
+        self.conn.execute(
+            "DELETE FROM memmw.meta WHERE namespace_id = %s AND key = %s",
+            (self.namespace_id, key),
+        )
+
+    def set_identity(self, identity: Mapping[str, Any]) -> None:
         """Record the settings the rows are built with."""
-        self.set_meta("identity", json.dumps(identity, sort_keys=True))
+        self.set_meta("identity", json.dumps(dict(identity), sort_keys=True))
+
+    def _bump(self, key: str) -> int:
+        value = self._one(
+            "INSERT INTO memmw.meta (namespace_id, key, value) VALUES (%s, %s, '1')"
+            " ON CONFLICT (namespace_id, key) DO UPDATE"
+            " SET value = (memmw.meta.value::bigint + 1)::text RETURNING value",
+            (self.namespace_id, key),
+        )
+        return int(value)
 
     def bump_generation(self) -> int:
-        """Increment and return the generation."""
-        gen = self.generation() + 1
-        self.set_meta("generation", str(gen))
+        """Increment and return the generation; records ``last_sync``."""
+        gen = self._bump("generation")
         self.set_meta("last_sync", repr(time.time()))
         return gen
+
+    def bump_vector_generation(self) -> int:
+        """Increment and return the vector generation (vectors were written)."""
+        return self._bump("vector_generation")
 
     # -- files and chunks ------------------------------------------------------------
     def update_file_stat(self, path: str, source: str, *, mtime: float, size: int) -> None:
         """Record a file's new mtime and size when its indexed content did not change."""
-        self._connection.execute(
+        self.conn.execute(
             "UPDATE memmw.files SET mtime = %s, size = %s"
             " WHERE namespace_id = %s AND path = %s AND source = %s",
             (mtime, size, self.namespace_id, path, source),
@@ -521,7 +505,7 @@ class PostgresWriter(_Reads):
     def _adjust_stats(self, source: str, docs: int, length: int) -> None:
         if not docs:
             return
-        self._connection.execute(
+        self.conn.execute(
             "INSERT INTO memmw.source_stats (namespace_id, source, n_docs, total_len)"
             " VALUES (%s, %s, %s, %s) ON CONFLICT (namespace_id, source) DO UPDATE"
             " SET n_docs = memmw.source_stats.n_docs + excluded.n_docs,"
@@ -530,30 +514,32 @@ class PostgresWriter(_Reads):
         )
 
     def delete_file(self, path: str, source: str) -> None:
-        """Remove a file and everything derived from it (chunks, postings, vectors)."""
-        conn = self._connection
-        rows = conn.execute(
-            "SELECT c.rowid, c.terms, c.n_terms FROM memmw.chunks c JOIN memmw.files f"
-            " ON f.id = c.file_id WHERE f.namespace_id = %s AND f.path = %s AND f.source = %s",
-            (self.namespace_id, path, source),
-        ).fetchall()
-        if rows:
-            hashes: list[int] = []
-            owners: list[int] = []
-            for rowid, blob, _n in rows:
-                entries = unpack_terms(bytes(blob))
-                hashes.extend(int(h) for h in entries["h"])
-                owners.extend([int(rowid)] * len(entries))
-            conn.execute(
-                "DELETE FROM memmw.postings p USING unnest(%s::bigint[], %s::bigint[]) AS d(h, r)"
-                " WHERE p.namespace_id = %s AND p.term_hash = d.h AND p.chunk_rowid = d.r",
-                (hashes, owners, self.namespace_id),
+        """Remove a file and everything derived from it (chunks, postings, vectors, graph)."""
+        with self.conn.transaction():
+            rows = self.conn.execute(
+                "SELECT c.rowid, c.terms, c.n_terms FROM memmw.chunks c JOIN memmw.files f"
+                " ON f.id = c.file_id WHERE f.namespace_id = %s AND f.path = %s"
+                " AND f.source = %s",
+                (self.namespace_id, path, source),
+            ).fetchall()
+            if rows:
+                hashes: list[int] = []
+                owners: list[int] = []
+                for rowid, blob, _n in rows:
+                    entries = unpack_terms(bytes(blob))
+                    hashes.extend(entries["h"].tolist())
+                    owners.extend([int(rowid)] * len(entries))
+                self.conn.execute(
+                    "DELETE FROM memmw.postings p"
+                    " USING unnest(%s::bigint[], %s::bigint[]) AS d(h, r)"
+                    " WHERE p.namespace_id = %s AND p.term_hash = d.h AND p.chunk_rowid = d.r",
+                    (hashes, owners, self.namespace_id),
+                )
+                self._adjust_stats(source, -len(rows), -sum(int(r[2]) for r in rows))
+            self.conn.execute(
+                "DELETE FROM memmw.files WHERE namespace_id = %s AND path = %s AND source = %s",
+                (self.namespace_id, path, source),
             )
-            self._adjust_stats(source, -len(rows), -sum(int(r[2]) for r in rows))
-        conn.execute(
-            "DELETE FROM memmw.files WHERE namespace_id = %s AND path = %s AND source = %s",
-            (self.namespace_id, path, source),
-        )
 
     def replace_file(
         self,
@@ -567,27 +553,52 @@ class PostgresWriter(_Reads):
         chunks: Sequence[Chunk],
         model: str,
     ) -> list[int]:
-        """Write a file's record and chunks, replacing what it had. Returns the chunk rowids."""
-        conn = self._connection
+        """Write a file's record and chunks, replacing what it had; returns the chunk rowids."""
+        with self.conn.transaction():
+            return self._replace_file(
+                path=path,
+                source=source,
+                file_hash=file_hash,
+                mtime=mtime,
+                size=size,
+                decay_ts=decay_ts,
+                chunks=chunks,
+                model=model,
+            )
+
+    def _replace_file(
+        self,
+        *,
+        path: str,
+        source: str,
+        file_hash: str,
+        mtime: float,
+        size: int,
+        decay_ts: float | None,
+        chunks: Sequence[Chunk],
+        model: str,
+    ) -> list[int]:
+        conn = self.conn
         self.delete_file(path, source)
-        row = conn.execute(
-            "INSERT INTO memmw.files (namespace_id, path, source, hash, mtime, size, decay_ts)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            (self.namespace_id, path, source, file_hash, mtime, size, decay_ts),
-        ).fetchone()
-        assert row is not None
-        file_id = int(row[0])
+        file_id = int(
+            self._one(
+                "INSERT INTO memmw.files (namespace_id, path, source, hash, mtime, size, decay_ts)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                (self.namespace_id, path, source, file_hash, mtime, size, decay_ts),
+            )
+        )
         unique: list[tuple[str, Chunk]] = []
         seen: set[str] = set()
         for chunk in chunks:
             cid = chunk_id(source, path, chunk, model)
             if cid not in seen:
-                # Pieces of one long line with the same text share an id (see SQLite store).
+                # Pieces of one long line with the same text share an id (as in SQLite).
                 seen.add(cid)
                 unique.append((cid, chunk))
         if not unique:
             return []
-        # Rowids come from the sequence in one round trip, then COPY writes the rows.
+        # Rowids come from the sequence in one round trip (ascending, never reused, shared
+        # by every namespace), then COPY writes the rows.
         rowids = [
             int(r[0])
             for r in conn.execute(
@@ -596,18 +607,16 @@ class PostgresWriter(_Reads):
             ).fetchall()
         ]
         now = time.time()
-        total_len = 0
+        packed: list[tuple[int, bytes, int]] = []
         with conn.cursor() as cur:
             with cur.copy(
                 "COPY memmw.chunks (rowid, namespace_id, id, file_id, path, source, start_line,"
                 " end_line, hash, model, text, line_map, importance, terms, n_terms, updated_at)"
                 " FROM STDIN"
             ) as copy:
-                packed: list[tuple[int, bytes, int]] = []
                 for rowid, (cid, chunk) in zip(rowids, unique, strict=True):
                     blob, n_terms = pack_terms(chunk.text)
                     packed.append((rowid, blob, n_terms))
-                    total_len += n_terms
                     copy.write_row(
                         (
                             rowid,
@@ -635,72 +644,94 @@ class PostgresWriter(_Reads):
                 for rowid, blob, n_terms in packed:
                     for h, tf in unpack_terms(blob).tolist():
                         copy.write_row((self.namespace_id, h, rowid, source, tf, n_terms))
-        self._adjust_stats(source, len(unique), total_len)
+        self._adjust_stats(source, len(unique), sum(n for _, _, n in packed))
         return rowids
 
-    def clear(self) -> None:
-        """Delete every file, chunk, posting, vector and statistic of the namespace.
+    def clear_rows(self) -> None:
+        """Delete every file, chunk, posting, vector, graph row and meta value of the namespace.
 
-        Meant for a full rebuild inside the writer's transaction: other sessions keep
-        seeing the old rows until it commits, and nothing if it fails.
+        Kept: the generation counter, graph activation (use, not content) and the shared
+        embedding cache; rowids keep coming from the one sequence. For a full rebuild
+        inside the writer's transaction: other sessions see the old rows until it commits.
         """
-        conn = self._connection
-        conn.execute("DELETE FROM memmw.postings WHERE namespace_id = %s", (self.namespace_id,))
-        conn.execute(
-            "DELETE FROM memmw.chunk_vectors WHERE namespace_id = %s", (self.namespace_id,)
-        )
-        conn.execute("DELETE FROM memmw.chunks WHERE namespace_id = %s", (self.namespace_id,))
-        conn.execute("DELETE FROM memmw.files WHERE namespace_id = %s", (self.namespace_id,))
-        conn.execute(
-            "DELETE FROM memmw.source_stats WHERE namespace_id = %s", (self.namespace_id,)
+        ns = (self.namespace_id,)
+        self.conn.execute("DELETE FROM memmw.postings WHERE namespace_id = %s", ns)
+        self.conn.execute("DELETE FROM memmw.chunk_vectors WHERE namespace_id = %s", ns)
+        pg_graph.clear(self.conn, self.namespace_id)
+        self.conn.execute("DELETE FROM memmw.chunks WHERE namespace_id = %s", ns)
+        self.conn.execute("DELETE FROM memmw.files WHERE namespace_id = %s", ns)
+        self.conn.execute("DELETE FROM memmw.source_stats WHERE namespace_id = %s", ns)
+        self.conn.execute(
+            "DELETE FROM memmw.meta WHERE namespace_id = %s AND key <> 'generation'", ns
         )
 
     # -- vectors and the embedding cache ---------------------------------------------
-    def put_vectors(self, rows: Sequence[tuple[int, Sequence[float] | np.ndarray]]) -> int:
-        """Store ``(chunk rowid, vector)`` pairs (normalised); returns how many were written.
+    def _vector_index_exists(self, dims: int) -> bool:
+        name = vector_index_name(self.namespace_id, dims)
+        return self._one("SELECT to_regclass(%s)", (f"memmw.{name}",)) is not None
 
-        Rowids of other namespaces or of deleted chunks are ignored.
+    def ensure_vector_index(self, dims: int) -> bool:
+        """Create this namespace's HNSW index for ``dims`` if missing; False when it must wait.
+
+        Creating an index takes a lock that waits for open write transactions on the
+        vector table, so it is only done outside a transaction (on an index of a new
+        namespace or dimension it takes no time); inside one it is left for later.
         """
+        from psycopg import pq, sql
+
+        if self._vector_index_exists(dims):
+            return True
+        if self.conn.info.transaction_status != pq.TransactionStatus.IDLE:
+            self.missing_vector_indexes.add(dims)
+            return False
+        self.conn.execute(
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {name} ON memmw.chunk_vectors USING hnsw"
+                " ((embedding::vector({dims})) vector_cosine_ops)"
+                " WHERE namespace_id = {ns} AND dims = {dims}"
+            ).format(
+                name=sql.Identifier(vector_index_name(self.namespace_id, dims)),
+                dims=sql.Literal(dims),
+                ns=sql.Literal(self.namespace_id),
+            )
+        )
+        self.missing_vector_indexes.discard(dims)
+        return True
+
+    def write_vectors(self, rows: Sequence[tuple[int, str, bytes]]) -> int:
+        """Store ``(rowid, chunk hash, blob)`` where the chunk still has that hash."""
         from pgvector import Vector
 
         if not rows:
             return 0
-        conn = self._connection
-        owned = {
-            int(r[0]): str(r[1])
-            for r in conn.execute(
-                "SELECT rowid, source FROM memmw.chunks WHERE namespace_id = %s AND rowid = ANY(%s)",
-                (self.namespace_id, [int(r) for r, _ in rows]),
-            ).fetchall()
-        }
+        dims = {len(blob) // 4 for _, _, blob in rows}
+        for d in dims:
+            self.ensure_vector_index(d)
         written = 0
-        with conn.cursor() as cur:
-            for rowid, vector in rows:
-                source = owned.get(int(rowid))
-                if source is None:
-                    continue
-                vec = _unit(vector)
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            for rowid, digest, blob in rows:
+                vec = np.frombuffer(blob, dtype="<f4")
                 cur.execute(
                     "INSERT INTO memmw.chunk_vectors (chunk_rowid, namespace_id, source, dims,"
-                    " embedding) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (chunk_rowid) DO UPDATE"
-                    " SET embedding = excluded.embedding, dims = excluded.dims",
-                    (int(rowid), self.namespace_id, source, int(vec.shape[0]), Vector(vec)),
+                    " embedding) SELECT rowid, namespace_id, source, %s, %s FROM memmw.chunks"
+                    " WHERE rowid = %s AND hash = %s AND namespace_id = %s"
+                    " ON CONFLICT (chunk_rowid) DO UPDATE SET embedding = excluded.embedding,"
+                    " dims = excluded.dims",
+                    (int(vec.shape[0]), Vector(vec), int(rowid), digest, self.namespace_id),
                 )
-                written += 1
+                written += max(cur.rowcount, 0)
         return written
 
-    def put_cached_embeddings(
-        self,
-        provider: str,
-        model: str,
-        provider_key: str,
-        vectors: dict[str, Sequence[float] | np.ndarray],
+    def put_embeddings(
+        self, provider: str, model: str, provider_key: str, vectors: Mapping[str, bytes]
     ) -> None:
-        """Add vectors to the shared embedding cache, keyed by chunk hash."""
+        """Cache ``{chunk hash: vector blob}`` for this provider, model and endpoint."""
         from pgvector import Vector
 
+        if not vectors:
+            return
         now = time.time()
-        with self._connection.cursor() as cur:
+        with self.conn.transaction(), self.conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO memmw.embedding_cache (provider, model, provider_key, hash, dims,"
                 " embedding, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s)"
@@ -708,28 +739,43 @@ class PostgresWriter(_Reads):
                 " SET embedding = excluded.embedding, dims = excluded.dims,"
                 " updated_at = excluded.updated_at",
                 [
-                    (provider, model, provider_key, h, len(v), Vector(_unit(v)), now)
-                    for h, v in vectors.items()
+                    (provider, model, provider_key, h, len(b) // 4,
+                     Vector(np.frombuffer(b, dtype="<f4")), now)
+                    for h, b in vectors.items()
                 ],
             )
 
+    def prune_embedding_cache(self, max_entries: int, batch: int) -> int:
+        """Delete up to ``batch`` oldest cache rows above ``max_entries``; returns how many."""
+        excess = self.cache_count() - max_entries
+        if excess <= 0:
+            return 0
+        cur = self.conn.execute(
+            "DELETE FROM memmw.embedding_cache WHERE ctid IN (SELECT ctid FROM"
+            " memmw.embedding_cache ORDER BY updated_at LIMIT %s)",
+            (min(excess, batch),),
+        )
+        return max(cur.rowcount, 0)
 
-def namespaces_summary(pool: ConnectionPool[Any]) -> list[dict[str, Any]]:
-    """Every namespace with its files, chunks, vectors and text size (for ``status``)."""
-    with pool.connection() as conn:
-        rows = conn.execute(
-            "SELECT n.name,"
-            " (SELECT count(*) FROM memmw.files f WHERE f.namespace_id = n.id),"
-            " (SELECT count(*) FROM memmw.chunks c WHERE c.namespace_id = n.id),"
-            " (SELECT count(*) FROM memmw.chunk_vectors v WHERE v.namespace_id = n.id),"
-            " (SELECT coalesce(sum(octet_length(c.text)), 0) FROM memmw.chunks c"
-            "  WHERE c.namespace_id = n.id)"
-            " FROM memmw.namespaces n ORDER BY n.name"
-        ).fetchall()
-    return [
-        {"namespace": r[0], "files": int(r[1]), "chunks": int(r[2]), "vectors": int(r[3]),
-         "textBytes": int(r[4])}
-        for r in rows
-    ]
+    # -- knowledge graph -------------------------------------------------------------
+    def replace_note_graph(
+        self, *, path: str, source: str, note: ParsedNote | None, fresh: bool = False
+    ) -> None:
+        """Replace the graph rows of one indexed file with ``note`` (None: just clear them)."""
+        pg_graph.write_note(
+            self.conn, self.namespace_id, path=path, source=source, parsed=note, fresh=fresh
+        )
 
+    def refresh_graph(self) -> None:
+        """Recompute what spans files: supersession, co-occurrences, seeded activation."""
+        pg_graph.refresh_supersession(self.conn, self.namespace_id)
+        pg_graph.refresh_cooccurrences(self.conn, self.namespace_id)
+        pg_graph.seed_activation(self.conn, self.namespace_id)
 
+    def decay_activation(self) -> None:
+        """Apply the daily activation decay (at most once a day)."""
+        pg_graph.decay_activation(self.conn, self.namespace_id)
+
+    def bump_activation(self, keys: Iterable[str], amount: float) -> None:
+        """Raise the activation of entries by stable key and record the access."""
+        pg_graph.bump_activation(self.conn, self.namespace_id, keys, amount)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import uuid
 from collections.abc import Iterator
 
@@ -10,6 +12,8 @@ import pytest
 
 from memmw.errors import ConfigError, IndexBusyError, IndexStoreError
 from memmw.search.keyword import KeywordMatrix
+from memmw.store.postgres.backend import PostgresStore
+from memmw.store.protocol import Store, StoreReader, StoreWriter
 from memmw.store.terms import term_hash
 from memmw.text.analysis import query_terms
 from memmw.text.chunking import chunk_text
@@ -24,23 +28,23 @@ NOTES = {
 
 
 @pytest.fixture(scope="module")
-def pool(pg_database: str) -> Iterator[object]:
+def shared_pool(pg_database: str) -> Iterator[object]:
     from memmw.store.postgres.connection import open_pool
 
-    pool = open_pool(pg_database, max_size=6)
+    pool = open_pool(pg_database, max_size=8)
     yield pool
     pool.close()
 
 
-def _store(pool: object, name: str | None = None):  # type: ignore[no-untyped-def]
-    from memmw.store.postgres.store import PostgresStore
+def _store(pg_database: str, pool: object, name: str | None = None) -> PostgresStore:
+    return PostgresStore(
+        pg_database, agent_id=name or f"agent-{uuid.uuid4().hex[:8]}", pool=pool  # type: ignore[arg-type]
+    )
 
-    return PostgresStore(pool, name or f"agent-{uuid.uuid4().hex[:8]}")  # type: ignore[arg-type]
 
-
-def _fill(store, notes: dict[str, str] = NOTES) -> dict[str, list[int]]:  # type: ignore[no-untyped-def]
+def _fill(store: PostgresStore, notes: dict[str, str] = NOTES) -> dict[str, list[int]]:
     written: dict[str, list[int]] = {}
-    with store.writer() as w:
+    with store.write() as w, w.transaction():
         for path, text in notes.items():
             written[path] = w.replace_file(
                 path=path,
@@ -54,6 +58,19 @@ def _fill(store, notes: dict[str, str] = NOTES) -> dict[str, list[int]]:  # type
             )
         w.bump_generation()
     return written
+
+
+@pytest.fixture
+def store(pg_database: str, shared_pool: object) -> PostgresStore:
+    return _store(pg_database, shared_pool)
+
+
+def test_it_implements_the_store_protocol(store: PostgresStore) -> None:
+    assert isinstance(store, Store)
+    with store.read() as reader:
+        assert isinstance(reader, StoreReader)
+    with store.write() as writer:
+        assert isinstance(writer, StoreWriter)
 
 
 def test_migrations_are_idempotent_and_refuse_a_newer_schema(pg_database: str) -> None:
@@ -72,149 +89,246 @@ def test_migrations_are_idempotent_and_refuse_a_newer_schema(pg_database: str) -
             conn.execute("DELETE FROM memmw.migrations WHERE version = %s", (len(MIGRATIONS) + 1,))
 
 
-def test_files_chunks_and_counts_round_trip(pool: object) -> None:
-    store = _store(pool)
+def test_files_chunks_and_counts_round_trip(store: PostgresStore) -> None:
+    assert not store.published()
     written = _fill(store)
-    assert store.generation() == 1
-    records = store.file_records("memory")
-    assert set(records) == set(NOTES)
-    counts = store.counts()
-    assert counts["memory"]["files"] == 3
-    assert counts["memory"]["chunks"] == sum(len(v) for v in written.values())
-    rowids = store.chunk_rowids(["memory"])
+    with store.write() as w:
+        w.set_identity({"model": "fts-only"})
+    assert store.published()
+    with store.read() as r:
+        assert r.generation() == 1
+        assert r.identity() == {"model": "fts-only"}
+        assert set(r.file_records("memory")) == set(NOTES)
+        assert r.sources_present() == {"memory"}
+        counts = r.counts()
+        rowids = r.chunk_rowids(["memory"])
+        rows = r.chunks(rowids)
+        blobs = r.term_blobs(["memory"])
+        after_last = r.term_blobs(["memory"], after=rowids[-1])
+    assert counts["memory"] == {"files": 3, "chunks": sum(len(v) for v in written.values())}
     assert rowids == sorted(r for v in written.values() for r in v)
-    rows = store.chunks(rowids)
     assert {row.path for row in rows.values()} == set(NOTES)
     assert all(row.n_terms > 0 and row.term_set() for row in rows.values())
-    blobs = store.term_blobs(["memory"])
     assert [b[0] for b in blobs] == rowids
-    assert store.term_blobs(["memory"], after=rowids[-1]) == []
+    assert after_last == []
 
 
-def test_deleting_a_file_removes_its_postings_and_statistics(pool: object) -> None:
-    store = _store(pool)
+def test_deleting_a_file_removes_its_postings_and_statistics(store: PostgresStore) -> None:
     _fill(store)
-    docs_before, _ = store.term_stats(["memory"])
     alice = term_hash("alic")
-    assert store.postings([alice], ["memory"])
-    with store.writer() as w:
+    with store.read() as r:
+        docs_before, _ = r.keyword_stats(["memory"])
+        assert alice in r.postings([alice], ["memory"])
+    with store.write() as w:
         w.delete_file("memory/2026-01-02.md", "memory")
-    assert store.postings([alice], ["memory"]) == {}
-    docs_after, avgdl = store.term_stats(["memory"])
-    remaining = store.term_blobs(["memory"])
+    with store.read() as r:
+        assert r.postings([alice], ["memory"]) == {}
+        docs_after, total = r.keyword_stats(["memory"])
+        remaining = r.term_blobs(["memory"])
     assert docs_after == len(remaining) < docs_before
-    assert avgdl == pytest.approx(sum(b[2] for b in remaining) / len(remaining))
+    assert total == sum(b[2] for b in remaining)
+
+
+def test_postings_match_the_term_blobs(store: PostgresStore) -> None:
+    _fill(store)
+    hashes = [term_hash(t) for t in ("gateway", "atlas", "tea", "absent")]
+    with store.read() as r:
+        postings = r.postings(hashes, ["memory"])
+        blobs = r.term_blobs(["memory"])
+    from memmw.store.terms import unpack_terms
+
+    for h in hashes:
+        expected = [
+            (rowid, float(tf), float(n))
+            for rowid, blob, n in blobs
+            for th, tf in unpack_terms(blob).tolist()
+            if th == h
+        ]
+        if not expected:
+            assert h not in postings
+            continue
+        got = postings[h]
+        assert list(zip(got.rowids.tolist(), got.tf.tolist(), got.doc_len.tolist(), strict=True)) == expected
 
 
 @pytest.mark.parametrize(
     "query", ["gateway", "alice tea", "atlas gateway rebooted", "nothing matches this"]
 )
-def test_bm25_in_the_server_matches_the_in_process_matrix(pool: object, query: str) -> None:
-    store = _store(pool)
+def test_bm25_in_the_server_matches_the_in_process_matrix(
+    store: PostgresStore, query: str
+) -> None:
     _fill(store)
     terms = query_terms(query)
-    expected = KeywordMatrix(store.term_blobs(["memory"])).search(terms, 10)
-    got = store.bm25_search([term_hash(t) for t in dict.fromkeys(terms)], 10, ["memory"])
-    assert [r for r, _, _ in got] == [h.rowid for h in expected]
+    with store.read() as r:
+        expected = KeywordMatrix(r.term_blobs(["memory"])).search(terms, 10)
+        got = r.bm25_search([term_hash(t) for t in terms], 10, ["memory"])
+    assert [row for row, _, _ in got] == [h.rowid for h in expected]
     for (_, score, matched), hit in zip(got, expected, strict=True):
         assert score == pytest.approx(hit.bm25, rel=1e-5)
         assert matched == hit.matched
 
 
-def test_namespaces_do_not_see_each_other(pool: object) -> None:
-    first, second = _store(pool), _store(pool)
+def test_fts_search_answers_and_and_single_term_expressions(store: PostgresStore) -> None:
+    _fill(store)
+    with store.read() as r:
+        both = r.fts_search('"gateway" AND "alic"', 10, ["memory"])
+        single = r.fts_search('"gateway"', 10, ["memory"])
+        rows = r.chunks([row for row, _ in single])
+    assert len(both) == 1 and all(rank < 0 for _, rank in both)
+    assert len(single) == sum("gateway" in row.text for row in rows.values()) == 3
+    assert both[0][0] in {row for row, _ in single}
+
+
+def test_substring_counts_count_needles_per_chunk(store: PostgresStore) -> None:
+    _fill(store)
+    with store.read() as r:
+        hits = r.substring_counts(["gate", "tea", "zzz"], 10, ["memory"])
+        texts = r.chunks([row for row, _ in hits])
+    assert hits[0][1] == 2 and "tea" in texts[hits[0][0]].text.lower()
+    assert all(n >= 1 for _, n in hits)
+
+
+def test_namespaces_do_not_see_each_other(pg_database: str, shared_pool: object) -> None:
+    first, second = _store(pg_database, shared_pool), _store(pg_database, shared_pool)
     _fill(first)
     _fill(second, {"MEMORY.md": "Only the second agent knows about zebras.\n"})
     zebra = [term_hash("zebra")]
-    assert first.bm25_search(zebra, 5, ["memory"]) == []
-    assert len(second.bm25_search(zebra, 5, ["memory"])) == 1
-    assert set(second.file_records("memory")) == {"MEMORY.md"}
-    assert not first.chunks(second.chunk_rowids(["memory"]))
+    with first.read() as r1, second.read() as r2:
+        assert r1.bm25_search(zebra, 5, ["memory"]) == []
+        assert len(r2.bm25_search(zebra, 5, ["memory"])) == 1
+        assert set(r2.file_records("memory")) == {"MEMORY.md"}
+        assert not r1.chunks(r2.chunk_rowids(["memory"]))
 
 
 def test_a_rebuild_is_invisible_until_it_commits_and_a_failed_one_changes_nothing(
-    pool: object,
+    pg_database: str, shared_pool: object
 ) -> None:
-    store, other = _store(pool), _store(pool)
+    import threading
+
+    store, other = _store(pg_database, shared_pool), _store(pg_database, shared_pool)
     _fill(store)
     _fill(other)
     gateway = [term_hash("gateway")]
-    before = store.bm25_search(gateway, 10, ["memory"])
+
+    def search(target: PostgresStore) -> list[tuple[int, float, int]]:
+        # From another thread: another session, as another process would be.
+        out: list[list[tuple[int, float, int]]] = []
+        thread = threading.Thread(
+            target=lambda: out.append(_search(target, gateway)), daemon=True
+        )
+        thread.start()
+        thread.join(30)
+        return out[0]
+
+    before = search(store)
     assert before
-    with store.writer() as w:
-        w.clear()
-        assert w.bm25_search(gateway, 10, ["memory"]) == []
-        # Readers (another connection) still see the old rows, and other namespaces too.
-        assert store.bm25_search(gateway, 10, ["memory"]) == before
-        assert other.bm25_search(gateway, 10, ["memory"])
-    assert store.bm25_search(gateway, 10, ["memory"]) == []
+    with store.write() as w, store.rebuild(w) as staged:
+        assert staged.bm25_search(gateway, 10, ["memory"]) == []
+        assert search(store) == before
+        assert search(other)
+    assert search(store) == []
 
     _fill(store)
-    before = store.bm25_search(gateway, 10, ["memory"])
-    generation = store.generation()
-    with pytest.raises(RuntimeError, match="disk on fire"), store.writer() as w:
-        w.clear()
-        w.bump_generation()
+    before = search(store)
+    with store.read() as r:
+        generation = r.generation()
+    with (
+        pytest.raises(RuntimeError, match="disk on fire"),
+        store.write() as w,
+        store.rebuild(w) as staged,
+    ):
+        staged.bump_generation()
         raise RuntimeError("disk on fire")
-    assert store.bm25_search(gateway, 10, ["memory"]) == before
-    assert store.generation() == generation
+    assert search(store) == before
+    with store.read() as r:
+        assert r.generation() == generation
+
+
+def _search(store: PostgresStore, hashes: list[int]) -> list[tuple[int, float, int]]:
+    with store.read() as r:
+        return r.bm25_search(hashes, 10, ["memory"])
 
 
 def test_a_second_writer_is_told_who_holds_the_namespace(pg_database: str) -> None:
-    import os
-    import socket
-
-    from memmw.store.postgres.store import PostgresStore
-
     name = f"agent-{uuid.uuid4().hex[:8]}"
-    with PostgresStore.open(pg_database, name) as host_a, PostgresStore.open(
-        pg_database, name
-    ) as host_b:
-        with host_a.writer():
-            holder = host_b.writer_holder()
+    host_a = PostgresStore(pg_database, agent_id=name)
+    host_b = PostgresStore(pg_database, agent_id=name)
+    try:
+        with host_a.write(what="sync"):
+            holder = host_b.lock_holder()
             assert holder is not None
-            assert holder["host"] == socket.gethostname() and holder["pid"] == os.getpid()
-            with pytest.raises(IndexBusyError, match=f"pid {os.getpid()}"), host_b.writer():
+            assert (holder.host, holder.pid, holder.what) == (socket.gethostname(), os.getpid(), "sync")
+            busy = f"pid {os.getpid()} on {socket.gethostname()}"
+            with pytest.raises(IndexBusyError, match=busy), host_b.write(timeout=0.3):
                 pass
             # Readers are not blocked by the writer.
-            assert host_b.chunk_count(["memory"]) == 0
-        assert host_b.writer_holder() is None
-        with host_b.writer():
+            with host_b.read() as r:
+                assert r.chunk_count(["memory"]) == 0
+        assert host_b.lock_holder() is None
+        with host_b.write(timeout=0):
             pass
+    finally:
+        host_a.close()
+        host_b.close()
 
 
-def test_vector_search_uses_the_namespace_hnsw_index_and_matches_brute_force(
-    pool: object,
+def test_named_locks_exclude_each_other_across_connections(pg_database: str) -> None:
+    name = f"agent-{uuid.uuid4().hex[:8]}"
+    one, two = PostgresStore(pg_database, agent_id=name), PostgresStore(pg_database, agent_id=name)
+    try:
+        with one.named_lock("embed"):
+            with pytest.raises(IndexBusyError, match="embed"), two.named_lock("embed", timeout=0.2):
+                pass
+            with two.named_lock("other", timeout=0):
+                pass
+        with two.named_lock("embed", timeout=0):
+            pass
+    finally:
+        one.close()
+        two.close()
+
+
+def _unit_rows(n: int, dims: int, seed: int) -> np.ndarray:
+    rows = np.random.default_rng(seed).standard_normal((n, dims)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_nearest_uses_the_namespace_hnsw_index_and_matches_brute_force(
+    store: PostgresStore, shared_pool: object
 ) -> None:
-    store = _store(pool)
+    from pgvector import Vector
+
     notes = {f"memory/note-{i}.md": f"note number {i} about topic {i % 7}\n" for i in range(300)}
     _fill(store, notes)
-    rowids = store.chunk_rowids(["memory"])
-    rng = np.random.default_rng(3)
-    vectors = rng.standard_normal((len(rowids), 32)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    store.ensure_vector_index(32)
-    with store.writer() as w:
-        assert w.put_vectors(list(zip(rowids, vectors, strict=True))) == len(rowids)
-    assert store.vector_dims() == 32
-    assert store.vector_count() == len(rowids)
-    assert store.pending_vectors(10) == []
-    query = vectors[17] + 0.1 * rng.standard_normal(32).astype(np.float32)
-    hits = store.vector_search(query, 10, ["memory"], ef_search=200)
+    with store.read() as r:
+        pending = r.pending_chunks(0, 1000)
+    vectors = _unit_rows(len(pending), 32, seed=3)
+    with store.write() as w:
+        written = w.write_vectors(
+            [(row, digest, vec.astype("<f4").tobytes()) for (row, digest, _), vec in zip(pending, vectors, strict=True)]
+        )
+        w.bump_vector_generation()
+    assert written == len(pending)
+    rowids = [row for row, _, _ in pending]
+    query = vectors[17] + 0.1 * np.random.default_rng(4).standard_normal(32).astype(np.float32)
+    with store.read() as r:
+        assert r.pending_count() == 0
+        stats = r.vector_stats()
+        hits = r.nearest(query.tolist(), 10, ["memory"])
+        assert r.nearest(query.tolist(), 10, ["sessions"]) == []
+        stored = dict(r.vector_rows(["memory"]))
+    assert stats.vectors == len(pending) and stats.pending == 0
+    assert np.frombuffer(stored[rowids[5]], dtype="<f4") == pytest.approx(vectors[5], abs=1e-6)
     sims = vectors @ (query / np.linalg.norm(query))
     expected = [rowids[i] for i in np.argsort(-sims)[:10]]
     assert hits[0][0] == rowids[17]
-    assert len(set(r for r, _ in hits) & set(expected)) >= 9
     assert hits[0][1] == pytest.approx(float(sims[17]), abs=1e-5)
-    assert store.vector_search(query, 10, ["sessions"]) == []
-    import psycopg
-    from pgvector import Vector
-
-    with pool.connection() as conn:  # type: ignore[attr-defined]
+    assert len({row for row, _ in hits} & set(expected)) >= 9
+    with shared_pool.connection() as conn:  # type: ignore[attr-defined]
         conn.execute("SET enable_seqscan = off")
         plan = " ".join(
-            str(r[0])
-            for r in conn.execute(
+            str(row[0])
+            for row in conn.execute(
                 f"EXPLAIN SELECT chunk_rowid FROM memmw.chunk_vectors WHERE namespace_id ="
                 f" {store.namespace_id} AND dims = 32 ORDER BY (embedding::vector(32)) <=> %s"
                 " LIMIT 10",
@@ -223,30 +337,69 @@ def test_vector_search_uses_the_namespace_hnsw_index_and_matches_brute_force(
         )
         conn.execute("RESET enable_seqscan")
     assert f"chunk_vectors_hnsw_{store.namespace_id}_32" in plan
-    assert psycopg is not None
 
 
-def test_vectors_of_other_namespaces_are_not_written_or_found(pool: object) -> None:
-    mine, theirs = _store(pool), _store(pool)
+def test_vectors_are_written_only_for_the_chunk_they_were_computed_from(
+    pg_database: str, shared_pool: object
+) -> None:
+    mine, theirs = _store(pg_database, shared_pool), _store(pg_database, shared_pool)
     _fill(mine)
     _fill(theirs)
-    their_rowids = theirs.chunk_rowids(["memory"])
-    with mine.writer() as w:
-        assert w.put_vectors([(their_rowids[0], np.ones(8, dtype=np.float32))]) == 0
-    with theirs.writer() as w:
-        w.put_vectors([(r, np.ones(8, dtype=np.float32)) for r in their_rowids])
-    assert mine.vector_search(np.ones(8), 5, ["memory"]) == []
-    assert len(theirs.vector_search(np.ones(8), 5, ["memory"])) == min(5, len(their_rowids))
+    with theirs.read() as r:
+        their_pending = r.pending_chunks(0, 100)
+    with mine.read() as r:
+        my_pending = r.pending_chunks(0, 100)
+    blob = np.ones(8, dtype="<f4").tobytes()
+    with mine.write() as w:
+        # Another namespace's chunk, and one of mine with a stale hash: both ignored.
+        assert w.write_vectors([(their_pending[0][0], their_pending[0][1], blob)]) == 0
+        assert w.write_vectors([(my_pending[0][0], "stale-hash", blob)]) == 0
+        assert w.write_vectors([(my_pending[0][0], my_pending[0][1], blob)]) == 1
+    with theirs.read() as r:
+        assert r.nearest(np.ones(8).tolist(), 5, ["memory"]) == []
 
 
-def test_the_embedding_cache_is_shared_by_namespaces(pool: object) -> None:
-    first, second = _store(pool), _store(pool)
-    with first.writer() as w:
-        w.put_cached_embeddings("fake", "m", "k", {"abc": [3.0, 4.0]})
-    got = second.cached_embeddings("fake", "m", "k", ["abc", "missing"])
-    assert list(got) == ["abc"]
-    assert got["abc"] == pytest.approx([0.6, 0.8])
-    assert second.cached_embeddings("fake", "other", "k", ["abc"]) == {}
+def test_the_embedding_cache_is_shared_and_pruned_oldest_first(
+    pg_database: str, shared_pool: object
+) -> None:
+    first, second = _store(pg_database, shared_pool), _store(pg_database, shared_pool)
+    blob = np.asarray([0.6, 0.8], dtype="<f4").tobytes()
+    provider = f"fake-{uuid.uuid4().hex[:6]}"
+    with first.write() as w:
+        w.put_embeddings(provider, "m", "k", {"abc": blob, "def": blob})
+    with second.read() as r:
+        got = r.cached_embeddings(provider, "m", "k", ["abc", "missing"])
+        assert r.cached_embeddings(provider, "other", "k", ["abc"]) == {}
+        total = r.cache_count()
+    assert got == {"abc": blob}
+    with second.write() as w:
+        assert w.prune_embedding_cache(total - 1, 10) == 1
+    with second.read() as r:
+        assert r.cache_count() == total - 1
+
+
+def test_reset_empties_only_this_namespace(pg_database: str, shared_pool: object) -> None:
+    mine, theirs = _store(pg_database, shared_pool), _store(pg_database, shared_pool)
+    _fill(mine)
+    _fill(theirs)
+    mine.reset()
+    with mine.read() as r, theirs.read() as t:
+        assert r.counts() == {} and r.generation() == 0
+        assert t.counts()["memory"]["files"] == 3
+
+
+def test_health_and_location_never_show_the_password(pg_database: str) -> None:
+    store = PostgresStore(pg_database, agent_id="health")
+    try:
+        health = store.health()
+    finally:
+        store.close()
+    assert health.ok and health.opened and "pgvector" in health.detail
+    assert "namespace health" in health.location
+    broken = PostgresStore("postgresql://bob:hunter2@127.0.0.1:1/none", agent_id="x")
+    result = broken.health()
+    assert not result.ok and not result.opened
+    assert "hunter2" not in result.location
 
 
 def test_the_dsn_comes_from_config_then_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
