@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     import psycopg
     from psycopg_pool import ConnectionPool
 
+    from memmw.config import MemoryConfig
+
 log = logging.getLogger(__name__)
 
 #: First half of the key of named job locks (``embed``); the second is a hash of the name.
@@ -428,4 +430,23 @@ class PostgresStore:
         self._closed = True
 
 
-__all__ = ["PostgresStore", "translate"]
+
+
+def create_postgres_store(config: MemoryConfig, *, agent_id: str) -> PostgresStore:
+    """The PostgreSQL store of ``agent_id`` for ``config`` (``store.backend = "postgres"``).
+
+    Raises:
+        ConfigError: no DSN in ``store.dsn`` or ``$MEMMW_STORE_DSN``, or the ``postgres``
+            extra is missing.
+    """
+    from memmw.store.postgres.connection import import_driver, resolve_dsn
+
+    import_driver()
+    return PostgresStore(
+        resolve_dsn(config.store.dsn),
+        agent_id=agent_id,
+        fts_tokenizer=config.store.fts_tokenizer,
+    )
+
+
+__all__ = ["PostgresStore", "create_postgres_store", "translate"]

@@ -421,3 +421,70 @@ def test_an_unreachable_server_is_a_clear_store_error() -> None:
 
     with pytest.raises(IndexStoreError, match="cannot open the PostgreSQL store at"):
         open_pool("postgresql://nobody@127.0.0.1:1/none")
+
+
+GRAPH_NOTE = """# Memory
+
+## Alice Martin (Ali)
+- city: Berlin
+- city: Lisbon (since 2026-05-01)
+- works_at [[Acme Corp]]
+- ~~phone: 555-1234~~ (retracted 2026-06-01: wrong number)
+
+## Acme Corp
+- city: Paris
+
+## Decisions
+- Use SQLite for the index <!-- trigger: which database, storage choice -->
+"""
+
+
+def test_graph_rows_follow_the_sqlite_rules_and_activation_survives_a_rebuild(
+    store: PostgresStore,
+) -> None:
+    from memmw.graph.syntax import parse_note
+
+    _fill(store, {"MEMORY.md": GRAPH_NOTE, "memory/2026-02-01.md": "Ali met Acme Corp today.\n"})
+    with store.write() as w, w.transaction():
+        w.replace_note_graph(
+            path="MEMORY.md", source="memory", note=parse_note(GRAPH_NOTE, "MEMORY.md")
+        )
+        w.refresh_graph()
+    with store.read() as r:
+        rows = r.graph_rows()
+    facts = {(f[3], f[5]): f for f in rows.facts}
+    # The dated value supersedes the undated one; a retracted value is never current.
+    assert facts[("city", "Lisbon")][15] == 1 and facts[("city", "Berlin")][15] == 0
+    assert facts[("phone", "555-1234")][9] == 1 and facts[("phone", "555-1234")][15] == 0
+    assert any(rel[3] == "works_at" and rel[5] == "Acme Corp" for rel in rows.relations)
+    assert rows.triggers and "which database" in rows.triggers[0][2]
+    assert ("alice martin", "Ali") in {(a[0], a[1]) for a in rows.aliases}
+    # Alice (by her alias) and Acme are named together in the daily note's chunk.
+    assert ("acme corp", "alice martin", 1) in rows.cooccurrences
+    activation = {key: value for key, value, _ in rows.activation}
+    assert activation and set(activation.values()) == {1.0}
+    lisbon_key = facts[("city", "Lisbon")][16]
+    with store.write(exclusive=False) as w:
+        w.bump_activation([lisbon_key], 2.0)
+    with store.write() as w, store.rebuild(w) as staged:
+        assert staged.graph_rows().facts == []
+    with store.read() as r:
+        kept = {key: value for key, value, _ in r.graph_rows().activation}
+    assert kept[lisbon_key] == pytest.approx(3.0)
+
+
+def test_store_backend_and_dsn_are_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memmw.config import MemoryConfig, StoreConfig
+    from memmw.store.postgres.backend import create_postgres_store
+    from memmw.store.postgres.connection import DSN_ENV
+
+    with pytest.raises(ConfigError, match=r"store\.backend"):
+        StoreConfig(backend="mysql")  # type: ignore[arg-type]
+    config = MemoryConfig(store=StoreConfig(backend="postgres"))
+    monkeypatch.delenv(DSN_ENV, raising=False)
+    with pytest.raises(ConfigError, match=DSN_ENV):
+        create_postgres_store(config, agent_id="a")
+    monkeypatch.setenv(DSN_ENV, "postgresql://u:pw@127.0.0.1:1/db")
+    store = create_postgres_store(config, agent_id="ops")
+    assert store.location == "postgresql://u@127.0.0.1:1/db namespace ops"
+    assert store.agent_id == "ops"
