@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A local PostgreSQL + pgvector server from a PyPI wheel, for the tests and for developers.
 
-Usage: ``python scripts/pgserver.py start|stop|status|url|wipe`` or
+Usage: ``python scripts/pgserver.py start|stop|status|url|pid|pkg|wipe`` or
 ``python scripts/pgserver.py run -- COMMAND...`` (start, run COMMAND with the DSN in
 ``MEMMW_TEST_PG_DSN``, stop again if this call started the server, exit with COMMAND's code;
 when ``MEMMW_TEST_PG_DSN`` is already set, COMMAND runs against that server instead).
@@ -81,7 +81,10 @@ def base_dir() -> Path:
 
 def _paths() -> tuple[Path, Path, Path]:
     base = base_dir()
-    return base / f"pkg-{VERSION}", base / "data", base / "log"
+    # MEMMW_PGSERVER_PKG: binaries already installed elsewhere (tests start throwaway
+    # servers from the ones `make test` installed, without the network).
+    pkg = Path(os.environ["MEMMW_PGSERVER_PKG"]) if os.environ.get("MEMMW_PGSERVER_PKG") else None
+    return pkg or base / f"pkg-{VERSION}", base / "data", base / "log"
 
 
 def _bin(name: str) -> Path:
@@ -328,6 +331,7 @@ def run(command: list[str]) -> int:
     try:
         try:
             env["MEMMW_TEST_PG_DSN"] = start()
+            env["MEMMW_PGSERVER_PKG"] = str(_paths()[0])
         except (PgServerError, OSError, subprocess.CalledProcessError) as exc:
             # Run the command anyway: the tests that need the server then fail (under CI) or
             # skip (locally) with their own message, and every other test still runs.
@@ -364,6 +368,14 @@ def main(argv: list[str]) -> int:
             print(_dsn(port))
         elif action == "wipe":
             wipe()
+        elif action == "pid":
+            pid = _postmaster_pid()
+            if pid is None or not _running():
+                _log("not running")
+                return 1
+            print(pid)
+        elif action == "pkg":
+            print(_paths()[0])
         elif action == "run":
             return run(rest[1:] if rest[:1] == ["--"] else rest)
         else:
