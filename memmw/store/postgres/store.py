@@ -33,31 +33,29 @@ _CHUNK_COLUMNS = (
     "c.importance, c.n_terms, f.decay_ts, c.terms"
 )
 
-# BM25 over the postings of the query's terms, with each term's document frequency counted
-# from the same postings and the collection length from ``source_stats``: the formula of
-# ``memmw.search.keyword`` computed in the server (no postings cross the network).
-# ``%(all)s``: keep only chunks with every term (the FTS5 ``AND`` of ``fts_search``).
+# BM25 over the postings of the query's terms: each term's document frequency is counted
+# from the same postings, N and the average length (``%(n)s``, ``%(avgdl)s``) come from
+# ``source_stats``; the formula of ``memmw.search.keyword`` computed in the server (no
+# postings cross the network). MATERIALIZED: the planner cannot estimate ``unnest`` and
+# would otherwise re-run the aggregates per posting. ``%(need)s``: how many of the terms a
+# chunk must have (all of them for the FTS5-style ``AND`` of ``fts_search``).
 _BM25_SQL = """
-WITH q AS (SELECT DISTINCT unnest(%(hashes)s::bigint[]) AS h),
-p AS (
+WITH p AS MATERIALIZED (
     SELECT p.term_hash, p.chunk_rowid, p.tf, p.doc_len
-    FROM q JOIN memmw.postings p ON p.namespace_id = %(ns)s AND p.term_hash = q.h
-    WHERE p.source = ANY(%(sources)s)
+    FROM memmw.postings p
+    WHERE p.namespace_id = %(ns)s AND p.term_hash = ANY(%(hashes)s::bigint[])
+      AND p.source = ANY(%(sources)s)
 ),
-df AS (SELECT term_hash, count(*)::float8 AS df FROM p GROUP BY term_hash),
-st AS (
-    SELECT coalesce(sum(n_docs), 0)::float8 AS n,
-           CASE WHEN coalesce(sum(n_docs), 0) > 0
-                THEN sum(total_len)::float8 / sum(n_docs) ELSE 1.0 END AS avgdl
-    FROM memmw.source_stats WHERE namespace_id = %(ns)s AND source = ANY(%(sources)s)
+idf AS MATERIALIZED (
+    SELECT term_hash,
+           ln(1.0 + greatest(0.0, %(n)s - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+    FROM p GROUP BY term_hash
 )
 SELECT p.chunk_rowid,
-       sum(ln(1.0 + greatest(0.0, st.n - df.df + 0.5) / (df.df + 0.5))
-           * p.tf * (%(k1)s + 1.0)
-           / (p.tf + %(k1)s * (1.0 - %(b)s + %(b)s * p.doc_len / greatest(st.avgdl, 1e-9))))
-           AS score,
+       sum(idf.idf * p.tf * (%(k1)s + 1.0)
+           / (p.tf + %(k1)s * (1.0 - %(b)s + %(b)s * p.doc_len / %(avgdl)s))) AS score,
        count(*) AS matched
-FROM p JOIN df USING (term_hash) CROSS JOIN st
+FROM p JOIN idf USING (term_hash)
 GROUP BY p.chunk_rowid
 HAVING count(*) >= %(need)s
 ORDER BY score DESC, p.chunk_rowid
@@ -267,10 +265,15 @@ class PostgresReader:
         hashes = sorted({int(h) for h in term_hashes})
         if not hashes or limit <= 0:
             return []
+        n_docs, total = self.keyword_stats(sources)
+        if not n_docs:
+            return []
         params = {
             "hashes": hashes,
             "ns": self.namespace_id,
             "sources": list(sources),
+            "n": float(n_docs),
+            "avgdl": max(total / n_docs, 1e-9),
             "k1": K1,
             "b": B,
             "need": len(hashes) if require_all else 1,
@@ -516,30 +519,31 @@ class PostgresWriter(PostgresReader):
     def delete_file(self, path: str, source: str) -> None:
         """Remove a file and everything derived from it (chunks, postings, vectors, graph)."""
         with self.conn.transaction():
-            rows = self.conn.execute(
-                "SELECT c.rowid, c.terms, c.n_terms FROM memmw.chunks c JOIN memmw.files f"
-                " ON f.id = c.file_id WHERE f.namespace_id = %s AND f.path = %s"
-                " AND f.source = %s",
-                (self.namespace_id, path, source),
-            ).fetchall()
-            if rows:
-                hashes: list[int] = []
-                owners: list[int] = []
-                for rowid, blob, _n in rows:
-                    entries = unpack_terms(bytes(blob))
-                    hashes.extend(entries["h"].tolist())
-                    owners.extend([int(rowid)] * len(entries))
-                self.conn.execute(
-                    "DELETE FROM memmw.postings p"
-                    " USING unnest(%s::bigint[], %s::bigint[]) AS d(h, r)"
-                    " WHERE p.namespace_id = %s AND p.term_hash = d.h AND p.chunk_rowid = d.r",
-                    (hashes, owners, self.namespace_id),
-                )
-                self._adjust_stats(source, -len(rows), -sum(int(r[2]) for r in rows))
+            self._delete_file(path, source)
+
+    def _delete_file(self, path: str, source: str) -> None:
+        rows = self.conn.execute(
+            "SELECT c.rowid, c.terms, c.n_terms FROM memmw.chunks c JOIN memmw.files f"
+            " ON f.id = c.file_id WHERE f.namespace_id = %s AND f.path = %s AND f.source = %s",
+            (self.namespace_id, path, source),
+        ).fetchall()
+        if rows:
+            hashes: list[int] = []
+            owners: list[int] = []
+            for rowid, blob, _n in rows:
+                entries = unpack_terms(bytes(blob))
+                hashes.extend(entries["h"].tolist())
+                owners.extend([int(rowid)] * len(entries))
             self.conn.execute(
-                "DELETE FROM memmw.files WHERE namespace_id = %s AND path = %s AND source = %s",
-                (self.namespace_id, path, source),
+                "DELETE FROM memmw.postings p USING unnest(%s::bigint[], %s::bigint[]) AS d(h, r)"
+                " WHERE p.namespace_id = %s AND p.term_hash = d.h AND p.chunk_rowid = d.r",
+                (hashes, owners, self.namespace_id),
             )
+            self._adjust_stats(source, -len(rows), -sum(int(r[2]) for r in rows))
+        self.conn.execute(
+            "DELETE FROM memmw.files WHERE namespace_id = %s AND path = %s AND source = %s",
+            (self.namespace_id, path, source),
+        )
 
     def replace_file(
         self,
@@ -579,14 +583,7 @@ class PostgresWriter(PostgresReader):
         model: str,
     ) -> list[int]:
         conn = self.conn
-        self.delete_file(path, source)
-        file_id = int(
-            self._one(
-                "INSERT INTO memmw.files (namespace_id, path, source, hash, mtime, size, decay_ts)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                (self.namespace_id, path, source, file_hash, mtime, size, decay_ts),
-            )
-        )
+        self._delete_file(path, source)
         unique: list[tuple[str, Chunk]] = []
         seen: set[str] = set()
         for chunk in chunks:
@@ -595,17 +592,20 @@ class PostgresWriter(PostgresReader):
                 # Pieces of one long line with the same text share an id (as in SQLite).
                 seen.add(cid)
                 unique.append((cid, chunk))
+        # The file row and its chunks' rowids in one round trip (rowids ascending, never
+        # reused, from the one sequence of every namespace); then COPY writes the rows.
+        row = conn.execute(
+            "WITH f AS (INSERT INTO memmw.files (namespace_id, path, source, hash, mtime, size,"
+            " decay_ts) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id)"
+            " SELECT f.id, ARRAY(SELECT nextval('memmw.chunks_rowid_seq')"
+            " FROM generate_series(1, %s)) FROM f",
+            (self.namespace_id, path, source, file_hash, mtime, size, decay_ts, len(unique)),
+        ).fetchone()
+        assert row is not None
+        file_id = int(row[0])
+        rowids = sorted(int(r) for r in row[1])
         if not unique:
             return []
-        # Rowids come from the sequence in one round trip (ascending, never reused, shared
-        # by every namespace), then COPY writes the rows.
-        rowids = [
-            int(r[0])
-            for r in conn.execute(
-                "SELECT nextval('memmw.chunks_rowid_seq') FROM generate_series(1, %s)",
-                (len(unique),),
-            ).fetchall()
-        ]
         now = time.time()
         packed: list[tuple[int, bytes, int]] = []
         with conn.cursor() as cur:
@@ -707,20 +707,21 @@ class PostgresWriter(PostgresReader):
         dims = {len(blob) // 4 for _, _, blob in rows}
         for d in dims:
             self.ensure_vector_index(d)
-        written = 0
         with self.conn.transaction(), self.conn.cursor() as cur:
-            for rowid, digest, blob in rows:
-                vec = np.frombuffer(blob, dtype="<f4")
-                cur.execute(
-                    "INSERT INTO memmw.chunk_vectors (chunk_rowid, namespace_id, source, dims,"
-                    " embedding) SELECT rowid, namespace_id, source, %s, %s FROM memmw.chunks"
-                    " WHERE rowid = %s AND hash = %s AND namespace_id = %s"
-                    " ON CONFLICT (chunk_rowid) DO UPDATE SET embedding = excluded.embedding,"
-                    " dims = excluded.dims",
-                    (int(vec.shape[0]), Vector(vec), int(rowid), digest, self.namespace_id),
-                )
-                written += max(cur.rowcount, 0)
-        return written
+            # One statement per row, sent in a pipeline (executemany): no round trip each.
+            cur.executemany(
+                "INSERT INTO memmw.chunk_vectors (chunk_rowid, namespace_id, source, dims,"
+                " embedding) SELECT rowid, namespace_id, source, %s, %s FROM memmw.chunks"
+                " WHERE rowid = %s AND hash = %s AND namespace_id = %s"
+                " ON CONFLICT (chunk_rowid) DO UPDATE SET embedding = excluded.embedding,"
+                " dims = excluded.dims",
+                [
+                    (len(blob) // 4, Vector(np.frombuffer(blob, dtype="<f4")), int(rowid),
+                     digest, self.namespace_id)
+                    for rowid, digest, blob in rows
+                ],
+            )
+            return max(cur.rowcount, 0)
 
     def put_embeddings(
         self, provider: str, model: str, provider_key: str, vectors: Mapping[str, bytes]
