@@ -39,7 +39,7 @@ def _pg_unavailable(reason: str) -> NoReturn:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test that uses a PostgreSQL fixture ``postgres`` (``-m "not postgres"``)."""
     for item in items:
-        if {"pg_dsn", "pg_database"} & set(getattr(item, "fixturenames", ())):
+        if {"pg_dsn", "pg_database", "pg_store"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.postgres)
 
 
@@ -88,3 +88,19 @@ def pg_database(pg_dsn: str) -> Iterator[str]:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
+
+
+@pytest.fixture
+def pg_store(pg_database: str) -> Iterator[object]:
+    """A fresh, empty PostgreSQL store (its own namespace in the module's database).
+
+    For the store conformance suite: parametrise its store fixture over ``"postgres"`` and
+    take this one with ``request.getfixturevalue("pg_store")``.
+    """
+    from memmw.store.postgres.backend import PostgresStore
+
+    store = PostgresStore(pg_database, agent_id=f"agent-{uuid.uuid4().hex[:12]}", pool_size=4)
+    try:
+        yield store
+    finally:
+        store.close()

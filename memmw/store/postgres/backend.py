@@ -422,6 +422,24 @@ class PostgresStore:
             features=self.features(),
         )
 
+    def namespaces(self) -> list[dict[str, Any]]:
+        """Every namespace of the database with its files, chunks, vectors and text bytes."""
+        with self._ensure_pool().connection() as conn:
+            rows = conn.execute(
+                "SELECT n.name,"
+                " (SELECT count(*) FROM memmw.files f WHERE f.namespace_id = n.id),"
+                " (SELECT count(*) FROM memmw.chunks c WHERE c.namespace_id = n.id),"
+                " (SELECT count(*) FROM memmw.chunk_vectors v WHERE v.namespace_id = n.id),"
+                " (SELECT coalesce(sum(octet_length(c.text)), 0) FROM memmw.chunks c"
+                "  WHERE c.namespace_id = n.id)"
+                " FROM memmw.namespaces n ORDER BY n.name"
+            ).fetchall()
+        return [
+            {"namespace": r[0], "files": int(r[1]), "chunks": int(r[2]), "vectors": int(r[3]),
+             "textBytes": int(r[4])}
+            for r in rows
+        ]
+
     def close(self) -> None:
         """Close the pool if this store opened it (idempotent)."""
         if self._pool is not None and self._owns_pool:

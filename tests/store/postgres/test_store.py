@@ -386,6 +386,15 @@ def test_reset_empties_only_this_namespace(pg_database: str, shared_pool: object
     with mine.read() as r, theirs.read() as t:
         assert r.counts() == {} and r.generation() == 0
         assert t.counts()["memory"]["files"] == 3
+    listed = {n["namespace"]: n for n in mine.namespaces()}
+    assert listed[mine.agent_id]["chunks"] == 0
+    assert listed[theirs.agent_id]["files"] == 3 and listed[theirs.agent_id]["textBytes"] > 0
+
+
+def test_the_pg_store_fixture_gives_an_empty_store(pg_store: PostgresStore) -> None:
+    assert not pg_store.published()
+    with pg_store.read() as r:
+        assert r.counts() == {} and r.generation() == 0
 
 
 def test_health_and_location_never_show_the_password(pg_database: str) -> None:
