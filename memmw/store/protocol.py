@@ -464,6 +464,18 @@ class Store(Protocol):
         """
         ...
 
+    def writer_lock(
+        self, *, timeout: float | None = None, what: str = "write"
+    ) -> AbstractContextManager[None]:
+        """Hold the single writer lock without opening a writer (a sync spans several).
+
+        Re-entrant within one thread; :meth:`write` inside it joins the held lock.
+
+        Raises:
+            memmw.errors.IndexBusyError: held elsewhere past ``timeout``; names the holder.
+        """
+        ...
+
     def named_lock(self, name: str, *, timeout: float | None = None) -> AbstractContextManager[None]:
         """A cross-process lock of this agent's index for one job (``embed``).
 

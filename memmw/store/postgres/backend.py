@@ -84,6 +84,8 @@ class PostgresStore:
         fts_tokenizer: Recorded for the keyword leg (postings hold memmw's own terms).
         pool_size: Most connections this process opens.
         pool: An existing pool to share (several agents in one process); not closed here.
+        namespace: A group of agents within the database (a deployment, a test run): the
+            agent's rows live under ``<namespace>/<agent_id>``. None: the agent id alone.
     """
 
     def __init__(
@@ -94,9 +96,12 @@ class PostgresStore:
         fts_tokenizer: str = "unicode61",
         pool_size: int = 4,
         pool: ConnectionPool[Any] | None = None,
+        namespace: str | None = None,
     ) -> None:
         self.dsn = dsn
         self.agent_id = agent_id
+        #: The name of this agent's namespace row.
+        self.namespace = f"{namespace}/{agent_id}" if namespace else agent_id
         self.fts_tokenizer = fts_tokenizer
         self._pool_size = pool_size
         self._pool = pool
@@ -104,6 +109,7 @@ class PostgresStore:
         self._namespace_id: int | None = None
         self._reads = threading.local()
         self._writer_owner: threading.Thread | None = None
+        self._lock_conn: psycopg.Connection[Any] | None = None
         self._writer: PostgresWriter | None = None
         self._writer_depth = 0
         self._closed = False
@@ -112,7 +118,7 @@ class PostgresStore:
     @property
     def location(self) -> str:
         """The server, database and namespace (no password)."""
-        return f"{redact_dsn(self.dsn)} namespace {self.agent_id}"
+        return f"{redact_dsn(self.dsn)} namespace {self.namespace}"
 
     def features(self) -> dict[str, bool]:
         """Capabilities: pgvector HNSW and BM25 over stored postings."""
@@ -139,10 +145,10 @@ class PostgresStore:
                     conn.execute(
                         "INSERT INTO memmw.namespaces (name) VALUES (%s)"
                         " ON CONFLICT (name) DO NOTHING",
-                        (self.agent_id,),
+                        (self.namespace,),
                     )
                     row = conn.execute(
-                        "SELECT id FROM memmw.namespaces WHERE name = %s", (self.agent_id,)
+                        "SELECT id FROM memmw.namespaces WHERE name = %s", (self.namespace,)
                     ).fetchone()
             except _driver_errors() as exc:
                 raise translate(exc, self.location) from exc
@@ -155,7 +161,7 @@ class PostgresStore:
         pool = self._ensure_pool()
         with pool.connection() as conn:
             row = conn.execute(
-                "SELECT 1 FROM memmw.namespaces WHERE name = %s", (self.agent_id,)
+                "SELECT 1 FROM memmw.namespaces WHERE name = %s", (self.namespace,)
             ).fetchone()
         return row is not None
 
@@ -209,6 +215,39 @@ class PostgresStore:
 
     # -- writes --------------------------------------------------------------------------
     @contextlib.contextmanager
+    def writer_lock(self, *, timeout: float | None = None, what: str = "write") -> Iterator[None]:
+        """Hold the namespace's single writer lock (re-entrant in one thread).
+
+        A session advisory lock on a connection kept for the block: the server releases it
+        if this process or its connection dies. :meth:`write` inside joins it.
+
+        Raises:
+            IndexBusyError: another process holds it past ``timeout``; the message names
+                its host, pid and job.
+        """
+        me = threading.current_thread()
+        if self._writer_owner is me:
+            self._writer_depth += 1
+            try:
+                yield
+            finally:
+                self._writer_depth -= 1
+            return
+        ns = self.namespace_id
+        pool = self._ensure_pool()
+        try:
+            with pool.connection() as conn:
+                self._acquire(conn, ns, timeout, what)
+                self._writer_owner, self._lock_conn, self._writer_depth = me, conn, 1
+                try:
+                    yield
+                finally:
+                    self._writer_owner, self._lock_conn, self._writer_depth = None, None, 0
+                    self._release(conn, ns)
+        except _driver_errors() as exc:
+            raise translate(exc, self.location) from exc
+
+    @contextlib.contextmanager
     def write(
         self, *, timeout: float | None = None, what: str = "write", exclusive: bool = True
     ) -> Iterator[PostgresWriter]:
@@ -221,37 +260,38 @@ class PostgresStore:
             IndexBusyError: another process holds the lock past ``timeout``; the message
                 names its host and pid.
         """
-        me = threading.current_thread()
-        if self._writer_owner is me and self._writer is not None:
-            self._writer_depth += 1
-            try:
-                yield self._writer
-            finally:
-                self._writer_depth -= 1
+        if not exclusive and self._writer_owner is not threading.current_thread():
+            yield from self._small_write(timeout)
             return
+        with self.writer_lock(timeout=timeout, what=what):
+            if self._writer is not None:
+                yield self._writer
+                return
+            assert self._lock_conn is not None
+            writer = PostgresWriter(self._lock_conn, self.namespace_id,
+                                    fts_tokenizer=self.fts_tokenizer)
+            self._writer = writer
+            try:
+                yield writer
+                # Indexes deferred because a transaction was open: create them now.
+                for dims in sorted(writer.missing_vector_indexes):
+                    writer.ensure_vector_index(dims)
+            except _driver_errors() as exc:
+                raise translate(exc, self.location) from exc
+            finally:
+                self._writer = None
+
+    def _small_write(self, timeout: float | None) -> Iterator[PostgresWriter]:
         ns = self.namespace_id
-        pool = self._ensure_pool()
         try:
-            with pool.connection() as conn:
-                if not exclusive:
-                    ms = int(1000 * (1.0 if timeout is None else timeout))
-                    conn.execute(f"SET lock_timeout = {max(ms, 1)}")
-                    try:
-                        yield PostgresWriter(conn, ns, fts_tokenizer=self.fts_tokenizer)
-                    finally:
-                        conn.execute("RESET lock_timeout")
-                    return
-                self._acquire(conn, ns, timeout, what)
-                writer = PostgresWriter(conn, ns, fts_tokenizer=self.fts_tokenizer)
-                self._writer_owner, self._writer, self._writer_depth = me, writer, 1
+            with self._ensure_pool().connection() as conn:
+                ms = int(1000 * (1.0 if timeout is None else timeout))
+                conn.execute(f"SET lock_timeout = {max(ms, 1)}")
                 try:
-                    yield writer
-                    # Indexes deferred because a transaction was open: create them now.
-                    for dims in sorted(writer.missing_vector_indexes):
-                        writer.ensure_vector_index(dims)
+                    yield PostgresWriter(conn, ns, fts_tokenizer=self.fts_tokenizer)
                 finally:
-                    self._writer_owner, self._writer, self._writer_depth = None, None, 0
-                    self._release(conn, ns)
+                    if not conn.closed and not conn.broken:
+                        conn.execute("RESET lock_timeout")
         except _driver_errors() as exc:
             raise translate(exc, self.location) from exc
 
@@ -319,7 +359,7 @@ class PostgresStore:
         Raises:
             IndexBusyError: held elsewhere past ``timeout``.
         """
-        key = _lock_key(self.agent_id, name)
+        key = _lock_key(self.namespace, name)
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._ensure_pool().connection() as conn:
             while True:
@@ -345,7 +385,7 @@ class PostgresStore:
         """A full rebuild in one transaction on the writer's connection.
 
         The namespace starts empty apart from what survives a rebuild (generation counter,
-        graph activation, the shared embedding cache and rowid sequence) and gets a new
+        graph activation, the embedding cache and the rowid sequence) and gets a new
         ``epoch``. Other sessions see the old rows until the block commits; a block that
         raises (or a lost connection) rolls back and the old rows stay searchable.
         """
@@ -362,7 +402,7 @@ class PostgresStore:
         Returns:
             The name the damaged namespace was given.
         """
-        aside = f"{self.agent_id}.damaged-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        aside = f"{self.namespace}.damaged-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
         conn = writer.conn
         try:
             with conn.transaction():
@@ -372,7 +412,7 @@ class PostgresStore:
                 )
                 row = conn.execute(
                     "INSERT INTO memmw.namespaces (name) VALUES (%s) RETURNING id",
-                    (self.agent_id,),
+                    (self.namespace,),
                 ).fetchone()
         except _driver_errors() as exc:
             raise IndexCorruptError(
@@ -380,7 +420,7 @@ class PostgresStore:
                 f" ({exc})"
             ) from exc
         assert row is not None
-        log.warning("namespace %s set aside as %s (%s)", self.agent_id, aside, reason)
+        log.warning("namespace %s set aside as %s (%s)", self.namespace, aside, reason)
         self._namespace_id = writer.namespace_id = int(row[0])
         return aside
 
@@ -392,10 +432,10 @@ class PostgresStore:
             writer.conn.execute(
                 "DELETE FROM memmw.meta WHERE namespace_id = %s", (writer.namespace_id,)
             )
-            writer.conn.execute(
-                "DELETE FROM memmw.graph_activation WHERE namespace_id = %s",
-                (writer.namespace_id,),
-            )
+            for table in ("graph_activation", "embedding_cache"):
+                writer.conn.execute(
+                    f"DELETE FROM memmw.{table} WHERE namespace_id = %s", (writer.namespace_id,)
+                )
 
     def health(self) -> StoreHealth:
         """Reachability, the chunk count and the pgvector version."""
@@ -406,7 +446,7 @@ class PostgresStore:
                 chunks = conn.execute(
                     "SELECT count(*) FROM memmw.chunks c JOIN memmw.namespaces n"
                     " ON n.id = c.namespace_id WHERE n.name = %s",
-                    (self.agent_id,),
+                    (self.namespace,),
                 ).fetchone()
                 version = conn.execute(
                     "SELECT extversion FROM pg_extension WHERE extname = 'vector'"

@@ -22,7 +22,7 @@ WRITER_LOCK_CLASS = 0x6D656D + 1
 MIGRATIONS: tuple[str, ...] = (
     # 1: namespaces (one per agent, or a shared one), their meta, files, chunks with
     # postings for BM25, vectors (pgvector, dimension per row so namespaces may differ),
-    # the embedding cache shared by every namespace (content-addressed), and the
+    # the embedding cache (per namespace: agents never see each other's rows), and the
     # knowledge graph derived from the notes (rows cascade with their file; activation is
     # keyed by a stable key so it survives rebuilds).
     """
@@ -102,6 +102,7 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX chunk_vectors_namespace ON memmw.chunk_vectors (namespace_id, dims);
     CREATE TABLE memmw.embedding_cache (
+        namespace_id integer NOT NULL REFERENCES memmw.namespaces(id) ON DELETE CASCADE,
         provider text NOT NULL,
         model text NOT NULL,
         provider_key text NOT NULL,
@@ -109,9 +110,9 @@ MIGRATIONS: tuple[str, ...] = (
         dims integer NOT NULL,
         embedding vector NOT NULL,
         updated_at double precision NOT NULL,
-        PRIMARY KEY (provider, model, provider_key, hash)
+        PRIMARY KEY (namespace_id, provider, model, provider_key, hash)
     );
-    CREATE INDEX embedding_cache_updated ON memmw.embedding_cache (updated_at);
+    CREATE INDEX embedding_cache_updated ON memmw.embedding_cache (namespace_id, updated_at);
     CREATE TABLE memmw.graph_entities (
         id bigserial PRIMARY KEY,
         namespace_id integer NOT NULL,

@@ -413,7 +413,7 @@ class PostgresReader:
             bytes_by_source=by_source,
         )
 
-    # -- embedding cache (shared by every namespace: content-addressed) --------------
+    # -- embedding cache (per namespace; kept across rebuilds) -----------------------
     def cached_embeddings(
         self, provider: str, model: str, provider_key: str, hashes: Sequence[str]
     ) -> dict[str, bytes]:
@@ -422,15 +422,20 @@ class PostgresReader:
         if not wanted:
             return {}
         rows = self.conn.execute(
-            "SELECT hash, embedding FROM memmw.embedding_cache WHERE provider = %s"
-            " AND model = %s AND provider_key = %s AND hash = ANY(%s)",
-            (provider, model, provider_key, wanted),
+            "SELECT hash, embedding FROM memmw.embedding_cache WHERE namespace_id = %s"
+            " AND provider = %s AND model = %s AND provider_key = %s AND hash = ANY(%s)",
+            (self.namespace_id, provider, model, provider_key, wanted),
         ).fetchall()
         return {str(h): as_blob(e) for h, e in rows}
 
     def cache_count(self) -> int:
         """Rows in the embedding cache."""
-        return int(self._one("SELECT count(*) FROM memmw.embedding_cache", ()))
+        return int(
+            self._one(
+                "SELECT count(*) FROM memmw.embedding_cache WHERE namespace_id = %s",
+                (self.namespace_id,),
+            )
+        )
 
     # -- knowledge graph -------------------------------------------------------------
     def graph_rows(self) -> GraphRows:
@@ -650,7 +655,7 @@ class PostgresWriter(PostgresReader):
     def clear_rows(self) -> None:
         """Delete every file, chunk, posting, vector, graph row and meta value of the namespace.
 
-        Kept: the generation counter, graph activation (use, not content) and the shared
+        Kept: the generation counter, graph activation (use, not content) and the
         embedding cache; rowids keep coming from the one sequence. For a full rebuild
         inside the writer's transaction: other sessions see the old rows until it commits.
         """
@@ -734,13 +739,13 @@ class PostgresWriter(PostgresReader):
         now = time.time()
         with self.conn.transaction(), self.conn.cursor() as cur:
             cur.executemany(
-                "INSERT INTO memmw.embedding_cache (provider, model, provider_key, hash, dims,"
-                " embedding, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s)"
-                " ON CONFLICT (provider, model, provider_key, hash) DO UPDATE"
+                "INSERT INTO memmw.embedding_cache (namespace_id, provider, model, provider_key,"
+                " hash, dims, embedding, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (namespace_id, provider, model, provider_key, hash) DO UPDATE"
                 " SET embedding = excluded.embedding, dims = excluded.dims,"
                 " updated_at = excluded.updated_at",
                 [
-                    (provider, model, provider_key, h, len(b) // 4,
+                    (self.namespace_id, provider, model, provider_key, h, len(b) // 4,
                      Vector(np.frombuffer(b, dtype="<f4")), now)
                     for h, b in vectors.items()
                 ],
@@ -753,8 +758,8 @@ class PostgresWriter(PostgresReader):
             return 0
         cur = self.conn.execute(
             "DELETE FROM memmw.embedding_cache WHERE ctid IN (SELECT ctid FROM"
-            " memmw.embedding_cache ORDER BY updated_at LIMIT %s)",
-            (min(excess, batch),),
+            " memmw.embedding_cache WHERE namespace_id = %s ORDER BY updated_at LIMIT %s)",
+            (self.namespace_id, min(excess, batch)),
         )
         return max(cur.rowcount, 0)
 

@@ -359,23 +359,24 @@ def test_vectors_are_written_only_for_the_chunk_they_were_computed_from(
         assert r.nearest(np.ones(8).tolist(), 5, ["memory"]) == []
 
 
-def test_the_embedding_cache_is_shared_and_pruned_oldest_first(
+def test_the_embedding_cache_is_per_agent_and_pruned_oldest_first(
     pg_database: str, shared_pool: object
 ) -> None:
     first, second = _store(pg_database, shared_pool), _store(pg_database, shared_pool)
     blob = np.asarray([0.6, 0.8], dtype="<f4").tobytes()
-    provider = f"fake-{uuid.uuid4().hex[:6]}"
     with first.write() as w:
-        w.put_embeddings(provider, "m", "k", {"abc": blob, "def": blob})
+        w.put_embeddings("fake", "m", "k", {"abc": blob})
+        w.put_embeddings("fake", "m", "k", {"def": blob})
+    with first.read() as r:
+        assert r.cached_embeddings("fake", "m", "k", ["abc", "missing"]) == {"abc": blob}
+        assert r.cached_embeddings("fake", "other", "k", ["abc"]) == {}
+        assert r.cache_count() == 2
     with second.read() as r:
-        got = r.cached_embeddings(provider, "m", "k", ["abc", "missing"])
-        assert r.cached_embeddings(provider, "other", "k", ["abc"]) == {}
-        total = r.cache_count()
-    assert got == {"abc": blob}
-    with second.write() as w:
-        assert w.prune_embedding_cache(total - 1, 10) == 1
-    with second.read() as r:
-        assert r.cache_count() == total - 1
+        assert r.cached_embeddings("fake", "m", "k", ["abc"]) == {} and r.cache_count() == 0
+    with first.write() as w:
+        assert w.prune_embedding_cache(1, 10) == 1
+    with first.read() as r:
+        assert set(r.cached_embeddings("fake", "m", "k", ["abc", "def"])) == {"def"}
 
 
 def test_reset_empties_only_this_namespace(pg_database: str, shared_pool: object) -> None:
