@@ -216,6 +216,9 @@ def _free_port(preferred: int | None) -> int:
     candidates = [preferred] if preferred else []
     for port in [*candidates, 0]:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            # As PostgreSQL binds: a port whose old connections linger in TIME_WAIT (a
+            # killed server) is free for it, so the restarted server keeps its DSN.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
