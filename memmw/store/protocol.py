@@ -372,6 +372,10 @@ class StoreWriter(StoreReader, Protocol):
     ) -> None:
         """Replace the graph rows of one indexed file with ``note`` (None: just clear them).
 
+        Every store keeps the rows ``memmw.store.graphrows.note_rows`` derives (stable
+        keys, provenance); ``refresh_graph`` uses the same module for supersession and
+        co-occurrences, so all stores answer fact searches alike.
+
         ``fresh``: the file row was just written by :meth:`replace_file` (nothing to clear).
         """
         ...

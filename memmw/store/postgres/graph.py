@@ -1,26 +1,22 @@
-"""Knowledge-graph rows of one namespace in PostgreSQL (the SQLite store's rules, same keys)."""
+"""Knowledge-graph rows of one namespace in PostgreSQL (derived by ``memmw.store.graphrows``)."""
 
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from memmw.graph.provenance import provenance_for
-from memmw.graph.syntax import ParsedNote, implicit_aliases, normalize_name
-from memmw.store.protocol import GraphRows
-from memmw.store.sqlite.graph import (
+from memmw.graph.syntax import ParsedNote
+from memmw.store.graphrows import (
     DAY_S,
     DECAY_PER_DAY,
     INITIAL_ACTIVATION,
-    MIN_COOCCURRENCE_NAME,
-    fact_stable_key,
-    relation_stable_key,
-    stable_key,
+    cooccurrence_matcher,
+    current_fact_ids,
+    note_rows,
 )
-from memmw.store.sqlite.graph import _order_date as order_date
+from memmw.store.protocol import GraphRows
 
 if TYPE_CHECKING:
     import psycopg
@@ -56,106 +52,47 @@ def write_note(
             conn.execute(f"DELETE FROM memmw.{table} WHERE file_id = %s", (file_id,))
     if source != "memory" or parsed is None:
         return
-    note = parsed
-    prov = provenance_for(path, source)
+    rows = note_rows(path, source, parsed)
     with conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO memmw.graph_entities (namespace_id, file_id, path, line, entity_key,"
             " name, kind) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            [(ns, file_id, path, e.line, e.key, e.name, e.kind) for e in note.entities],
+            [(ns, file_id, *row) for row in rows.entities],
         )
         cur.executemany(
             "INSERT INTO memmw.graph_aliases (namespace_id, file_id, path, line, entity_key,"
             " alias, alias_key) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            [
-                (ns, file_id, path, a.line, normalize_name(a.entity), a.alias,
-                 normalize_name(a.alias))
-                for a in note.aliases
-            ],
+            [(ns, file_id, *row) for row in rows.aliases],
         )
         cur.executemany(
             "INSERT INTO memmw.graph_facts (namespace_id, file_id, path, line, entity_key, entity,"
             " key, key_norm, value, valid_from, retracted, importance, origin, session_kind,"
             " observed_at, private, supersedes_key, stable_key)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            [
-                (
-                    ns,
-                    file_id,
-                    path,
-                    f.line,
-                    f.entity_key,
-                    f.entity,
-                    f.key,
-                    f.key_norm,
-                    f.value,
-                    f.valid_from,
-                    int(f.retracted),
-                    f.importance,
-                    prov.origin,
-                    prov.session_kind,
-                    prov.observed_at,
-                    int(prov.private),
-                    # Observations accumulate; other keys hold one current value.
-                    f"{f.entity_key}\x1f{f.key_norm}"
-                    + (f"\x1f{normalize_name(f.value)}" if f.observation else ""),
-                    fact_stable_key(f.entity_key, f.key_norm, f.value),
-                )
-                for f in note.facts
-            ],
+            [(ns, file_id, *row) for row in rows.facts],
         )
         cur.executemany(
             "INSERT INTO memmw.graph_relations (namespace_id, file_id, path, line, subject_key,"
             " subject, predicate, object_key, object, retracted, importance, origin,"
             " session_kind, observed_at, private, stable_key)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            [
-                (
-                    ns,
-                    file_id,
-                    path,
-                    r.line,
-                    normalize_name(r.subject),
-                    r.subject,
-                    r.predicate,
-                    normalize_name(r.object),
-                    r.object,
-                    int(r.retracted),
-                    r.importance,
-                    prov.origin,
-                    prov.session_kind,
-                    prov.observed_at,
-                    int(prov.private),
-                    relation_stable_key(
-                        normalize_name(r.subject), r.predicate, normalize_name(r.object)
-                    ),
-                )
-                for r in note.relations
-            ],
+            [(ns, file_id, *row) for row in rows.relations],
         )
         cur.executemany(
             "INSERT INTO memmw.graph_triggers (namespace_id, file_id, path, line, phrases, text,"
             " importance, origin, private) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            [
-                (ns, file_id, path, t.line, "; ".join(t.phrases), t.text, t.importance,
-                 prov.origin, int(prov.private))
-                for t in note.triggers
-            ],
+            [(ns, file_id, *row) for row in rows.triggers],
         )
 
 
 def refresh_supersession(conn: psycopg.Connection[Any], ns: int) -> int:
     """Mark the current value of every entity+key (the newest dated one wins)."""
-    groups: dict[str, list[tuple[str, str, int, int]]] = {}
-    for fid, key, valid_from, observed, path, line, retracted in conn.execute(
+    facts = conn.execute(
         "SELECT id, supersedes_key, valid_from, observed_at, path, line, retracted"
         " FROM memmw.graph_facts WHERE namespace_id = %s",
         (ns,),
-    ).fetchall():
-        if retracted:
-            continue
-        groups.setdefault(key, []).append((order_date(valid_from, observed), path, line, fid))
-    current = [max(rows)[3] for rows in groups.values()]
+    ).fetchall()
+    current = current_fact_ids(facts)
     conn.execute(
         "UPDATE memmw.graph_facts SET current = (id = ANY(%s))::integer WHERE namespace_id = %s",
         (current, ns),
@@ -183,36 +120,30 @@ def refresh_cooccurrences(conn: psycopg.Connection[Any], ns: int) -> int:
 
     Only chunks added since the last run are scanned when the set of names is unchanged.
     """
-    names: dict[str, str] = {}
-    entities = conn.execute(
-        "SELECT entity_key, name FROM memmw.graph_entities WHERE namespace_id = %s ORDER BY id",
-        (ns,),
-    ).fetchall()
-    for key, name in entities:
-        names.setdefault(normalize_name(name), key)
-    for key, alias in conn.execute(
-        "SELECT entity_key, alias_key FROM memmw.graph_aliases WHERE namespace_id = %s"
-        " ORDER BY id",
-        (ns,),
-    ).fetchall():
-        names.setdefault(alias, key)
-    display = {key: name for key, name in entities}
-    for first, key in implicit_aliases(display).items():
-        names.setdefault(first, key)
-    usable = sorted((n for n in names if len(n) >= MIN_COOCCURRENCE_NAME), key=len, reverse=True)
-    signature = stable_key(*(f"{n}={names[n]}" for n in sorted(usable)))
+    matcher = cooccurrence_matcher(
+        conn.execute(
+            # Insertion order, as SQLite reads them (the first name of a key wins).
+            "SELECT entity_key, name FROM memmw.graph_entities WHERE namespace_id = %s"
+            " ORDER BY id",
+            (ns,),
+        ).fetchall(),
+        conn.execute(
+            "SELECT entity_key, alias_key FROM memmw.graph_aliases WHERE namespace_id = %s"
+            " ORDER BY id",
+            (ns,),
+        ).fetchall(),
+    )
     last = _meta(conn, ns, "graph_cooc_rowid")
-    after = int(last or 0) if _meta(conn, ns, "graph_names") == signature else 0
+    after = int(last or 0) if _meta(conn, ns, "graph_names") == matcher.signature else 0
     if after == 0:
         conn.execute("DELETE FROM memmw.graph_cooccurrences WHERE namespace_id = %s", (ns,))
     row = conn.execute(
         "SELECT coalesce(max(rowid), 0) FROM memmw.chunks WHERE namespace_id = %s", (ns,)
     ).fetchone()
-    _set_meta(conn, ns, "graph_names", signature)
+    _set_meta(conn, ns, "graph_names", matcher.signature)
     _set_meta(conn, ns, "graph_cooc_rowid", str(int(row[0]) if row else 0))
-    if not usable:
+    if matcher.pattern is None:
         return 0
-    pattern = re.compile(r"(?<!\w)(" + "|".join(re.escape(n) for n in usable) + r")(?!\w)")
     rows: list[tuple[int, int, str, str]] = []
     scanned = 0
     for rowid, text in conn.execute(
@@ -221,8 +152,7 @@ def refresh_cooccurrences(conn: psycopg.Connection[Any], ns: int) -> int:
         (ns, after),
     ).fetchall():
         scanned += 1
-        found = sorted({names[m] for m in pattern.findall(normalize_name(text))})
-        rows.extend((ns, rowid, a, b) for i, a in enumerate(found) for b in found[i + 1 :])
+        rows.extend((ns, rowid, a, b) for a, b in matcher.pairs(text))
     if rows:
         with conn.cursor() as cur:
             cur.executemany(
