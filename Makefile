@@ -5,9 +5,9 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 # Everything the test suite exercises; `local` compiles llama.cpp (about 10 minutes the
 # first time; pip caches the wheel).
-TEST_EXTRAS ?= offline,test,openai,gemini,local,vec,tokens,watch,langchain,secrets,graph
+TEST_EXTRAS ?= offline,test,openai,gemini,local,vec,tokens,watch,langchain,secrets,graph,postgres
 
-.PHONY: demo test lint clean system-deps
+.PHONY: demo test lint clean system-deps pg pg-stop pg-status
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,12 +31,26 @@ system-deps:
 	sh scripts/install-test-deps.sh
 
 ## test: set up .venv with every extra and the system packages, then lint, type-check and test
+## against a local PostgreSQL + pgvector server, started before pytest and stopped after it
 test: $(VENV)/.test-deps system-deps lint
-	$(BIN)/python -m pytest
+	$(BIN)/python scripts/pgserver.py run -- $(BIN)/python -m pytest
+
+## pg: start the local PostgreSQL + pgvector server (PyPI wheel, 127.0.0.1) and print its DSN;
+## pytest finds it through .cache/pgserver/dsn
+pg: | $(BIN)/python
+	$(BIN)/python scripts/pgserver.py start
+
+## pg-stop: stop the local server (its data stays in .cache/pgserver)
+pg-stop:
+	$(PYTHON) scripts/pgserver.py stop
+
+pg-status:
+	$(PYTHON) scripts/pgserver.py status || true
 
 lint: $(VENV)/.test-deps
 	$(BIN)/ruff check memmw tests benchmarks examples
 	$(BIN)/mypy
 
 clean:
+	$(PYTHON) scripts/pgserver.py wipe
 	rm -rf $(VENV) .memmw-demo .mypy_cache .ruff_cache .pytest_cache

@@ -3,7 +3,10 @@
 Usage:
     python benchmarks/locomo.py ../shared/benchmarks/locomo-dev [--provider none]
         [--decay bounded|classic|off] [--keyword-backend memory|fts5] [--fusion rrf|weighted]
-        [--max-results 6] [--json OUT]
+        [--max-results 6] [--json OUT] [--store-backend sqlite|postgres]
+
+``--store-backend postgres`` indexes every conversation as a namespace of the database in
+``MEMMW_STORE_DSN`` (for example the bundled server: ``make pg``).
 
 The data set stays where it is (its licence is non-commercial); state goes to a
 temporary folder that is deleted afterwards.
@@ -68,7 +71,7 @@ def build_config(args: argparse.Namespace) -> memmw.MemoryConfig:
     return memmw.MemoryConfig(
         provider=args.provider,
         query=query,
-        store=StoreConfig(keyword_backend=args.keyword_backend),
+        store=StoreConfig(keyword_backend=args.keyword_backend, backend=args.store_backend),
     )
 
 
@@ -169,6 +172,7 @@ def main() -> None:
         "--no-calibrate", action="store_true", help="raw cosines (as HybridConfig.classic())"
     )
     parser.add_argument("--max-results", type=int, default=6)
+    parser.add_argument("--store-backend", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--limit", type=int, default=0, help="only the first N questions")
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument(

@@ -30,6 +30,7 @@ Citations = Literal["auto", "on", "off"]
 Source = Literal["memory", "sessions"]
 FtsTokenizer = Literal["unicode61", "trigram"]
 KeywordBackend = Literal["auto", "memory", "fts5"]
+StoreBackend = Literal["sqlite", "postgres"]
 VectorBackend = Literal["auto", "sqlite-vec", "numpy"]
 Fusion = Literal["normalized", "weighted", "rrf"]
 DecayMode = Literal["bounded", "classic"]
@@ -151,10 +152,16 @@ class StoreConfig(_Section):
         vector_enabled: Store and search vectors when a provider is active.
         vector_backend: ``sqlite-vec`` (needs an extension-capable sqlite module), ``numpy``,
             or ``auto`` (numpy brute force; it measured faster than a vec0 scan here).
+        backend: ``sqlite`` (one file per agent) or ``postgres`` (every agent a namespace
+            of one PostgreSQL + pgvector database; needs the ``postgres`` extra).
+        dsn: PostgreSQL connection string for ``backend = "postgres"``; when unset,
+            ``$MEMMW_STORE_DSN``. Keep passwords out of config files (``~/.pgpass``).
     """
 
     _section: ClassVar[str] = "store"
     path: str | None = None
+    backend: StoreBackend = "sqlite"
+    dsn: str | None = None
     fts_tokenizer: FtsTokenizer = "unicode61"
     keyword_backend: KeywordBackend = "auto"
     vector_enabled: bool = True

@@ -1,13 +1,20 @@
 """Shared test configuration: hypothesis profiles (CI runs derandomized, so a red build
-always reproduces; ``HYPOTHESIS_PROFILE=deep`` searches much harder on a workstation) and
-the ``write()`` helper the test modules import (``from ..conftest import write``)."""
+always reproduces; ``HYPOTHESIS_PROFILE=deep`` searches much harder on a workstation), the
+``write()`` helper the test modules import (``from ..conftest import write``) and the
+PostgreSQL fixtures (``pg_dsn``, ``pg_database``)."""
 
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
+import pytest
 from hypothesis import settings
+
+from memmw.testing import require_optional
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("deep", max_examples=3000)
@@ -21,3 +28,87 @@ def write(path: Path, text: str = "x\n") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+# --- PostgreSQL + pgvector (the Postgres store's tests) ---------------------------------------
+# `make test` starts a local server (scripts/pgserver.py) and exports its DSN; after `make pg`
+# a plain `pytest` finds it through .cache/pgserver/dsn. Under CI a missing server fails the
+# tests that need it; on a workstation they skip with the reason.
+PG_DSN_ENV = "MEMMW_TEST_PG_DSN"
+_PG_DSN_FILE = Path(__file__).resolve().parent.parent / ".cache" / "pgserver" / "dsn"
+
+
+def _pg_unavailable(reason: str) -> NoReturn:
+    if os.environ.get("CI"):
+        pytest.fail(f"PostgreSQL is required under CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses a PostgreSQL fixture ``postgres`` (``-m "not postgres"``)."""
+    for item in items:
+        if {"pg_dsn", "pg_database", "pg_store"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> str:
+    """DSN of a PostgreSQL server with pgvector, connected as a role that may create databases."""
+    require_optional("psycopg", "postgres")
+    import psycopg
+
+    dsn = os.environ.get(PG_DSN_ENV, "").strip()
+    explicit = bool(dsn)
+    if not dsn and _PG_DSN_FILE.exists():
+        dsn = _PG_DSN_FILE.read_text(encoding="utf-8").strip()
+    if not dsn:
+        _pg_unavailable(
+            f"no PostgreSQL server: set {PG_DSN_ENV} or run `make pg` (`make test` starts one)"
+        )
+    try:
+        with psycopg.connect(dsn, connect_timeout=10, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.Error as exc:
+        reason = f"PostgreSQL at {dsn} is unusable: {exc}"
+        if explicit:
+            pytest.fail(reason, pytrace=False)
+        _pg_unavailable(reason + f" (stale {_PG_DSN_FILE}? run `make pg`)")
+    return dsn
+
+
+@pytest.fixture(scope="module")
+def pg_database(pg_dsn: str) -> Iterator[str]:
+    """DSN of a fresh database (with pgvector) for one test module, dropped afterwards."""
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    name = f"memmw_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    dsn = make_conninfo(pg_dsn, dbname=name)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        yield dsn
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+@pytest.fixture
+def pg_store(pg_database: str) -> Iterator[object]:
+    """A fresh, empty PostgreSQL store (its own namespace in the module's database).
+
+    For the store conformance suite: parametrise its store fixture over ``"postgres"`` and
+    take this one with ``request.getfixturevalue("pg_store")``.
+    """
+    from memmw.store.postgres.backend import PostgresStore
+
+    store = PostgresStore(pg_database, agent_id=f"agent-{uuid.uuid4().hex[:12]}", pool_size=4)
+    try:
+        yield store
+    finally:
+        store.close()

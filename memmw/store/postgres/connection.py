@@ -1,0 +1,112 @@
+"""Where the PostgreSQL store is (DSN from config or ``MEMMW_STORE_DSN``) and its connection pool."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from memmw.errors import ConfigError, IndexStoreError
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+log = logging.getLogger(__name__)
+
+#: Environment variable with the DSN when ``store.dsn`` is not set.
+DSN_ENV = "MEMMW_STORE_DSN"
+#: How long opening the pool waits for a first connection.
+CONNECT_TIMEOUT_S = 10.0
+
+
+def resolve_dsn(configured: str | None) -> str:
+    """The DSN to use: ``store.dsn`` if set, else ``$MEMMW_STORE_DSN``.
+
+    Raises:
+        ConfigError: neither is set.
+    """
+    dsn = (configured or os.environ.get(DSN_ENV) or "").strip()
+    if not dsn:
+        raise ConfigError(
+            f"store.backend is 'postgres' but no DSN is configured: set store.dsn or {DSN_ENV} "
+            "(for example postgresql://user@host:5432/dbname)"
+        )
+    return dsn
+
+
+def redact_dsn(dsn: str) -> str:
+    """The DSN without its password, for messages and status."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parts = conninfo_to_dict(dsn)
+    except Exception:  # a malformed DSN: say nothing of it
+        return "<unparsable DSN>"
+    host = parts.get("host") or parts.get("hostaddr") or "localhost"
+    port = parts.get("port") or 5432
+    user = str(parts.get("user") or "")
+    return f"postgresql://{user + '@' if user else ''}{host}:{port}/{parts.get('dbname') or ''}"
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    from pgvector.psycopg import register_vector
+
+    register_vector(conn)
+
+
+def import_driver() -> None:
+    """Import psycopg, psycopg-pool and pgvector, or say which extra to install.
+
+    Raises:
+        ConfigError: the ``postgres`` extra is not installed.
+    """
+    try:
+        import pgvector.psycopg  # noqa: F401
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(
+            f"store.backend 'postgres' needs the postgres extra: pip install 'memmw[postgres]' "
+            f"({exc})"
+        ) from exc
+
+
+def open_pool(dsn: str, *, max_size: int = 4) -> ConnectionPool[Any]:
+    """Migrate the database and open an autocommit connection pool with pgvector registered.
+
+    Raises:
+        ConfigError: the ``postgres`` extra is missing.
+        IndexStoreError: the server is unreachable or the schema could not be migrated.
+    """
+    import_driver()
+    import psycopg
+    from psycopg_pool import ConnectionPool, PoolTimeout
+
+    from memmw.store.postgres.schema import migrate
+
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT_S)) as conn:
+            migrate(conn)
+    except psycopg.Error as exc:
+        raise IndexStoreError(
+            f"cannot open the PostgreSQL store at {redact_dsn(dsn)}: {exc}".strip()
+        ) from exc
+    pool: ConnectionPool[Any] = ConnectionPool(
+        dsn,
+        min_size=1,
+        max_size=max_size,
+        kwargs={"autocommit": True},
+        configure=_configure,
+        # A connection that died with the server is replaced, not handed out.
+        check=ConnectionPool.check_connection,
+        open=False,
+        name="memmw",
+    )
+    pool.open()
+    try:
+        pool.wait(timeout=CONNECT_TIMEOUT_S)
+    except PoolTimeout as exc:
+        pool.close()
+        raise IndexStoreError(f"cannot connect to PostgreSQL at {redact_dsn(dsn)}") from exc
+    return pool

@@ -1,0 +1,787 @@
+"""Rows of one namespace (an agent's index) in PostgreSQL: the store protocol's reads and writes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memmw.store.postgres import graph as pg_graph
+from memmw.store.protocol import ChunkRow, FileRecords, GraphRows, Postings, VectorStats
+from memmw.store.sqlite.store import chunk_id
+from memmw.store.terms import pack_terms, unpack_terms
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from memmw.graph.syntax import ParsedNote
+    from memmw.text.chunking import Chunk
+
+log = logging.getLogger(__name__)
+
+K1 = 1.2
+B = 0.75
+
+_CHUNK_COLUMNS = (
+    "c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.text, c.line_map, "
+    "c.importance, c.n_terms, f.decay_ts, c.terms"
+)
+
+# BM25 over the postings of the query's terms: each term's document frequency is counted
+# from the same postings, N and the average length (``%(n)s``, ``%(avgdl)s``) come from
+# ``source_stats``; the formula of ``memmw.search.keyword`` computed in the server (no
+# postings cross the network). MATERIALIZED: the planner cannot estimate ``unnest`` and
+# would otherwise re-run the aggregates per posting. ``%(need)s``: how many of the terms a
+# chunk must have (all of them for the FTS5-style ``AND`` of ``fts_search``).
+_BM25_SQL = """
+WITH p AS MATERIALIZED (
+    SELECT p.term_hash, p.chunk_rowid, p.tf, p.doc_len
+    FROM memmw.postings p
+    WHERE p.namespace_id = %(ns)s AND p.term_hash = ANY(%(hashes)s::bigint[])
+      AND p.source = ANY(%(sources)s)
+),
+idf AS MATERIALIZED (
+    SELECT term_hash,
+           ln(1.0 + greatest(0.0, %(n)s - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+    FROM p GROUP BY term_hash
+)
+SELECT p.chunk_rowid,
+       sum(idf.idf * p.tf * (%(k1)s + 1.0)
+           / (p.tf + %(k1)s * (1.0 - %(b)s + %(b)s * p.doc_len / %(avgdl)s))) AS score,
+       count(*) AS matched
+FROM p JOIN idf USING (term_hash)
+GROUP BY p.chunk_rowid
+HAVING count(*) >= %(need)s
+ORDER BY score DESC, p.chunk_rowid
+LIMIT %(limit)s
+"""
+
+_QUOTED = re.compile(r'"((?:[^"]|"")*)"')
+
+
+def match_terms(match: str) -> list[str]:
+    """The terms of an FTS5 expression as ``memmw.search.keyword`` builds it (quoted terms)."""
+    return [m.group(1).replace('""', '"') for m in _QUOTED.finditer(match)]
+
+
+def _chunk_row(row: Sequence[Any]) -> ChunkRow:
+    return ChunkRow(
+        rowid=int(row[0]),
+        id=row[1],
+        path=row[2],
+        source=row[3],
+        start_line=row[4],
+        end_line=row[5],
+        text=row[6],
+        line_map=tuple(json.loads(row[7])) if row[7] else None,
+        importance=row[8],
+        n_terms=row[9],
+        decay_ts=row[10],
+        terms_blob=bytes(row[11]),
+    )
+
+
+def as_array(value: Any) -> np.ndarray:
+    """A pgvector value as float32 (its loader gives ``Vector`` or an array by version)."""
+    if hasattr(value, "to_numpy"):
+        value = value.to_numpy()
+    return np.asarray(value, dtype=np.float32)
+
+
+def as_blob(value: Any) -> bytes:
+    """A pgvector value as the protocol's little-endian float32 blob."""
+    return as_array(value).astype("<f4").tobytes()
+
+
+def vector_index_name(namespace_id: int, dims: int) -> str:
+    """Name of the partial HNSW index of one namespace's vectors of one dimension."""
+    return f"chunk_vectors_hnsw_{namespace_id}_{dims}"
+
+
+class PostgresReader:
+    """Reads of one namespace through one connection (inside the caller's snapshot)."""
+
+    def __init__(
+        self, conn: psycopg.Connection[Any], namespace_id: int, *, fts_tokenizer: str = "unicode61"
+    ) -> None:
+        self.conn = conn
+        self.namespace_id = namespace_id
+        self.fts_tokenizer = fts_tokenizer
+
+    def _one(self, query: str, params: Sequence[Any] | Mapping[str, Any]) -> Any:
+        row = self.conn.execute(query, params).fetchone()
+        return None if row is None else row[0]
+
+    # -- meta and identity -----------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        """A meta value of this namespace, or None."""
+        value = self._one(
+            "SELECT value FROM memmw.meta WHERE namespace_id = %s AND key = %s",
+            (self.namespace_id, key),
+        )
+        return None if value is None else str(value)
+
+    def generation(self) -> int:
+        """Counter bumped by every sync that changed this namespace."""
+        value = self.get_meta("generation")
+        return int(value) if value else 0
+
+    def identity(self) -> dict[str, Any] | None:
+        """The stored index identity (settings the rows were built with), or None."""
+        raw = self.get_meta("identity")
+        return None if raw is None else dict(json.loads(raw))
+
+    # -- files -----------------------------------------------------------------------
+    def file_records(self, source: str) -> FileRecords:
+        """``{path: (hash, mtime, size)}`` of the indexed files of ``source``."""
+        rows = self.conn.execute(
+            "SELECT path, hash, mtime, size FROM memmw.files"
+            " WHERE namespace_id = %s AND source = %s",
+            (self.namespace_id, source),
+        ).fetchall()
+        return {path: (h, float(mtime), int(size)) for path, h, mtime, size in rows}
+
+    def sources_present(self) -> set[str]:
+        """Sources that have at least one indexed file."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT source FROM memmw.files WHERE namespace_id = %s",
+            (self.namespace_id,),
+        ).fetchall()
+        return {str(r[0]) for r in rows}
+
+    # -- chunks ----------------------------------------------------------------------
+    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+        """Chunks of this namespace by rowid (missing ids are absent from the result)."""
+        if not ids:
+            return {}
+        rows = self.conn.execute(
+            f"SELECT {_CHUNK_COLUMNS} FROM memmw.chunks c JOIN memmw.files f"
+            " ON f.id = c.file_id WHERE c.rowid = ANY(%s) AND c.namespace_id = %s",
+            ([int(i) for i in ids], self.namespace_id),
+        ).fetchall()
+        return {int(row[0]): _chunk_row(row) for row in rows}
+
+    def chunk_rowids(self, sources: Sequence[str]) -> list[int]:
+        """Rowids of every chunk of ``sources``, ascending."""
+        rows = self.conn.execute(
+            "SELECT rowid FROM memmw.chunks WHERE namespace_id = %s AND source = ANY(%s)"
+            " ORDER BY rowid",
+            (self.namespace_id, list(sources)),
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def chunk_count(self, sources: Sequence[str]) -> int:
+        """Chunks of ``sources``."""
+        return int(
+            self._one(
+                "SELECT count(*) FROM memmw.chunks WHERE namespace_id = %s AND source = ANY(%s)",
+                (self.namespace_id, list(sources)),
+            )
+        )
+
+    def term_blobs(
+        self, sources: Sequence[str], *, after: int = 0
+    ) -> list[tuple[int, bytes, int]]:
+        """``(rowid, terms blob, n_terms)`` of the chunks of ``sources`` with rowid > ``after``."""
+        rows = self.conn.execute(
+            "SELECT rowid, terms, n_terms FROM memmw.chunks WHERE namespace_id = %s"
+            " AND source = ANY(%s) AND rowid > %s ORDER BY rowid",
+            (self.namespace_id, list(sources), after),
+        ).fetchall()
+        return [(int(r), bytes(t), int(n)) for r, t, n in rows]
+
+    def newest_decay_ts(self) -> float | None:
+        """The newest dated memory (epoch seconds), the reference age for decay."""
+        value = self._one(
+            "SELECT max(decay_ts) FROM memmw.files WHERE namespace_id = %s", (self.namespace_id,)
+        )
+        return None if value is None else float(value)
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """``{source: {"files": n, "chunks": n}}``."""
+        out: dict[str, dict[str, int]] = {}
+        for source, n in self.conn.execute(
+            "SELECT source, count(*) FROM memmw.files WHERE namespace_id = %s GROUP BY source",
+            (self.namespace_id,),
+        ).fetchall():
+            out.setdefault(source, {"files": 0, "chunks": 0})["files"] = int(n)
+        for source, n in self.conn.execute(
+            "SELECT source, count(*) FROM memmw.chunks WHERE namespace_id = %s GROUP BY source",
+            (self.namespace_id,),
+        ).fetchall():
+            out.setdefault(source, {"files": 0, "chunks": 0})["chunks"] = int(n)
+        return out
+
+    # -- keyword leg -----------------------------------------------------------------
+    def keyword_stats(self, sources: Sequence[str]) -> tuple[int, float]:
+        """``(live chunks, total terms)`` of ``sources``, kept by every write (no scan)."""
+        row = self.conn.execute(
+            "SELECT coalesce(sum(n_docs), 0), coalesce(sum(total_len), 0)"
+            " FROM memmw.source_stats WHERE namespace_id = %s AND source = ANY(%s)",
+            (self.namespace_id, list(sources)),
+        ).fetchone()
+        return (int(row[0]), float(row[1])) if row else (0, 0.0)
+
+    def postings(self, term_hashes: Sequence[int], sources: Sequence[str]) -> dict[int, Postings]:
+        """Live postings of each term hash present in ``sources``, rowid ascending."""
+        wanted = sorted({int(h) for h in term_hashes})
+        if not wanted:
+            return {}
+        found: dict[int, tuple[list[int], list[float], list[float]]] = {}
+        for h, rowid, tf, dl in self.conn.execute(
+            "SELECT term_hash, chunk_rowid, tf, doc_len FROM memmw.postings"
+            " WHERE namespace_id = %s AND term_hash = ANY(%s) AND source = ANY(%s)"
+            " ORDER BY term_hash, chunk_rowid",
+            (self.namespace_id, wanted, list(sources)),
+        ).fetchall():
+            ids, tfs, lens = found.setdefault(int(h), ([], [], []))
+            ids.append(int(rowid))
+            tfs.append(float(tf))
+            lens.append(float(dl))
+        return {
+            h: Postings(
+                rowids=np.asarray(ids, dtype=np.int64),
+                tf=np.asarray(tfs, dtype=np.float32),
+                doc_len=np.asarray(lens, dtype=np.float32),
+            )
+            for h, (ids, tfs, lens) in found.items()
+        }
+
+    def bm25_search(
+        self,
+        term_hashes: Sequence[int],
+        limit: int,
+        sources: Sequence[str],
+        *,
+        require_all: bool = False,
+    ) -> list[tuple[int, float, int]]:
+        """``(rowid, BM25, query terms matched)``, best first (ties by rowid), in the server."""
+        hashes = sorted({int(h) for h in term_hashes})
+        if not hashes or limit <= 0:
+            return []
+        n_docs, total = self.keyword_stats(sources)
+        if not n_docs:
+            return []
+        params = {
+            "hashes": hashes,
+            "ns": self.namespace_id,
+            "sources": list(sources),
+            "n": float(n_docs),
+            "avgdl": max(total / n_docs, 1e-9),
+            "k1": K1,
+            "b": B,
+            "need": len(hashes) if require_all else 1,
+            "limit": limit,
+        }
+        rows = self.conn.execute(_BM25_SQL, params).fetchall()
+        return [(int(r), float(s), int(m)) for r, s, m in rows]
+
+    def fts_search(self, match: str, limit: int, sources: Sequence[str]) -> list[tuple[int, float]]:
+        """``(rowid, -BM25)`` for an FTS5-style expression (quoted terms, `` AND ``), best first.
+
+        Answered from the postings: an ``AND`` of terms keeps chunks that have them all;
+        the rank is negative BM25 like FTS5's.
+        """
+        from memmw.store.terms import term_hash
+
+        terms = match_terms(match)
+        if not terms:
+            return []
+        hits = self.bm25_search(
+            [term_hash(t) for t in terms], limit, sources, require_all=" AND " in match
+        )
+        return [(rowid, -score) for rowid, score, _ in hits]
+
+    def substring_counts(
+        self, needles: Sequence[str], limit: int, sources: Sequence[str]
+    ) -> list[tuple[int, int]]:
+        """``(rowid, how many needles occur in the text)``, most first, then rowid (a scan)."""
+        if not needles or limit <= 0:
+            return []
+        rows = self.conn.execute(
+            "SELECT rowid, n FROM (SELECT c.rowid, (SELECT count(*) FROM unnest(%s::text[]) AS"
+            " needle WHERE strpos(lower(c.text), lower(needle)) > 0) AS n FROM memmw.chunks c"
+            " WHERE c.namespace_id = %s AND c.source = ANY(%s)) AS counted WHERE n > 0"
+            " ORDER BY n DESC, rowid LIMIT %s",
+            (list(needles), self.namespace_id, list(sources), limit),
+        ).fetchall()
+        return [(int(r), int(n)) for r, n in rows]
+
+    # -- vectors ---------------------------------------------------------------------
+    def nearest(
+        self, vector: Sequence[float], k: int, sources: Sequence[str]
+    ) -> list[tuple[int, float]]:
+        """The ``k`` nearest stored vectors by cosine, best first (ties by rowid), via HNSW.
+
+        The namespace id and the dimension are SQL literals (integers we hold), so the
+        planner matches the partial HNSW index of this namespace and dimension.
+        """
+        from pgvector import Vector
+        from psycopg import sql
+
+        query = np.asarray(vector, dtype=np.float32)
+        norm = float(np.linalg.norm(query)) if query.size else 0.0
+        if k < 1 or norm == 0.0 or not np.isfinite(norm):
+            return []
+        query = query / norm
+        dims = int(query.shape[0])
+        stmt = sql.SQL(
+            "SELECT chunk_rowid, (embedding::vector({dims})) <=> %s AS distance"
+            " FROM memmw.chunk_vectors WHERE namespace_id = {ns} AND dims = {dims}"
+            " AND source = ANY(%s) ORDER BY (embedding::vector({dims})) <=> %s LIMIT %s"
+        ).format(dims=sql.Literal(dims), ns=sql.Literal(self.namespace_id))
+        with self.conn.transaction():
+            # SET LOCAL lasts until the end of this (sub)transaction.
+            self.conn.execute(
+                sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(40, 2 * k)))
+            )
+            # A source filter (memory without sessions) must not starve the result.
+            self.conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            rows = self.conn.execute(
+                stmt, (Vector(query), list(sources), Vector(query), k)
+            ).fetchall()
+        hits = [(int(r), 1.0 - float(d)) for r, d in rows]
+        # relaxed_order may come back slightly out of order: the final order is exact.
+        hits.sort(key=lambda hit: (-hit[1], hit[0]))
+        return hits
+
+    def vector_rows(self, sources: Sequence[str]) -> list[tuple[int, bytes]]:
+        """``(rowid, unit float32 little-endian vector)`` of every stored vector, by rowid."""
+        rows = self.conn.execute(
+            "SELECT chunk_rowid, embedding FROM memmw.chunk_vectors WHERE namespace_id = %s"
+            " AND source = ANY(%s) ORDER BY chunk_rowid",
+            (self.namespace_id, list(sources)),
+        ).fetchall()
+        return [(int(r), as_blob(e)) for r, e in rows]
+
+    def vector_dims(self) -> int | None:
+        """Dimension of this namespace's vectors (None before the first one)."""
+        value = self._one(
+            "SELECT dims FROM memmw.chunk_vectors WHERE namespace_id = %s LIMIT 1",
+            (self.namespace_id,),
+        )
+        return None if value is None else int(value)
+
+    def pending_count(self) -> int:
+        """Chunks that have no vector yet."""
+        return int(
+            self._one(
+                "SELECT count(*) FROM memmw.chunks c WHERE c.namespace_id = %s AND NOT EXISTS"
+                " (SELECT 1 FROM memmw.chunk_vectors v WHERE v.chunk_rowid = c.rowid)",
+                (self.namespace_id,),
+            )
+        )
+
+    def pending_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]:
+        """``(rowid, chunk hash, text)`` of chunks without a vector past ``after``, by rowid."""
+        rows = self.conn.execute(
+            "SELECT c.rowid, c.hash, c.text FROM memmw.chunks c WHERE c.namespace_id = %s"
+            " AND c.rowid > %s AND NOT EXISTS"
+            " (SELECT 1 FROM memmw.chunk_vectors v WHERE v.chunk_rowid = c.rowid)"
+            " ORDER BY c.rowid LIMIT %s",
+            (self.namespace_id, after, limit),
+        ).fetchall()
+        return [(int(r), str(h), str(t)) for r, h, t in rows]
+
+    def vector_stats(self) -> VectorStats:
+        """Vector, pending and cache figures for ``status``."""
+        vectors = int(
+            self._one(
+                "SELECT count(*) FROM memmw.chunk_vectors WHERE namespace_id = %s",
+                (self.namespace_id,),
+            )
+        )
+        by_source = {
+            str(src): (int(tb or 0), int(eb or 0))
+            for src, tb, eb in self.conn.execute(
+                "SELECT c.source, sum(octet_length(c.text)), sum(v.dims * 4)"
+                " FROM memmw.chunks c LEFT JOIN memmw.chunk_vectors v ON v.chunk_rowid = c.rowid"
+                " WHERE c.namespace_id = %s GROUP BY c.source",
+                (self.namespace_id,),
+            ).fetchall()
+        }
+        return VectorStats(
+            vectors=vectors,
+            pending=self.pending_count(),
+            cache_entries=self.cache_count(),
+            bytes_by_source=by_source,
+        )
+
+    # -- embedding cache (per namespace; kept across rebuilds) -----------------------
+    def cached_embeddings(
+        self, provider: str, model: str, provider_key: str, hashes: Sequence[str]
+    ) -> dict[str, bytes]:
+        """``{chunk hash: vector blob}`` found in the embedding cache."""
+        wanted = list(dict.fromkeys(hashes))
+        if not wanted:
+            return {}
+        rows = self.conn.execute(
+            "SELECT hash, embedding FROM memmw.embedding_cache WHERE namespace_id = %s"
+            " AND provider = %s AND model = %s AND provider_key = %s AND hash = ANY(%s)",
+            (self.namespace_id, provider, model, provider_key, wanted),
+        ).fetchall()
+        return {str(h): as_blob(e) for h, e in rows}
+
+    def cache_count(self) -> int:
+        """Rows in the embedding cache."""
+        return int(
+            self._one(
+                "SELECT count(*) FROM memmw.embedding_cache WHERE namespace_id = %s",
+                (self.namespace_id,),
+            )
+        )
+
+    # -- knowledge graph -------------------------------------------------------------
+    def graph_rows(self) -> GraphRows:
+        """Every graph row of this namespace."""
+        return pg_graph.read_rows(self.conn, self.namespace_id)
+
+
+class PostgresWriter(PostgresReader):
+    """Writes of one namespace on the writer's connection (reads see its own writes).
+
+    Statements outside :meth:`transaction` commit one by one (like the SQLite writer).
+    """
+
+    def __init__(
+        self, conn: psycopg.Connection[Any], namespace_id: int, *, fts_tokenizer: str = "unicode61"
+    ) -> None:
+        super().__init__(conn, namespace_id, fts_tokenizer=fts_tokenizer)
+        #: HNSW indexes to create once no transaction is open (see ``write_vectors``).
+        self.missing_vector_indexes: set[int] = set()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[PostgresWriter]:
+        """One atomic write transaction (a savepoint when one is already open)."""
+        with self.conn.transaction():
+            yield self
+
+    # -- meta and identity -----------------------------------------------------------
+    def set_meta(self, key: str, value: str) -> None:
+        """Insert or replace a meta value."""
+        self.conn.execute(
+            "INSERT INTO memmw.meta (namespace_id, key, value) VALUES (%s, %s, %s)"
+            " ON CONFLICT (namespace_id, key) DO UPDATE SET value = excluded.value",
+            (self.namespace_id, key, value),
+        )
+
+    def delete_meta(self, key: str) -> None:
+        """Remove a meta value (no error when absent)."""
+        self.conn.execute(
+            "DELETE FROM memmw.meta WHERE namespace_id = %s AND key = %s",
+            (self.namespace_id, key),
+        )
+
+    def set_identity(self, identity: Mapping[str, Any]) -> None:
+        """Record the settings the rows are built with."""
+        self.set_meta("identity", json.dumps(dict(identity), sort_keys=True))
+
+    def _bump(self, key: str) -> int:
+        value = self._one(
+            "INSERT INTO memmw.meta (namespace_id, key, value) VALUES (%s, %s, '1')"
+            " ON CONFLICT (namespace_id, key) DO UPDATE"
+            " SET value = (memmw.meta.value::bigint + 1)::text RETURNING value",
+            (self.namespace_id, key),
+        )
+        return int(value)
+
+    def bump_generation(self) -> int:
+        """Increment and return the generation; records ``last_sync``."""
+        gen = self._bump("generation")
+        self.set_meta("last_sync", repr(time.time()))
+        return gen
+
+    def bump_vector_generation(self) -> int:
+        """Increment and return the vector generation (vectors were written)."""
+        return self._bump("vector_generation")
+
+    # -- files and chunks ------------------------------------------------------------
+    def update_file_stat(self, path: str, source: str, *, mtime: float, size: int) -> None:
+        """Record a file's new mtime and size when its indexed content did not change."""
+        self.conn.execute(
+            "UPDATE memmw.files SET mtime = %s, size = %s"
+            " WHERE namespace_id = %s AND path = %s AND source = %s",
+            (mtime, size, self.namespace_id, path, source),
+        )
+
+    def _adjust_stats(self, source: str, docs: int, length: int) -> None:
+        if not docs:
+            return
+        self.conn.execute(
+            "INSERT INTO memmw.source_stats (namespace_id, source, n_docs, total_len)"
+            " VALUES (%s, %s, %s, %s) ON CONFLICT (namespace_id, source) DO UPDATE"
+            " SET n_docs = memmw.source_stats.n_docs + excluded.n_docs,"
+            " total_len = memmw.source_stats.total_len + excluded.total_len",
+            (self.namespace_id, source, docs, length),
+        )
+
+    def delete_file(self, path: str, source: str) -> None:
+        """Remove a file and everything derived from it (chunks, postings, vectors, graph)."""
+        with self.conn.transaction():
+            self._delete_file(path, source)
+
+    def _delete_file(self, path: str, source: str) -> None:
+        rows = self.conn.execute(
+            "SELECT c.rowid, c.terms, c.n_terms FROM memmw.chunks c JOIN memmw.files f"
+            " ON f.id = c.file_id WHERE f.namespace_id = %s AND f.path = %s AND f.source = %s",
+            (self.namespace_id, path, source),
+        ).fetchall()
+        if rows:
+            hashes: list[int] = []
+            owners: list[int] = []
+            for rowid, blob, _n in rows:
+                entries = unpack_terms(bytes(blob))
+                hashes.extend(entries["h"].tolist())
+                owners.extend([int(rowid)] * len(entries))
+            self.conn.execute(
+                "DELETE FROM memmw.postings p USING unnest(%s::bigint[], %s::bigint[]) AS d(h, r)"
+                " WHERE p.namespace_id = %s AND p.term_hash = d.h AND p.chunk_rowid = d.r",
+                (hashes, owners, self.namespace_id),
+            )
+            self._adjust_stats(source, -len(rows), -sum(int(r[2]) for r in rows))
+        self.conn.execute(
+            "DELETE FROM memmw.files WHERE namespace_id = %s AND path = %s AND source = %s",
+            (self.namespace_id, path, source),
+        )
+
+    def replace_file(
+        self,
+        *,
+        path: str,
+        source: str,
+        file_hash: str,
+        mtime: float,
+        size: int,
+        decay_ts: float | None,
+        chunks: Sequence[Chunk],
+        model: str,
+    ) -> list[int]:
+        """Write a file's record and chunks, replacing what it had; returns the chunk rowids."""
+        with self.conn.transaction():
+            return self._replace_file(
+                path=path,
+                source=source,
+                file_hash=file_hash,
+                mtime=mtime,
+                size=size,
+                decay_ts=decay_ts,
+                chunks=chunks,
+                model=model,
+            )
+
+    def _replace_file(
+        self,
+        *,
+        path: str,
+        source: str,
+        file_hash: str,
+        mtime: float,
+        size: int,
+        decay_ts: float | None,
+        chunks: Sequence[Chunk],
+        model: str,
+    ) -> list[int]:
+        conn = self.conn
+        self._delete_file(path, source)
+        unique: list[tuple[str, Chunk]] = []
+        seen: set[str] = set()
+        for chunk in chunks:
+            cid = chunk_id(source, path, chunk, model)
+            if cid not in seen:
+                # Pieces of one long line with the same text share an id (as in SQLite).
+                seen.add(cid)
+                unique.append((cid, chunk))
+        # The file row and its chunks' rowids in one round trip (rowids ascending, never
+        # reused, from the one sequence of every namespace); then COPY writes the rows.
+        row = conn.execute(
+            "WITH f AS (INSERT INTO memmw.files (namespace_id, path, source, hash, mtime, size,"
+            " decay_ts) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id)"
+            " SELECT f.id, ARRAY(SELECT nextval('memmw.chunks_rowid_seq')"
+            " FROM generate_series(1, %s)) FROM f",
+            (self.namespace_id, path, source, file_hash, mtime, size, decay_ts, len(unique)),
+        ).fetchone()
+        assert row is not None
+        file_id = int(row[0])
+        rowids = sorted(int(r) for r in row[1])
+        if not unique:
+            return []
+        now = time.time()
+        packed: list[tuple[int, bytes, int]] = []
+        with conn.cursor() as cur:
+            with cur.copy(
+                "COPY memmw.chunks (rowid, namespace_id, id, file_id, path, source, start_line,"
+                " end_line, hash, model, text, line_map, importance, terms, n_terms, updated_at)"
+                " FROM STDIN"
+            ) as copy:
+                for rowid, (cid, chunk) in zip(rowids, unique, strict=True):
+                    blob, n_terms = pack_terms(chunk.text)
+                    packed.append((rowid, blob, n_terms))
+                    copy.write_row(
+                        (
+                            rowid,
+                            self.namespace_id,
+                            cid,
+                            file_id,
+                            path,
+                            source,
+                            chunk.start_line,
+                            chunk.end_line,
+                            chunk.hash,
+                            model,
+                            chunk.text,
+                            json.dumps(chunk.line_map) if chunk.line_map else None,
+                            chunk.importance,
+                            blob,
+                            n_terms,
+                            now,
+                        )
+                    )
+            with cur.copy(
+                "COPY memmw.postings (namespace_id, term_hash, chunk_rowid, source, tf, doc_len)"
+                " FROM STDIN"
+            ) as copy:
+                for rowid, blob, n_terms in packed:
+                    for h, tf in unpack_terms(blob).tolist():
+                        copy.write_row((self.namespace_id, h, rowid, source, tf, n_terms))
+        self._adjust_stats(source, len(unique), sum(n for _, _, n in packed))
+        return rowids
+
+    def clear_rows(self) -> None:
+        """Delete every file, chunk, posting, vector, graph row and meta value of the namespace.
+
+        Kept: the generation counter, graph activation (use, not content) and the
+        embedding cache; rowids keep coming from the one sequence. For a full rebuild
+        inside the writer's transaction: other sessions see the old rows until it commits.
+        """
+        ns = (self.namespace_id,)
+        self.conn.execute("DELETE FROM memmw.postings WHERE namespace_id = %s", ns)
+        self.conn.execute("DELETE FROM memmw.chunk_vectors WHERE namespace_id = %s", ns)
+        pg_graph.clear(self.conn, self.namespace_id)
+        self.conn.execute("DELETE FROM memmw.chunks WHERE namespace_id = %s", ns)
+        self.conn.execute("DELETE FROM memmw.files WHERE namespace_id = %s", ns)
+        self.conn.execute("DELETE FROM memmw.source_stats WHERE namespace_id = %s", ns)
+        self.conn.execute(
+            "DELETE FROM memmw.meta WHERE namespace_id = %s AND key <> 'generation'", ns
+        )
+
+    # -- vectors and the embedding cache ---------------------------------------------
+    def _vector_index_exists(self, dims: int) -> bool:
+        name = vector_index_name(self.namespace_id, dims)
+        return self._one("SELECT to_regclass(%s)", (f"memmw.{name}",)) is not None
+
+    def ensure_vector_index(self, dims: int) -> bool:
+        """Create this namespace's HNSW index for ``dims`` if missing; False when it must wait.
+
+        Creating an index takes a lock that waits for open write transactions on the
+        vector table, so it is only done outside a transaction (on an index of a new
+        namespace or dimension it takes no time); inside one it is left for later.
+        """
+        from psycopg import pq, sql
+
+        if self._vector_index_exists(dims):
+            return True
+        if self.conn.info.transaction_status != pq.TransactionStatus.IDLE:
+            self.missing_vector_indexes.add(dims)
+            return False
+        self.conn.execute(
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {name} ON memmw.chunk_vectors USING hnsw"
+                " ((embedding::vector({dims})) vector_cosine_ops)"
+                " WHERE namespace_id = {ns} AND dims = {dims}"
+            ).format(
+                name=sql.Identifier(vector_index_name(self.namespace_id, dims)),
+                dims=sql.Literal(dims),
+                ns=sql.Literal(self.namespace_id),
+            )
+        )
+        self.missing_vector_indexes.discard(dims)
+        return True
+
+    def write_vectors(self, rows: Sequence[tuple[int, str, bytes]]) -> int:
+        """Store ``(rowid, chunk hash, blob)`` where the chunk still has that hash."""
+        from pgvector import Vector
+
+        if not rows:
+            return 0
+        dims = {len(blob) // 4 for _, _, blob in rows}
+        for d in dims:
+            self.ensure_vector_index(d)
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            # One statement per row, sent in a pipeline (executemany): no round trip each.
+            cur.executemany(
+                "INSERT INTO memmw.chunk_vectors (chunk_rowid, namespace_id, source, dims,"
+                " embedding) SELECT rowid, namespace_id, source, %s, %s FROM memmw.chunks"
+                " WHERE rowid = %s AND hash = %s AND namespace_id = %s"
+                " ON CONFLICT (chunk_rowid) DO UPDATE SET embedding = excluded.embedding,"
+                " dims = excluded.dims",
+                [
+                    (len(blob) // 4, Vector(np.frombuffer(blob, dtype="<f4")), int(rowid),
+                     digest, self.namespace_id)
+                    for rowid, digest, blob in rows
+                ],
+            )
+            return max(cur.rowcount, 0)
+
+    def put_embeddings(
+        self, provider: str, model: str, provider_key: str, vectors: Mapping[str, bytes]
+    ) -> None:
+        """Cache ``{chunk hash: vector blob}`` for this provider, model and endpoint."""
+        from pgvector import Vector
+
+        if not vectors:
+            return
+        now = time.time()
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO memmw.embedding_cache (namespace_id, provider, model, provider_key,"
+                " hash, dims, embedding, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (namespace_id, provider, model, provider_key, hash) DO UPDATE"
+                " SET embedding = excluded.embedding, dims = excluded.dims,"
+                " updated_at = excluded.updated_at",
+                [
+                    (self.namespace_id, provider, model, provider_key, h, len(b) // 4,
+                     Vector(np.frombuffer(b, dtype="<f4")), now)
+                    for h, b in vectors.items()
+                ],
+            )
+
+    def prune_embedding_cache(self, max_entries: int, batch: int) -> int:
+        """Delete up to ``batch`` oldest cache rows above ``max_entries``; returns how many."""
+        excess = self.cache_count() - max_entries
+        if excess <= 0:
+            return 0
+        cur = self.conn.execute(
+            "DELETE FROM memmw.embedding_cache WHERE ctid IN (SELECT ctid FROM"
+            " memmw.embedding_cache WHERE namespace_id = %s ORDER BY updated_at LIMIT %s)",
+            (self.namespace_id, min(excess, batch)),
+        )
+        return max(cur.rowcount, 0)
+
+    # -- knowledge graph -------------------------------------------------------------
+    def replace_note_graph(
+        self, *, path: str, source: str, note: ParsedNote | None, fresh: bool = False
+    ) -> None:
+        """Replace the graph rows of one indexed file with ``note`` (None: just clear them)."""
+        pg_graph.write_note(
+            self.conn, self.namespace_id, path=path, source=source, parsed=note, fresh=fresh
+        )
+
+    def refresh_graph(self) -> None:
+        """Recompute what spans files: supersession, co-occurrences, seeded activation."""
+        pg_graph.refresh_supersession(self.conn, self.namespace_id)
+        pg_graph.refresh_cooccurrences(self.conn, self.namespace_id)
+        pg_graph.seed_activation(self.conn, self.namespace_id)
+
+    def decay_activation(self) -> None:
+        """Apply the daily activation decay (at most once a day)."""
+        pg_graph.decay_activation(self.conn, self.namespace_id)
+
+    def bump_activation(self, keys: Iterable[str], amount: float) -> None:
+        """Raise the activation of entries by stable key and record the access."""
+        pg_graph.bump_activation(self.conn, self.namespace_id, keys, amount)

@@ -1,0 +1,500 @@
+"""The PostgreSQL store against a real server: rows, BM25, vectors, namespaces, writer lock."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from memmw.errors import ConfigError, IndexBusyError, IndexStoreError
+from memmw.search.keyword import KeywordMatrix
+from memmw.store.postgres.backend import PostgresStore
+from memmw.store.protocol import Store, StoreReader, StoreWriter
+from memmw.store.terms import term_hash
+from memmw.text.analysis import query_terms
+from memmw.text.chunking import chunk_text
+
+pytestmark = pytest.mark.postgres
+
+NOTES = {
+    "MEMORY.md": "# Setup\nThe gateway runs on the machine called atlas.\nBackups go to nas-2 nightly.\n",
+    "memory/2026-01-02.md": "Met Alice about the gateway migration.\nAlice prefers tea.\n",
+    "memory/2026-01-03.md": "Atlas rebooted twice; the gateway came back after ten minutes.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def shared_pool(pg_database: str) -> Iterator[object]:
+    from memmw.store.postgres.connection import open_pool
+
+    pool = open_pool(pg_database, max_size=8)
+    yield pool
+    pool.close()
+
+
+def _store(pg_database: str, pool: object, name: str | None = None) -> PostgresStore:
+    return PostgresStore(
+        pg_database, agent_id=name or f"agent-{uuid.uuid4().hex[:8]}", pool=pool  # type: ignore[arg-type]
+    )
+
+
+def _fill(store: PostgresStore, notes: dict[str, str] = NOTES) -> dict[str, list[int]]:
+    written: dict[str, list[int]] = {}
+    with store.write() as w, w.transaction():
+        for path, text in notes.items():
+            written[path] = w.replace_file(
+                path=path,
+                source="memory",
+                file_hash=f"h-{len(text)}",
+                mtime=1.0,
+                size=len(text),
+                decay_ts=None,
+                chunks=chunk_text(text, tokens=20, overlap=0),
+                model="fts-only",
+            )
+        w.bump_generation()
+    return written
+
+
+@pytest.fixture
+def store(pg_database: str, shared_pool: object) -> PostgresStore:
+    return _store(pg_database, shared_pool)
+
+
+def test_it_implements_the_store_protocol(store: PostgresStore) -> None:
+    assert isinstance(store, Store)
+    with store.read() as reader:
+        assert isinstance(reader, StoreReader)
+    with store.write() as writer:
+        assert isinstance(writer, StoreWriter)
+
+
+def test_migrations_are_idempotent_and_refuse_a_newer_schema(pg_database: str) -> None:
+    import psycopg
+
+    from memmw.store.postgres.schema import MIGRATIONS, migrate
+
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        assert migrate(conn) == len(MIGRATIONS)
+        assert migrate(conn) == len(MIGRATIONS)
+        conn.execute("INSERT INTO memmw.migrations (version) VALUES (%s)", (len(MIGRATIONS) + 1,))
+        try:
+            with pytest.raises(IndexStoreError, match="newer than this memmw"):
+                migrate(conn)
+        finally:
+            conn.execute("DELETE FROM memmw.migrations WHERE version = %s", (len(MIGRATIONS) + 1,))
+
+
+def test_files_chunks_and_counts_round_trip(store: PostgresStore) -> None:
+    assert not store.published()
+    written = _fill(store)
+    with store.write() as w:
+        w.set_identity({"model": "fts-only"})
+    assert store.published()
+    with store.read() as r:
+        assert r.generation() == 1
+        assert r.identity() == {"model": "fts-only"}
+        assert set(r.file_records("memory")) == set(NOTES)
+        assert r.sources_present() == {"memory"}
+        counts = r.counts()
+        rowids = r.chunk_rowids(["memory"])
+        rows = r.chunks(rowids)
+        blobs = r.term_blobs(["memory"])
+        after_last = r.term_blobs(["memory"], after=rowids[-1])
+    assert counts["memory"] == {"files": 3, "chunks": sum(len(v) for v in written.values())}
+    assert rowids == sorted(r for v in written.values() for r in v)
+    assert {row.path for row in rows.values()} == set(NOTES)
+    assert all(row.n_terms > 0 and row.term_set() for row in rows.values())
+    assert [b[0] for b in blobs] == rowids
+    assert after_last == []
+
+
+def test_deleting_a_file_removes_its_postings_and_statistics(store: PostgresStore) -> None:
+    _fill(store)
+    alice = term_hash("alic")
+    with store.read() as r:
+        docs_before, _ = r.keyword_stats(["memory"])
+        assert alice in r.postings([alice], ["memory"])
+    with store.write() as w:
+        w.delete_file("memory/2026-01-02.md", "memory")
+    with store.read() as r:
+        assert r.postings([alice], ["memory"]) == {}
+        docs_after, total = r.keyword_stats(["memory"])
+        remaining = r.term_blobs(["memory"])
+    assert docs_after == len(remaining) < docs_before
+    assert total == sum(b[2] for b in remaining)
+
+
+def test_postings_match_the_term_blobs(store: PostgresStore) -> None:
+    _fill(store)
+    hashes = [term_hash(t) for t in ("gateway", "atlas", "tea", "absent")]
+    with store.read() as r:
+        postings = r.postings(hashes, ["memory"])
+        blobs = r.term_blobs(["memory"])
+    from memmw.store.terms import unpack_terms
+
+    for h in hashes:
+        expected = [
+            (rowid, float(tf), float(n))
+            for rowid, blob, n in blobs
+            for th, tf in unpack_terms(blob).tolist()
+            if th == h
+        ]
+        if not expected:
+            assert h not in postings
+            continue
+        got = postings[h]
+        assert list(zip(got.rowids.tolist(), got.tf.tolist(), got.doc_len.tolist(), strict=True)) == expected
+
+
+@pytest.mark.parametrize(
+    "query", ["gateway", "alice tea", "atlas gateway rebooted", "nothing matches this"]
+)
+def test_bm25_in_the_server_matches_the_in_process_matrix(
+    store: PostgresStore, query: str
+) -> None:
+    _fill(store)
+    terms = query_terms(query)
+    with store.read() as r:
+        expected = KeywordMatrix(r.term_blobs(["memory"])).search(terms, 10)
+        got = r.bm25_search([term_hash(t) for t in terms], 10, ["memory"])
+    assert [row for row, _, _ in got] == [h.rowid for h in expected]
+    for (_, score, matched), hit in zip(got, expected, strict=True):
+        assert score == pytest.approx(hit.bm25, rel=1e-5)
+        assert matched == hit.matched
+
+
+def test_fts_search_answers_and_and_single_term_expressions(store: PostgresStore) -> None:
+    _fill(store)
+    with store.read() as r:
+        both = r.fts_search('"gateway" AND "alic"', 10, ["memory"])
+        single = r.fts_search('"gateway"', 10, ["memory"])
+        rows = r.chunks([row for row, _ in single])
+    assert len(both) == 1 and all(rank < 0 for _, rank in both)
+    assert len(single) == sum("gateway" in row.text for row in rows.values()) == 3
+    assert both[0][0] in {row for row, _ in single}
+
+
+def test_substring_counts_count_needles_per_chunk(store: PostgresStore) -> None:
+    _fill(store)
+    with store.read() as r:
+        hits = r.substring_counts(["gate", "tea", "zzz"], 10, ["memory"])
+        texts = r.chunks([row for row, _ in hits])
+    assert hits[0][1] == 2 and "tea" in texts[hits[0][0]].text.lower()
+    assert all(n >= 1 for _, n in hits)
+
+
+def test_namespaces_do_not_see_each_other(pg_database: str, shared_pool: object) -> None:
+    first, second = _store(pg_database, shared_pool), _store(pg_database, shared_pool)
+    _fill(first)
+    _fill(second, {"MEMORY.md": "Only the second agent knows about zebras.\n"})
+    zebra = [term_hash("zebra")]
+    with first.read() as r1, second.read() as r2:
+        assert r1.bm25_search(zebra, 5, ["memory"]) == []
+        assert len(r2.bm25_search(zebra, 5, ["memory"])) == 1
+        assert set(r2.file_records("memory")) == {"MEMORY.md"}
+        assert not r1.chunks(r2.chunk_rowids(["memory"]))
+
+
+def test_a_rebuild_is_invisible_until_it_commits_and_a_failed_one_changes_nothing(
+    pg_database: str, shared_pool: object
+) -> None:
+    import threading
+
+    store, other = _store(pg_database, shared_pool), _store(pg_database, shared_pool)
+    _fill(store)
+    _fill(other)
+    gateway = [term_hash("gateway")]
+
+    def search(target: PostgresStore) -> list[tuple[int, float, int]]:
+        # From another thread: another session, as another process would be.
+        out: list[list[tuple[int, float, int]]] = []
+        thread = threading.Thread(
+            target=lambda: out.append(_search(target, gateway)), daemon=True
+        )
+        thread.start()
+        thread.join(30)
+        return out[0]
+
+    before = search(store)
+    assert before
+    with store.write() as w, store.rebuild(w) as staged:
+        assert staged.bm25_search(gateway, 10, ["memory"]) == []
+        assert search(store) == before
+        assert search(other)
+    assert search(store) == []
+
+    _fill(store)
+    before = search(store)
+    with store.read() as r:
+        generation = r.generation()
+    with (
+        pytest.raises(RuntimeError, match="disk on fire"),
+        store.write() as w,
+        store.rebuild(w) as staged,
+    ):
+        staged.bump_generation()
+        raise RuntimeError("disk on fire")
+    assert search(store) == before
+    with store.read() as r:
+        assert r.generation() == generation
+
+
+def _search(store: PostgresStore, hashes: list[int]) -> list[tuple[int, float, int]]:
+    with store.read() as r:
+        return r.bm25_search(hashes, 10, ["memory"])
+
+
+def test_a_second_writer_is_told_who_holds_the_namespace(pg_database: str) -> None:
+    name = f"agent-{uuid.uuid4().hex[:8]}"
+    host_a = PostgresStore(pg_database, agent_id=name)
+    host_b = PostgresStore(pg_database, agent_id=name)
+    try:
+        with host_a.write(what="sync"):
+            holder = host_b.lock_holder()
+            assert holder is not None
+            assert (holder.host, holder.pid, holder.what) == (socket.gethostname(), os.getpid(), "sync")
+            busy = f"pid {os.getpid()} on {socket.gethostname()}"
+            with pytest.raises(IndexBusyError, match=busy), host_b.write(timeout=0.3):
+                pass
+            # Readers are not blocked by the writer.
+            with host_b.read() as r:
+                assert r.chunk_count(["memory"]) == 0
+        assert host_b.lock_holder() is None
+        with host_b.write(timeout=0):
+            pass
+    finally:
+        host_a.close()
+        host_b.close()
+
+
+def test_named_locks_exclude_each_other_across_connections(pg_database: str) -> None:
+    name = f"agent-{uuid.uuid4().hex[:8]}"
+    one, two = PostgresStore(pg_database, agent_id=name), PostgresStore(pg_database, agent_id=name)
+    try:
+        with one.named_lock("embed"):
+            with pytest.raises(IndexBusyError, match="embed"), two.named_lock("embed", timeout=0.2):
+                pass
+            with two.named_lock("other", timeout=0):
+                pass
+        with two.named_lock("embed", timeout=0):
+            pass
+    finally:
+        one.close()
+        two.close()
+
+
+def _unit_rows(n: int, dims: int, seed: int) -> np.ndarray:
+    rows = np.random.default_rng(seed).standard_normal((n, dims)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_nearest_uses_the_namespace_hnsw_index_and_matches_brute_force(
+    store: PostgresStore, shared_pool: object
+) -> None:
+    from pgvector import Vector
+
+    notes = {f"memory/note-{i}.md": f"note number {i} about topic {i % 7}\n" for i in range(300)}
+    _fill(store, notes)
+    with store.read() as r:
+        pending = r.pending_chunks(0, 1000)
+    vectors = _unit_rows(len(pending), 32, seed=3)
+    with store.write() as w:
+        written = w.write_vectors(
+            [(row, digest, vec.astype("<f4").tobytes()) for (row, digest, _), vec in zip(pending, vectors, strict=True)]
+        )
+        w.bump_vector_generation()
+    assert written == len(pending)
+    rowids = [row for row, _, _ in pending]
+    query = vectors[17] + 0.1 * np.random.default_rng(4).standard_normal(32).astype(np.float32)
+    with store.read() as r:
+        assert r.pending_count() == 0
+        stats = r.vector_stats()
+        hits = r.nearest(query.tolist(), 10, ["memory"])
+        assert r.nearest(query.tolist(), 10, ["sessions"]) == []
+        stored = dict(r.vector_rows(["memory"]))
+    assert stats.vectors == len(pending) and stats.pending == 0
+    assert np.frombuffer(stored[rowids[5]], dtype="<f4") == pytest.approx(vectors[5], abs=1e-6)
+    sims = vectors @ (query / np.linalg.norm(query))
+    expected = [rowids[i] for i in np.argsort(-sims)[:10]]
+    assert hits[0][0] == rowids[17]
+    assert hits[0][1] == pytest.approx(float(sims[17]), abs=1e-5)
+    assert len({row for row, _ in hits} & set(expected)) >= 9
+    with shared_pool.connection() as conn:  # type: ignore[attr-defined]
+        conn.execute("SET enable_seqscan = off")
+        plan = " ".join(
+            str(row[0])
+            for row in conn.execute(
+                f"EXPLAIN SELECT chunk_rowid FROM memmw.chunk_vectors WHERE namespace_id ="
+                f" {store.namespace_id} AND dims = 32 ORDER BY (embedding::vector(32)) <=> %s"
+                " LIMIT 10",
+                (Vector(query),),
+            )
+        )
+        conn.execute("RESET enable_seqscan")
+    assert f"chunk_vectors_hnsw_{store.namespace_id}_32" in plan
+
+
+def test_vectors_are_written_only_for_the_chunk_they_were_computed_from(
+    pg_database: str, shared_pool: object
+) -> None:
+    mine, theirs = _store(pg_database, shared_pool), _store(pg_database, shared_pool)
+    _fill(mine)
+    _fill(theirs)
+    with theirs.read() as r:
+        their_pending = r.pending_chunks(0, 100)
+    with mine.read() as r:
+        my_pending = r.pending_chunks(0, 100)
+    blob = np.ones(8, dtype="<f4").tobytes()
+    with mine.write() as w:
+        # Another namespace's chunk, and one of mine with a stale hash: both ignored.
+        assert w.write_vectors([(their_pending[0][0], their_pending[0][1], blob)]) == 0
+        assert w.write_vectors([(my_pending[0][0], "stale-hash", blob)]) == 0
+        assert w.write_vectors([(my_pending[0][0], my_pending[0][1], blob)]) == 1
+    with theirs.read() as r:
+        assert r.nearest(np.ones(8).tolist(), 5, ["memory"]) == []
+
+
+def test_the_embedding_cache_is_per_agent_and_pruned_oldest_first(
+    pg_database: str, shared_pool: object
+) -> None:
+    first, second = _store(pg_database, shared_pool), _store(pg_database, shared_pool)
+    blob = np.asarray([0.6, 0.8], dtype="<f4").tobytes()
+    with first.write() as w:
+        w.put_embeddings("fake", "m", "k", {"abc": blob})
+        w.put_embeddings("fake", "m", "k", {"def": blob})
+    with first.read() as r:
+        assert r.cached_embeddings("fake", "m", "k", ["abc", "missing"]) == {"abc": blob}
+        assert r.cached_embeddings("fake", "other", "k", ["abc"]) == {}
+        assert r.cache_count() == 2
+    with second.read() as r:
+        assert r.cached_embeddings("fake", "m", "k", ["abc"]) == {} and r.cache_count() == 0
+    with first.write() as w:
+        assert w.prune_embedding_cache(1, 10) == 1
+    with first.read() as r:
+        assert set(r.cached_embeddings("fake", "m", "k", ["abc", "def"])) == {"def"}
+
+
+def test_reset_empties_only_this_namespace(pg_database: str, shared_pool: object) -> None:
+    mine, theirs = _store(pg_database, shared_pool), _store(pg_database, shared_pool)
+    _fill(mine)
+    _fill(theirs)
+    mine.reset()
+    with mine.read() as r, theirs.read() as t:
+        assert r.counts() == {} and r.generation() == 0
+        assert t.counts()["memory"]["files"] == 3
+    listed = {n["namespace"]: n for n in mine.namespaces()}
+    assert listed[mine.agent_id]["chunks"] == 0
+    assert listed[theirs.agent_id]["files"] == 3 and listed[theirs.agent_id]["textBytes"] > 0
+
+
+def test_the_pg_store_fixture_gives_an_empty_store(pg_store: PostgresStore) -> None:
+    assert not pg_store.published()
+    with pg_store.read() as r:
+        assert r.counts() == {} and r.generation() == 0
+
+
+def test_health_and_location_never_show_the_password(pg_database: str) -> None:
+    store = PostgresStore(pg_database, agent_id="health")
+    try:
+        health = store.health()
+    finally:
+        store.close()
+    assert health.ok and health.opened and "pgvector" in health.detail
+    assert "namespace health" in health.location
+    broken = PostgresStore("postgresql://bob:hunter2@127.0.0.1:1/none", agent_id="x")
+    result = broken.health()
+    assert not result.ok and not result.opened
+    assert "hunter2" not in result.location
+
+
+def test_the_dsn_comes_from_config_then_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memmw.store.postgres.connection import DSN_ENV, redact_dsn, resolve_dsn
+
+    monkeypatch.setenv(DSN_ENV, "postgresql://env@h/db")
+    assert resolve_dsn("postgresql://cfg@h/db") == "postgresql://cfg@h/db"
+    assert resolve_dsn(None) == "postgresql://env@h/db"
+    monkeypatch.delenv(DSN_ENV)
+    with pytest.raises(ConfigError, match=DSN_ENV):
+        resolve_dsn(None)
+    assert redact_dsn("postgresql://bob:secret@db.example:6543/mem") == (
+        "postgresql://bob@db.example:6543/mem"
+    )
+
+
+def test_an_unreachable_server_is_a_clear_store_error() -> None:
+    from memmw.store.postgres.connection import open_pool
+
+    with pytest.raises(IndexStoreError, match="cannot open the PostgreSQL store at"):
+        open_pool("postgresql://nobody@127.0.0.1:1/none")
+
+
+GRAPH_NOTE = """# Memory
+
+## Alice Martin (Ali)
+- city: Berlin
+- city: Lisbon (since 2026-05-01)
+- works_at [[Acme Corp]]
+- ~~phone: 555-1234~~ (retracted 2026-06-01: wrong number)
+
+## Acme Corp
+- city: Paris
+
+## Decisions
+- Use SQLite for the index <!-- trigger: which database, storage choice -->
+"""
+
+
+def test_graph_rows_follow_the_sqlite_rules_and_activation_survives_a_rebuild(
+    store: PostgresStore,
+) -> None:
+    from memmw.graph.syntax import parse_note
+
+    _fill(store, {"MEMORY.md": GRAPH_NOTE, "memory/2026-02-01.md": "Ali met Acme Corp today.\n"})
+    with store.write() as w, w.transaction():
+        w.replace_note_graph(
+            path="MEMORY.md", source="memory", note=parse_note(GRAPH_NOTE, "MEMORY.md")
+        )
+        w.refresh_graph()
+    with store.read() as r:
+        rows = r.graph_rows()
+    facts = {(f[3], f[5]): f for f in rows.facts}
+    # The dated value supersedes the undated one; a retracted value is never current.
+    assert facts[("city", "Lisbon")][15] == 1 and facts[("city", "Berlin")][15] == 0
+    assert facts[("phone", "555-1234")][9] == 1 and facts[("phone", "555-1234")][15] == 0
+    assert any(rel[3] == "works_at" and rel[5] == "Acme Corp" for rel in rows.relations)
+    assert rows.triggers and "which database" in rows.triggers[0][2]
+    assert ("alice martin", "Ali") in {(a[0], a[1]) for a in rows.aliases}
+    # Alice (by her alias) and Acme are named together in the daily note's chunk.
+    assert ("acme corp", "alice martin", 1) in rows.cooccurrences
+    activation = {key: value for key, value, _ in rows.activation}
+    assert activation and set(activation.values()) == {1.0}
+    lisbon_key = facts[("city", "Lisbon")][16]
+    with store.write(exclusive=False) as w:
+        w.bump_activation([lisbon_key], 2.0)
+    with store.write() as w, store.rebuild(w) as staged:
+        assert staged.graph_rows().facts == []
+    with store.read() as r:
+        kept = {key: value for key, value, _ in r.graph_rows().activation}
+    assert kept[lisbon_key] == pytest.approx(3.0)
+
+
+def test_store_backend_and_dsn_are_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memmw.config import MemoryConfig, StoreConfig
+    from memmw.store.postgres.backend import create_postgres_store
+    from memmw.store.postgres.connection import DSN_ENV
+
+    with pytest.raises(ConfigError, match=r"store\.backend"):
+        StoreConfig(backend="mysql")  # type: ignore[arg-type]
+    config = MemoryConfig(store=StoreConfig(backend="postgres"))
+    monkeypatch.delenv(DSN_ENV, raising=False)
+    with pytest.raises(ConfigError, match=DSN_ENV):
+        create_postgres_store(config, agent_id="a")
+    monkeypatch.setenv(DSN_ENV, "postgresql://u:pw@127.0.0.1:1/db")
+    store = create_postgres_store(config, agent_id="ops")
+    assert store.location == "postgresql://u@127.0.0.1:1/db namespace ops"
+    assert store.agent_id == "ops"
