@@ -50,7 +50,7 @@ from scale import generate, make_queries, percentile
 
 from memmw.store.postgres.backend import PostgresStore
 from memmw.store.postgres.connection import open_pool
-from memmw.store.terms import term_hash, unpack_terms
+from memmw.store.terms import term_hash
 from memmw.text.analysis import query_terms
 from memmw.text.chunking import chunk_text
 
@@ -183,7 +183,7 @@ def verify(dsn: str, agents: int) -> list[str]:
         store = PostgresStore(dsn, agent_id=agent_name(i))
         try:
             with store.read() as r:
-                blobs = r.term_blobs(SOURCES)
+                rows = r.chunks(r.chunk_rowids(SOURCES))
                 n_docs, total = r.keyword_stats(SOURCES)
                 postings = r.conn.execute(
                     "SELECT count(*) FROM memmw.postings WHERE namespace_id = %s",
@@ -191,13 +191,14 @@ def verify(dsn: str, agents: int) -> list[str]:
                 ).fetchone()[0]
                 pending = r.pending_count()
                 vectors = r.vector_stats().vectors
-            expected_postings = sum(len(unpack_terms(b)) for _, b, _ in blobs)
-            if (n_docs, total) != (len(blobs), float(sum(n for _, _, n in blobs))):
+            # terms_blob holds each chunk's distinct term hashes (8 bytes each).
+            expected_postings = sum(len(row.terms_blob) // 8 for row in rows.values())
+            if (n_docs, total) != (len(rows), float(sum(row.n_terms for row in rows.values()))):
                 problems.append(f"{agent_name(i)}: stats {(n_docs, total)}")
             if postings != expected_postings:
                 problems.append(f"{agent_name(i)}: {postings} postings, {expected_postings} expected")
-            if pending or vectors != len(blobs):
-                problems.append(f"{agent_name(i)}: {vectors} vectors for {len(blobs)} chunks")
+            if pending or vectors != len(rows):
+                problems.append(f"{agent_name(i)}: {vectors} vectors for {len(rows)} chunks")
         finally:
             store.close()
     return problems

@@ -22,11 +22,12 @@ from memmw.search.keyword import (
     fts_search,
     idf,
 )
+from memmw.store.protocol import EMPTY_POSTINGS as EMPTY
+from memmw.store.protocol import Postings
 from memmw.store.sqlite.db import connect
-from memmw.store.sqlite.postings import EMPTY, Postings, term_counts
 from memmw.store.sqlite.schema import migrate
 from memmw.store.sqlite.store import IndexStore
-from memmw.store.terms import term_hash
+from memmw.store.terms import term_counts, term_hash
 from memmw.text.analysis import query_terms, terms
 from memmw.text.chunking import chunk_text
 

@@ -15,7 +15,7 @@ import numpy as np
 from memmw.store.postgres import graph as pg_graph
 from memmw.store.protocol import ChunkRow, FileRecords, GraphRows, Postings, VectorStats
 from memmw.store.sqlite.store import chunk_id
-from memmw.store.terms import pack_terms, unpack_terms
+from memmw.store.terms import term_counts
 
 if TYPE_CHECKING:
     import psycopg
@@ -184,17 +184,6 @@ class PostgresReader:
                 (self.namespace_id, list(sources)),
             )
         )
-
-    def term_blobs(
-        self, sources: Sequence[str], *, after: int = 0
-    ) -> list[tuple[int, bytes, int]]:
-        """``(rowid, terms blob, n_terms)`` of the chunks of ``sources`` with rowid > ``after``."""
-        rows = self.conn.execute(
-            "SELECT rowid, terms, n_terms FROM memmw.chunks WHERE namespace_id = %s"
-            " AND source = ANY(%s) AND rowid > %s ORDER BY rowid",
-            (self.namespace_id, list(sources), after),
-        ).fetchall()
-        return [(int(r), bytes(t), int(n)) for r, t, n in rows]
 
     def newest_decay_ts(self) -> float | None:
         """The newest dated memory (epoch seconds), the reference age for decay."""
@@ -536,9 +525,9 @@ class PostgresWriter(PostgresReader):
             hashes: list[int] = []
             owners: list[int] = []
             for rowid, blob, _n in rows:
-                entries = unpack_terms(bytes(blob))
-                hashes.extend(entries["h"].tolist())
-                owners.extend([int(rowid)] * len(entries))
+                chunk_hashes = np.frombuffer(bytes(blob), dtype="<i8")
+                hashes.extend(chunk_hashes.tolist())
+                owners.extend([int(rowid)] * len(chunk_hashes))
             self.conn.execute(
                 "DELETE FROM memmw.postings p USING unnest(%s::bigint[], %s::bigint[]) AS d(h, r)"
                 " WHERE p.namespace_id = %s AND p.term_hash = d.h AND p.chunk_rowid = d.r",
@@ -612,7 +601,7 @@ class PostgresWriter(PostgresReader):
         if not unique:
             return []
         now = time.time()
-        packed: list[tuple[int, bytes, int]] = []
+        packed: list[tuple[int, np.ndarray, np.ndarray, int]] = []
         with conn.cursor() as cur:
             with cur.copy(
                 "COPY memmw.chunks (rowid, namespace_id, id, file_id, path, source, start_line,"
@@ -620,8 +609,11 @@ class PostgresWriter(PostgresReader):
                 " FROM STDIN"
             ) as copy:
                 for rowid, (cid, chunk) in zip(rowids, unique, strict=True):
-                    blob, n_terms = pack_terms(chunk.text)
-                    packed.append((rowid, blob, n_terms))
+                    # The chunk's distinct term hashes (little-endian int64, as ChunkRow
+                    # documents) and their frequencies: the same numbers SQLite stores.
+                    hashes, tfs, n_terms = term_counts(chunk.text)
+                    blob = hashes.astype("<i8").tobytes()
+                    packed.append((rowid, hashes, tfs, n_terms))
                     copy.write_row(
                         (
                             rowid,
@@ -646,10 +638,10 @@ class PostgresWriter(PostgresReader):
                 "COPY memmw.postings (namespace_id, term_hash, chunk_rowid, source, tf, doc_len)"
                 " FROM STDIN"
             ) as copy:
-                for rowid, blob, n_terms in packed:
-                    for h, tf in unpack_terms(blob).tolist():
+                for rowid, hashes, tfs, n_terms in packed:
+                    for h, tf in zip(hashes.tolist(), tfs.tolist(), strict=True):
                         copy.write_row((self.namespace_id, h, rowid, source, tf, n_terms))
-        self._adjust_stats(source, len(unique), sum(n for _, _, n in packed))
+        self._adjust_stats(source, len(unique), sum(p[3] for p in packed))
         return rowids
 
     def clear_rows(self) -> None:

@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memmw.store.protocol import EMPTY_POSTINGS, Postings
-from memmw.store.terms import term_hash
-from memmw.text.analysis import term_frequencies
 
 #: Postings per segment row: small enough that appending to a frequent term rewrites
 #: little, large enough that reading one is a handful of rows.
@@ -38,15 +36,6 @@ _U32 = 2**32
 _WIDTHS = (1, 2, 4)
 
 EMPTY = EMPTY_POSTINGS
-
-
-def term_counts(text: str) -> tuple[np.ndarray, np.ndarray, int]:
-    """``(term hashes, counts, length)`` of a chunk's text: its row of the term matrix."""
-    counts = term_frequencies(text)
-    n = len(counts)
-    hashes = np.fromiter(map(term_hash, counts), dtype=np.int64, count=n)
-    tf = np.fromiter(counts.values(), dtype=np.int64, count=n)
-    return hashes, np.minimum(tf, 65535).astype(np.uint16), int(tf.sum())
 
 
 def decode(seg: int, data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -20,8 +20,8 @@ from memmw.store.sqlite.postings import (
     PostingsBuffer,
     read_postings,
     read_stats,
-    term_counts,
 )
+from memmw.store.terms import term_counts
 from memmw.store.vectors import VectorMatrix
 from memmw.text.analysis import terms
 from memmw.text.chunking import Chunk
@@ -453,4 +453,3 @@ class IndexStore:
     def bump_activation(self, keys: Iterable[str], amount: float) -> None:
         """Raise the activation of entries."""
         graph.bump_activation(self.conn, keys, amount=amount)
-

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from memmw.errors import ConfigError, IndexBusyError, IndexStoreError
-from memmw.search.keyword import KeywordMatrix
+from memmw.search.keyword import bm25_search
 from memmw.store.postgres.backend import PostgresStore
-from memmw.store.protocol import Store, StoreReader, StoreWriter
-from memmw.store.terms import term_hash
+from memmw.store.protocol import EMPTY_POSTINGS, Store, StoreReader, StoreWriter
+from memmw.store.terms import term_counts, term_hash
 from memmw.text.analysis import query_terms
 from memmw.text.chunking import chunk_text
 
@@ -38,7 +38,9 @@ def shared_pool(pg_database: str) -> Iterator[object]:
 
 def _store(pg_database: str, pool: object, name: str | None = None) -> PostgresStore:
     return PostgresStore(
-        pg_database, agent_id=name or f"agent-{uuid.uuid4().hex[:8]}", pool=pool  # type: ignore[arg-type]
+        pg_database,
+        agent_id=name or f"agent-{uuid.uuid4().hex[:8]}",
+        pool=pool,  # type: ignore[arg-type]
     )
 
 
@@ -103,14 +105,10 @@ def test_files_chunks_and_counts_round_trip(store: PostgresStore) -> None:
         counts = r.counts()
         rowids = r.chunk_rowids(["memory"])
         rows = r.chunks(rowids)
-        blobs = r.term_blobs(["memory"])
-        after_last = r.term_blobs(["memory"], after=rowids[-1])
     assert counts["memory"] == {"files": 3, "chunks": sum(len(v) for v in written.values())}
     assert rowids == sorted(r for v in written.values() for r in v)
     assert {row.path for row in rows.values()} == set(NOTES)
     assert all(row.n_terms > 0 and row.term_set() for row in rows.values())
-    assert [b[0] for b in blobs] == rowids
-    assert after_last == []
 
 
 def test_deleting_a_file_removes_its_postings_and_statistics(store: PostgresStore) -> None:
@@ -124,43 +122,49 @@ def test_deleting_a_file_removes_its_postings_and_statistics(store: PostgresStor
     with store.read() as r:
         assert r.postings([alice], ["memory"]) == {}
         docs_after, total = r.keyword_stats(["memory"])
-        remaining = r.term_blobs(["memory"])
+        remaining = r.chunks(r.chunk_rowids(["memory"]))
     assert docs_after == len(remaining) < docs_before
-    assert total == sum(b[2] for b in remaining)
+    assert total == sum(row.n_terms for row in remaining.values())
 
 
-def test_postings_match_the_term_blobs(store: PostgresStore) -> None:
+def test_postings_match_the_chunks_terms(store: PostgresStore) -> None:
     _fill(store)
     hashes = [term_hash(t) for t in ("gateway", "atlas", "tea", "absent")]
     with store.read() as r:
         postings = r.postings(hashes, ["memory"])
-        blobs = r.term_blobs(["memory"])
-    from memmw.store.terms import unpack_terms
-
+        rows = r.chunks(r.chunk_rowids(["memory"]))
     for h in hashes:
-        expected = [
-            (rowid, float(tf), float(n))
-            for rowid, blob, n in blobs
-            for th, tf in unpack_terms(blob).tolist()
-            if th == h
-        ]
+        expected = []
+        for rowid in sorted(rows):
+            th, tf, n = term_counts(rows[rowid].text)
+            expected += [
+                (rowid, float(t), float(n))
+                for x, t in zip(th.tolist(), tf.tolist(), strict=True)
+                if x == h
+            ]
         if not expected:
             assert h not in postings
             continue
         got = postings[h]
-        assert list(zip(got.rowids.tolist(), got.tf.tolist(), got.doc_len.tolist(), strict=True)) == expected
+        assert (
+            list(zip(got.rowids.tolist(), got.tf.tolist(), got.doc_len.tolist(), strict=True))
+            == expected
+        )
 
 
 @pytest.mark.parametrize(
     "query", ["gateway", "alice tea", "atlas gateway rebooted", "nothing matches this"]
 )
-def test_bm25_in_the_server_matches_the_in_process_matrix(
+def test_bm25_in_the_server_matches_the_in_process_scoring(
     store: PostgresStore, query: str
 ) -> None:
     _fill(store)
     terms = query_terms(query)
     with store.read() as r:
-        expected = KeywordMatrix(r.term_blobs(["memory"])).search(terms, 10)
+        hashes = [term_hash(t) for t in dict.fromkeys(terms)]
+        found = r.postings(hashes, ["memory"])
+        n_docs, total = r.keyword_stats(["memory"])
+        expected = bm25_search([found.get(h, EMPTY_POSTINGS) for h in hashes], n_docs, total, 10)
         got = r.bm25_search([term_hash(t) for t in terms], 10, ["memory"])
     assert [row for row, _, _ in got] == [h.rowid for h in expected]
     for (_, score, matched), hit in zip(got, expected, strict=True):
@@ -213,9 +217,7 @@ def test_a_rebuild_is_invisible_until_it_commits_and_a_failed_one_changes_nothin
     def search(target: PostgresStore) -> list[tuple[int, float, int]]:
         # From another thread: another session, as another process would be.
         out: list[list[tuple[int, float, int]]] = []
-        thread = threading.Thread(
-            target=lambda: out.append(_search(target, gateway)), daemon=True
-        )
+        thread = threading.Thread(target=lambda: out.append(_search(target, gateway)), daemon=True)
         thread.start()
         thread.join(30)
         return out[0]
@@ -257,7 +259,11 @@ def test_a_second_writer_is_told_who_holds_the_namespace(pg_database: str) -> No
         with host_a.write(what="sync"):
             holder = host_b.lock_holder()
             assert holder is not None
-            assert (holder.host, holder.pid, holder.what) == (socket.gethostname(), os.getpid(), "sync")
+            assert (holder.host, holder.pid, holder.what) == (
+                socket.gethostname(),
+                os.getpid(),
+                "sync",
+            )
             busy = f"pid {os.getpid()} on {socket.gethostname()}"
             with pytest.raises(IndexBusyError, match=busy), host_b.write(timeout=0.3):
                 pass
@@ -305,7 +311,10 @@ def test_nearest_uses_the_namespace_hnsw_index_and_matches_brute_force(
     vectors = _unit_rows(len(pending), 32, seed=3)
     with store.write() as w:
         written = w.write_vectors(
-            [(row, digest, vec.astype("<f4").tobytes()) for (row, digest, _), vec in zip(pending, vectors, strict=True)]
+            [
+                (row, digest, vec.astype("<f4").tobytes())
+                for (row, digest, _), vec in zip(pending, vectors, strict=True)
+            ]
         )
         w.bump_vector_generation()
     assert written == len(pending)

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from memmw import Memory, MemoryConfig
 from memmw.store.sqlite import postings as postings_mod
 from memmw.store.sqlite.db import connect, transaction
-from memmw.store.sqlite.postings import PostingsBuffer, decode, encode, term_counts
+from memmw.store.sqlite.postings import PostingsBuffer, decode, encode
 from memmw.store.sqlite.schema import migrate
 from memmw.store.sqlite.store import IndexStore
-from memmw.store.terms import term_hash
+from memmw.store.terms import term_counts, term_hash
 from memmw.text.chunking import chunk_text
 
 WORDS = "alpha beta gamma delta tea coffee gateway port zeppelin hangar basil 猫 ミケ".split()
