@@ -191,20 +191,3 @@ def cooccurrence_matcher(
         else None
     )
     return CooccurrenceMatcher(signature=signature, names=names, pattern=pattern)
-
-
-__all__ = [
-    "DAY_S",
-    "DECAY_PER_DAY",
-    "INITIAL_ACTIVATION",
-    "MIN_COOCCURRENCE_NAME",
-    "CooccurrenceMatcher",
-    "NoteRows",
-    "cooccurrence_matcher",
-    "current_fact_ids",
-    "entity_stable_key",
-    "fact_stable_key",
-    "note_rows",
-    "relation_stable_key",
-    "stable_key",
-]

@@ -9,8 +9,6 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from memmw.store.terms import unpack_terms
-
 if TYPE_CHECKING:
     from memmw.graph.syntax import ParsedNote
     from memmw.text.chunking import Chunk
@@ -39,11 +37,12 @@ class ChunkRow:
     importance: int | None
     n_terms: int
     decay_ts: float | None
+    #: The chunk's distinct term hashes, little-endian int64.
     terms_blob: bytes = b""
 
     def term_set(self) -> frozenset[int]:
         """The chunk's distinct term hashes (for similarity between chunks)."""
-        return frozenset(unpack_terms(self.terms_blob)["h"].tolist())
+        return frozenset(np.frombuffer(self.terms_blob, dtype="<i8").tolist())
 
     def piece_lines(self) -> list[int]:
         """Line number of each ``\\n``-separated piece of ``text``."""
@@ -65,6 +64,15 @@ class Postings:
     rowids: np.ndarray
     tf: np.ndarray
     doc_len: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rowids)
+
+
+#: No postings (a term absent from the index).
+EMPTY_POSTINGS = Postings(
+    np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.float32)
+)
 
 
 #: ``{path: (content sha256, mtime, size)}`` of one source's indexed files.
@@ -211,12 +219,6 @@ class StoreReader(Protocol):
 
     def chunk_count(self, sources: Sequence[str]) -> int:
         """Chunks of ``sources``."""
-        ...
-
-    def term_blobs(
-        self, sources: Sequence[str], *, after: int = 0
-    ) -> list[tuple[int, bytes, int]]:
-        """``(rowid, packed terms, n_terms)`` of the chunks of ``sources`` past ``after``."""
         ...
 
     def postings(self, term_hashes: Sequence[int], sources: Sequence[str]) -> dict[int, Postings]:
@@ -524,17 +526,3 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections (idempotent)."""
         ...
-
-
-__all__ = [
-    "ChunkRow",
-    "FileRecords",
-    "GraphRows",
-    "LockHolder",
-    "Postings",
-    "Store",
-    "StoreHealth",
-    "StoreReader",
-    "StoreWriter",
-    "VectorStats",
-]

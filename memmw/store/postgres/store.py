@@ -7,6 +7,7 @@ import json
 import logging
 import re
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,8 @@ import numpy as np
 from memmw.store.postgres import graph as pg_graph
 from memmw.store.protocol import ChunkRow, FileRecords, GraphRows, Postings, VectorStats
 from memmw.store.sqlite.store import chunk_id
-from memmw.store.terms import pack_terms, unpack_terms
+from memmw.store.terms import term_hash
+from memmw.text.analysis import terms as text_terms
 
 if TYPE_CHECKING:
     import psycopg
@@ -63,6 +65,23 @@ LIMIT %(limit)s
 """
 
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')
+
+
+def term_counts(text: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(distinct term hashes, their counts capped at 65535, length)`` of a chunk's text.
+
+    The SQLite store's row of the term matrix, term for term, so BM25 agrees.
+    """
+    counts = Counter(text_terms(text))
+    n = len(counts)
+    hashes = np.fromiter(map(term_hash, counts), dtype=np.int64, count=n)
+    tf = np.fromiter(counts.values(), dtype=np.int64, count=n)
+    return hashes, np.minimum(tf, 65535), int(tf.sum())
+
+
+def hashes_blob(hashes: np.ndarray) -> bytes:
+    """A chunk's distinct term hashes as stored: sorted little-endian int64."""
+    return np.sort(hashes).astype("<i8").tobytes()
 
 
 def match_terms(match: str) -> list[str]:
@@ -188,7 +207,7 @@ class PostgresReader:
     def term_blobs(
         self, sources: Sequence[str], *, after: int = 0
     ) -> list[tuple[int, bytes, int]]:
-        """``(rowid, terms blob, n_terms)`` of the chunks of ``sources`` with rowid > ``after``."""
+        """``(rowid, distinct term hashes blob, n_terms)`` of chunks of ``sources`` past ``after``."""
         rows = self.conn.execute(
             "SELECT rowid, terms, n_terms FROM memmw.chunks WHERE namespace_id = %s"
             " AND source = ANY(%s) AND rowid > %s ORDER BY rowid",
@@ -288,13 +307,11 @@ class PostgresReader:
         Answered from the postings: an ``AND`` of terms keeps chunks that have them all;
         the rank is negative BM25 like FTS5's.
         """
-        from memmw.store.terms import term_hash
-
-        terms = match_terms(match)
-        if not terms:
+        found = match_terms(match)
+        if not found:
             return []
         hits = self.bm25_search(
-            [term_hash(t) for t in terms], limit, sources, require_all=" AND " in match
+            [term_hash(t) for t in found], limit, sources, require_all=" AND " in match
         )
         return [(rowid, -score) for rowid, score, _ in hits]
 
@@ -536,9 +553,10 @@ class PostgresWriter(PostgresReader):
             hashes: list[int] = []
             owners: list[int] = []
             for rowid, blob, _n in rows:
-                entries = unpack_terms(bytes(blob))
-                hashes.extend(entries["h"].tolist())
-                owners.extend([int(rowid)] * len(entries))
+                # The chunk's distinct terms name the postings it is in.
+                chunk_hashes = np.frombuffer(bytes(blob), dtype="<i8")
+                hashes.extend(chunk_hashes.tolist())
+                owners.extend([int(rowid)] * len(chunk_hashes))
             self.conn.execute(
                 "DELETE FROM memmw.postings p USING unnest(%s::bigint[], %s::bigint[]) AS d(h, r)"
                 " WHERE p.namespace_id = %s AND p.term_hash = d.h AND p.chunk_rowid = d.r",
@@ -612,7 +630,7 @@ class PostgresWriter(PostgresReader):
         if not unique:
             return []
         now = time.time()
-        packed: list[tuple[int, bytes, int]] = []
+        counted: list[tuple[int, np.ndarray, np.ndarray, int]] = []
         with conn.cursor() as cur:
             with cur.copy(
                 "COPY memmw.chunks (rowid, namespace_id, id, file_id, path, source, start_line,"
@@ -620,8 +638,8 @@ class PostgresWriter(PostgresReader):
                 " FROM STDIN"
             ) as copy:
                 for rowid, (cid, chunk) in zip(rowids, unique, strict=True):
-                    blob, n_terms = pack_terms(chunk.text)
-                    packed.append((rowid, blob, n_terms))
+                    hashes, tf, n_terms = term_counts(chunk.text)
+                    counted.append((rowid, hashes, tf, n_terms))
                     copy.write_row(
                         (
                             rowid,
@@ -637,7 +655,7 @@ class PostgresWriter(PostgresReader):
                             chunk.text,
                             json.dumps(chunk.line_map) if chunk.line_map else None,
                             chunk.importance,
-                            blob,
+                            hashes_blob(hashes),
                             n_terms,
                             now,
                         )
@@ -646,10 +664,10 @@ class PostgresWriter(PostgresReader):
                 "COPY memmw.postings (namespace_id, term_hash, chunk_rowid, source, tf, doc_len)"
                 " FROM STDIN"
             ) as copy:
-                for rowid, blob, n_terms in packed:
-                    for h, tf in unpack_terms(blob).tolist():
-                        copy.write_row((self.namespace_id, h, rowid, source, tf, n_terms))
-        self._adjust_stats(source, len(unique), sum(n for _, _, n in packed))
+                for rowid, hashes, tf, n_terms in counted:
+                    for h, count in zip(hashes.tolist(), tf.tolist(), strict=True):
+                        copy.write_row((self.namespace_id, h, rowid, source, count, n_terms))
+        self._adjust_stats(source, len(unique), sum(n for _, _, _, n in counted))
         return rowids
 
     def clear_rows(self) -> None:

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 from memmw.errors import ConfigError, IndexBusyError, IndexStoreError
-from memmw.search.keyword import KeywordMatrix
 from memmw.store.postgres.backend import PostgresStore
 from memmw.store.protocol import Store, StoreReader, StoreWriter
 from memmw.store.terms import term_hash
-from memmw.text.analysis import query_terms
+from memmw.text.analysis import query_terms, terms
 from memmw.text.chunking import chunk_text
 
 pytestmark = pytest.mark.postgres
@@ -115,7 +116,7 @@ def test_files_chunks_and_counts_round_trip(store: PostgresStore) -> None:
 
 def test_deleting_a_file_removes_its_postings_and_statistics(store: PostgresStore) -> None:
     _fill(store)
-    alice = term_hash("alic")
+    alice = term_hash(terms("alice")[0])
     with store.read() as r:
         docs_before, _ = r.keyword_stats(["memory"])
         assert alice in r.postings([alice], ["memory"])
@@ -129,49 +130,74 @@ def test_deleting_a_file_removes_its_postings_and_statistics(store: PostgresStor
     assert total == sum(b[2] for b in remaining)
 
 
-def test_postings_match_the_term_blobs(store: PostgresStore) -> None:
-    _fill(store)
-    hashes = [term_hash(t) for t in ("gateway", "atlas", "tea", "absent")]
+def _chunk_terms(store: PostgresStore) -> dict[int, Counter[str]]:
     with store.read() as r:
-        postings = r.postings(hashes, ["memory"])
-        blobs = r.term_blobs(["memory"])
-    from memmw.store.terms import unpack_terms
+        rows = r.chunks(r.chunk_rowids(["memory"]))
+    return {rowid: Counter(terms(row.text)) for rowid, row in rows.items()}
 
-    for h in hashes:
+
+def test_postings_match_the_chunks_terms(store: PostgresStore) -> None:
+    _fill(store)
+    counts = _chunk_terms(store)
+    words = ("gateway", "atlas", "tea", "absent")
+    with store.read() as r:
+        postings = r.postings([term_hash(terms(w)[0]) for w in words], ["memory"])
+        rows = r.chunks(list(counts))
+    for word in words:
+        (term,) = terms(word)
         expected = [
-            (rowid, float(tf), float(n))
-            for rowid, blob, n in blobs
-            for th, tf in unpack_terms(blob).tolist()
-            if th == h
+            (rowid, float(c[term]), float(sum(c.values())))
+            for rowid, c in sorted(counts.items())
+            if term in c
         ]
         if not expected:
-            assert h not in postings
+            assert term_hash(term) not in postings
             continue
-        got = postings[h]
-        assert list(zip(got.rowids.tolist(), got.tf.tolist(), got.doc_len.tolist(), strict=True)) == expected
+        got = postings[term_hash(term)]
+        triples = zip(got.rowids.tolist(), got.tf.tolist(), got.doc_len.tolist(), strict=True)
+        assert list(triples) == expected
+    for rowid, row in rows.items():
+        assert row.term_set() == {term_hash(t) for t in counts[rowid]}
+
+
+def _reference_bm25(counts: dict[int, Counter[str]], query: list[str]) -> list[tuple[int, float]]:
+    """BM25 as memmw scores it (k1 1.2, b 0.75), straight from the chunks' terms."""
+    n = len(counts)
+    avgdl = sum(sum(c.values()) for c in counts.values()) / n
+    scores: dict[int, float] = {}
+    for term in dict.fromkeys(query):
+        df = sum(1 for c in counts.values() if term in c)
+        if not df:
+            continue
+        idf = math.log(1 + max(0.0, n - df + 0.5) / (df + 0.5))
+        for rowid, c in counts.items():
+            tf = c.get(term, 0)
+            if tf:
+                dl = sum(c.values())
+                scores[rowid] = scores.get(rowid, 0.0) + idf * tf * 2.2 / (
+                    tf + 1.2 * (1 - 0.75 + 0.75 * dl / avgdl)
+                )
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
 @pytest.mark.parametrize(
     "query", ["gateway", "alice tea", "atlas gateway rebooted", "nothing matches this"]
 )
-def test_bm25_in_the_server_matches_the_in_process_matrix(
-    store: PostgresStore, query: str
-) -> None:
+def test_bm25_in_the_server_matches_the_formula(store: PostgresStore, query: str) -> None:
     _fill(store)
-    terms = query_terms(query)
+    q = query_terms(query)
+    expected = _reference_bm25(_chunk_terms(store), q)[:10]
     with store.read() as r:
-        expected = KeywordMatrix(r.term_blobs(["memory"])).search(terms, 10)
-        got = r.bm25_search([term_hash(t) for t in terms], 10, ["memory"])
-    assert [row for row, _, _ in got] == [h.rowid for h in expected]
-    for (_, score, matched), hit in zip(got, expected, strict=True):
-        assert score == pytest.approx(hit.bm25, rel=1e-5)
-        assert matched == hit.matched
+        got = r.bm25_search([term_hash(t) for t in q], 10, ["memory"])
+    assert [row for row, _, _ in got] == [row for row, _ in expected]
+    for (_, score, _), (_, want) in zip(got, expected, strict=True):
+        assert score == pytest.approx(want, rel=1e-9)
 
 
 def test_fts_search_answers_and_and_single_term_expressions(store: PostgresStore) -> None:
     _fill(store)
     with store.read() as r:
-        both = r.fts_search('"gateway" AND "alic"', 10, ["memory"])
+        both = r.fts_search(f"\"gateway\" AND \"{terms('alice')[0]}\"", 10, ["memory"])
         single = r.fts_search('"gateway"', 10, ["memory"])
         rows = r.chunks([row for row, _ in single])
     assert len(both) == 1 and all(rank < 0 for _, rank in both)
