@@ -183,7 +183,7 @@ def verify(dsn: str, agents: int) -> list[str]:
         store = PostgresStore(dsn, agent_id=agent_name(i))
         try:
             with store.read() as r:
-                rows = r.chunks(r.chunk_rowids(SOURCES))
+                blobs = r.term_blobs(SOURCES)
                 n_docs, total = r.keyword_stats(SOURCES)
                 postings = r.conn.execute(
                     "SELECT count(*) FROM memmw.postings WHERE namespace_id = %s",
@@ -191,14 +191,13 @@ def verify(dsn: str, agents: int) -> list[str]:
                 ).fetchone()[0]
                 pending = r.pending_count()
                 vectors = r.vector_stats().vectors
-            # terms_blob holds each chunk's distinct term hashes (8 bytes each).
-            expected_postings = sum(len(row.terms_blob) // 8 for row in rows.values())
-            if (n_docs, total) != (len(rows), float(sum(row.n_terms for row in rows.values()))):
+            expected_postings = sum(len(b) // 8 for _, b, _ in blobs)
+            if (n_docs, total) != (len(blobs), float(sum(n for _, _, n in blobs))):
                 problems.append(f"{agent_name(i)}: stats {(n_docs, total)}")
             if postings != expected_postings:
                 problems.append(f"{agent_name(i)}: {postings} postings, {expected_postings} expected")
-            if pending or vectors != len(rows):
-                problems.append(f"{agent_name(i)}: {vectors} vectors for {len(rows)} chunks")
+            if pending or vectors != len(blobs):
+                problems.append(f"{agent_name(i)}: {vectors} vectors for {len(blobs)} chunks")
         finally:
             store.close()
     return problems

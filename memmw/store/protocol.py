@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -49,6 +50,12 @@ class ChunkRow:
         if self.line_map is not None:
             return list(self.line_map)
         return list(range(self.start_line, self.start_line + self.text.count("\n") + 1))
+
+
+def chunk_id(source: str, path: str, chunk: Chunk, model: str) -> str:
+    """Stable chunk id: sha256 of ``source:path:start:end:hash:model``."""
+    key = f"{source}:{path}:{chunk.start_line}:{chunk.end_line}:{chunk.hash}:{model}"
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -482,7 +489,9 @@ class Store(Protocol):
         """
         ...
 
-    def named_lock(self, name: str, *, timeout: float | None = None) -> AbstractContextManager[None]:
+    def named_lock(
+        self, name: str, *, timeout: float | None = None
+    ) -> AbstractContextManager[None]:
         """A cross-process lock of this agent's index for one job (``embed``).
 
         Raises:

@@ -24,7 +24,8 @@ from memmw.config import ChunkingConfig, ExtraPath, SyncConfig
 from memmw.engine import indexer as sync_mod
 from memmw.engine.indexer import Indexer, decay_timestamp, read_markdown
 from memmw.errors import FileReadError, IndexBusyError, IndexStoreError
-from memmw.store.sqlite.store import IndexStore, chunk_id
+from memmw.store.protocol import chunk_id
+from memmw.store.sqlite.store import IndexStore
 from memmw.text.chunking import chunk_text
 from memmw.types import SyncReport
 from memmw.workspace.files import WorkspaceFile

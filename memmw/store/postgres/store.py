@@ -13,9 +13,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memmw.store.postgres import graph as pg_graph
-from memmw.store.protocol import ChunkRow, FileRecords, GraphRows, Postings, VectorStats
-from memmw.store.sqlite.store import chunk_id
-from memmw.store.terms import term_counts
+from memmw.store.protocol import (
+    ChunkRow,
+    FileRecords,
+    GraphRows,
+    Postings,
+    VectorStats,
+    chunk_id,
+)
+from memmw.store.terms import term_counts, term_hash
 
 if TYPE_CHECKING:
     import psycopg
@@ -63,6 +69,11 @@ LIMIT %(limit)s
 """
 
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')
+
+
+def hashes_blob(hashes: np.ndarray) -> bytes:
+    """A chunk's distinct term hashes as stored: sorted little-endian int64."""
+    return np.sort(hashes).astype("<i8").tobytes()
 
 
 def match_terms(match: str) -> list[str]:
@@ -185,6 +196,15 @@ class PostgresReader:
             )
         )
 
+    def term_blobs(self, sources: Sequence[str], *, after: int = 0) -> list[tuple[int, bytes, int]]:
+        """``(rowid, distinct term hashes blob, n_terms)`` of chunks of ``sources`` past ``after``."""
+        rows = self.conn.execute(
+            "SELECT rowid, terms, n_terms FROM memmw.chunks WHERE namespace_id = %s"
+            " AND source = ANY(%s) AND rowid > %s ORDER BY rowid",
+            (self.namespace_id, list(sources), after),
+        ).fetchall()
+        return [(int(r), bytes(t), int(n)) for r, t, n in rows]
+
     def newest_decay_ts(self) -> float | None:
         """The newest dated memory (epoch seconds), the reference age for decay."""
         value = self._one(
@@ -277,13 +297,11 @@ class PostgresReader:
         Answered from the postings: an ``AND`` of terms keeps chunks that have them all;
         the rank is negative BM25 like FTS5's.
         """
-        from memmw.store.terms import term_hash
-
-        terms = match_terms(match)
-        if not terms:
+        found = match_terms(match)
+        if not found:
             return []
         hits = self.bm25_search(
-            [term_hash(t) for t in terms], limit, sources, require_all=" AND " in match
+            [term_hash(t) for t in found], limit, sources, require_all=" AND " in match
         )
         return [(rowid, -score) for rowid, score, _ in hits]
 
@@ -525,6 +543,7 @@ class PostgresWriter(PostgresReader):
             hashes: list[int] = []
             owners: list[int] = []
             for rowid, blob, _n in rows:
+                # The chunk's distinct terms name the postings it is in.
                 chunk_hashes = np.frombuffer(bytes(blob), dtype="<i8")
                 hashes.extend(chunk_hashes.tolist())
                 owners.extend([int(rowid)] * len(chunk_hashes))
@@ -601,7 +620,7 @@ class PostgresWriter(PostgresReader):
         if not unique:
             return []
         now = time.time()
-        packed: list[tuple[int, np.ndarray, np.ndarray, int]] = []
+        counted: list[tuple[int, np.ndarray, np.ndarray, int]] = []
         with conn.cursor() as cur:
             with cur.copy(
                 "COPY memmw.chunks (rowid, namespace_id, id, file_id, path, source, start_line,"
@@ -609,11 +628,8 @@ class PostgresWriter(PostgresReader):
                 " FROM STDIN"
             ) as copy:
                 for rowid, (cid, chunk) in zip(rowids, unique, strict=True):
-                    # The chunk's distinct term hashes (little-endian int64, as ChunkRow
-                    # documents) and their frequencies: the same numbers SQLite stores.
-                    hashes, tfs, n_terms = term_counts(chunk.text)
-                    blob = hashes.astype("<i8").tobytes()
-                    packed.append((rowid, hashes, tfs, n_terms))
+                    hashes, tf, n_terms = term_counts(chunk.text)
+                    counted.append((rowid, hashes, tf, n_terms))
                     copy.write_row(
                         (
                             rowid,
@@ -629,7 +645,7 @@ class PostgresWriter(PostgresReader):
                             chunk.text,
                             json.dumps(chunk.line_map) if chunk.line_map else None,
                             chunk.importance,
-                            blob,
+                            hashes_blob(hashes),
                             n_terms,
                             now,
                         )
@@ -638,10 +654,10 @@ class PostgresWriter(PostgresReader):
                 "COPY memmw.postings (namespace_id, term_hash, chunk_rowid, source, tf, doc_len)"
                 " FROM STDIN"
             ) as copy:
-                for rowid, hashes, tfs, n_terms in packed:
-                    for h, tf in zip(hashes.tolist(), tfs.tolist(), strict=True):
-                        copy.write_row((self.namespace_id, h, rowid, source, tf, n_terms))
-        self._adjust_stats(source, len(unique), sum(p[3] for p in packed))
+                for rowid, hashes, tf, n_terms in counted:
+                    for h, count in zip(hashes.tolist(), tf.tolist(), strict=True):
+                        copy.write_row((self.namespace_id, h, rowid, source, count, n_terms))
+        self._adjust_stats(source, len(unique), sum(n for _, _, _, n in counted))
         return rowids
 
     def clear_rows(self) -> None:
@@ -713,8 +729,13 @@ class PostgresWriter(PostgresReader):
                 " ON CONFLICT (chunk_rowid) DO UPDATE SET embedding = excluded.embedding,"
                 " dims = excluded.dims",
                 [
-                    (len(blob) // 4, Vector(np.frombuffer(blob, dtype="<f4")), int(rowid),
-                     digest, self.namespace_id)
+                    (
+                        len(blob) // 4,
+                        Vector(np.frombuffer(blob, dtype="<f4")),
+                        int(rowid),
+                        digest,
+                        self.namespace_id,
+                    )
                     for rowid, digest, blob in rows
                 ],
             )
@@ -737,8 +758,16 @@ class PostgresWriter(PostgresReader):
                 " SET embedding = excluded.embedding, dims = excluded.dims,"
                 " updated_at = excluded.updated_at",
                 [
-                    (self.namespace_id, provider, model, provider_key, h, len(b) // 4,
-                     Vector(np.frombuffer(b, dtype="<f4")), now)
+                    (
+                        self.namespace_id,
+                        provider,
+                        model,
+                        provider_key,
+                        h,
+                        len(b) // 4,
+                        Vector(np.frombuffer(b, dtype="<f4")),
+                        now,
+                    )
                     for h, b in vectors.items()
                 ],
             )

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memmw.store.protocol import ChunkRow, GraphRows, Postings, VectorStats
+from memmw.store.protocol import ChunkRow, GraphRows, Postings, VectorStats, chunk_id
 from memmw.store.sqlite import graph
 from memmw.store.sqlite import vectors as vsql
 from memmw.store.sqlite.db import transaction
@@ -52,14 +52,6 @@ def _chunk_row(row: Sequence[Any]) -> ChunkRow:
         decay_ts=row[10],
         terms_blob=row[11] or b"",
     )
-
-
-def chunk_id(source: str, path: str, chunk: Chunk, model: str) -> str:
-    """Stable chunk id: sha256 of ``source:path:start:end:hash:model``."""
-    import hashlib
-
-    key = f"{source}:{path}:{chunk.start_line}:{chunk.end_line}:{chunk.hash}:{model}"
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
 def fts_body(text: str, tokenizer: str) -> str:

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 from memmw.errors import ConfigError, IndexBusyError, IndexStoreError
-from memmw.search.keyword import bm25_search
 from memmw.store.postgres.backend import PostgresStore
-from memmw.store.protocol import EMPTY_POSTINGS, Store, StoreReader, StoreWriter
-from memmw.store.terms import term_counts, term_hash
-from memmw.text.analysis import query_terms
+from memmw.store.protocol import Store, StoreReader, StoreWriter
+from memmw.store.terms import term_hash
+from memmw.text.analysis import query_terms, terms
 from memmw.text.chunking import chunk_text
 
 pytestmark = pytest.mark.postgres
@@ -38,9 +39,7 @@ def shared_pool(pg_database: str) -> Iterator[object]:
 
 def _store(pg_database: str, pool: object, name: str | None = None) -> PostgresStore:
     return PostgresStore(
-        pg_database,
-        agent_id=name or f"agent-{uuid.uuid4().hex[:8]}",
-        pool=pool,  # type: ignore[arg-type]
+        pg_database, agent_id=name or f"agent-{uuid.uuid4().hex[:8]}", pool=pool  # type: ignore[arg-type]
     )
 
 
@@ -105,15 +104,19 @@ def test_files_chunks_and_counts_round_trip(store: PostgresStore) -> None:
         counts = r.counts()
         rowids = r.chunk_rowids(["memory"])
         rows = r.chunks(rowids)
+        blobs = r.term_blobs(["memory"])
+        after_last = r.term_blobs(["memory"], after=rowids[-1])
     assert counts["memory"] == {"files": 3, "chunks": sum(len(v) for v in written.values())}
     assert rowids == sorted(r for v in written.values() for r in v)
     assert {row.path for row in rows.values()} == set(NOTES)
     assert all(row.n_terms > 0 and row.term_set() for row in rows.values())
+    assert [b[0] for b in blobs] == rowids
+    assert after_last == []
 
 
 def test_deleting_a_file_removes_its_postings_and_statistics(store: PostgresStore) -> None:
     _fill(store)
-    alice = term_hash("alic")
+    alice = term_hash(terms("alice")[0])
     with store.read() as r:
         docs_before, _ = r.keyword_stats(["memory"])
         assert alice in r.postings([alice], ["memory"])
@@ -122,60 +125,79 @@ def test_deleting_a_file_removes_its_postings_and_statistics(store: PostgresStor
     with store.read() as r:
         assert r.postings([alice], ["memory"]) == {}
         docs_after, total = r.keyword_stats(["memory"])
-        remaining = r.chunks(r.chunk_rowids(["memory"]))
+        remaining = r.term_blobs(["memory"])
     assert docs_after == len(remaining) < docs_before
-    assert total == sum(row.n_terms for row in remaining.values())
+    assert total == sum(b[2] for b in remaining)
+
+
+def _chunk_terms(store: PostgresStore) -> dict[int, Counter[str]]:
+    with store.read() as r:
+        rows = r.chunks(r.chunk_rowids(["memory"]))
+    return {rowid: Counter(terms(row.text)) for rowid, row in rows.items()}
 
 
 def test_postings_match_the_chunks_terms(store: PostgresStore) -> None:
     _fill(store)
-    hashes = [term_hash(t) for t in ("gateway", "atlas", "tea", "absent")]
+    counts = _chunk_terms(store)
+    words = ("gateway", "atlas", "tea", "absent")
     with store.read() as r:
-        postings = r.postings(hashes, ["memory"])
-        rows = r.chunks(r.chunk_rowids(["memory"]))
-    for h in hashes:
-        expected = []
-        for rowid in sorted(rows):
-            th, tf, n = term_counts(rows[rowid].text)
-            expected += [
-                (rowid, float(t), float(n))
-                for x, t in zip(th.tolist(), tf.tolist(), strict=True)
-                if x == h
-            ]
+        postings = r.postings([term_hash(terms(w)[0]) for w in words], ["memory"])
+        rows = r.chunks(list(counts))
+    for word in words:
+        (term,) = terms(word)
+        expected = [
+            (rowid, float(c[term]), float(sum(c.values())))
+            for rowid, c in sorted(counts.items())
+            if term in c
+        ]
         if not expected:
-            assert h not in postings
+            assert term_hash(term) not in postings
             continue
-        got = postings[h]
-        assert (
-            list(zip(got.rowids.tolist(), got.tf.tolist(), got.doc_len.tolist(), strict=True))
-            == expected
-        )
+        got = postings[term_hash(term)]
+        triples = zip(got.rowids.tolist(), got.tf.tolist(), got.doc_len.tolist(), strict=True)
+        assert list(triples) == expected
+    for rowid, row in rows.items():
+        assert row.term_set() == {term_hash(t) for t in counts[rowid]}
+
+
+def _reference_bm25(counts: dict[int, Counter[str]], query: list[str]) -> list[tuple[int, float]]:
+    """BM25 as memmw scores it (k1 1.2, b 0.75), straight from the chunks' terms."""
+    n = len(counts)
+    avgdl = sum(sum(c.values()) for c in counts.values()) / n
+    scores: dict[int, float] = {}
+    for term in dict.fromkeys(query):
+        df = sum(1 for c in counts.values() if term in c)
+        if not df:
+            continue
+        idf = math.log(1 + max(0.0, n - df + 0.5) / (df + 0.5))
+        for rowid, c in counts.items():
+            tf = c.get(term, 0)
+            if tf:
+                dl = sum(c.values())
+                scores[rowid] = scores.get(rowid, 0.0) + idf * tf * 2.2 / (
+                    tf + 1.2 * (1 - 0.75 + 0.75 * dl / avgdl)
+                )
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
 @pytest.mark.parametrize(
     "query", ["gateway", "alice tea", "atlas gateway rebooted", "nothing matches this"]
 )
-def test_bm25_in_the_server_matches_the_in_process_scoring(
-    store: PostgresStore, query: str
-) -> None:
+def test_bm25_in_the_server_matches_the_formula(store: PostgresStore, query: str) -> None:
     _fill(store)
-    terms = query_terms(query)
+    q = query_terms(query)
+    expected = _reference_bm25(_chunk_terms(store), q)[:10]
     with store.read() as r:
-        hashes = [term_hash(t) for t in dict.fromkeys(terms)]
-        found = r.postings(hashes, ["memory"])
-        n_docs, total = r.keyword_stats(["memory"])
-        expected = bm25_search([found.get(h, EMPTY_POSTINGS) for h in hashes], n_docs, total, 10)
-        got = r.bm25_search([term_hash(t) for t in terms], 10, ["memory"])
-    assert [row for row, _, _ in got] == [h.rowid for h in expected]
-    for (_, score, matched), hit in zip(got, expected, strict=True):
-        assert score == pytest.approx(hit.bm25, rel=1e-5)
-        assert matched == hit.matched
+        got = r.bm25_search([term_hash(t) for t in q], 10, ["memory"])
+    assert [row for row, _, _ in got] == [row for row, _ in expected]
+    for (_, score, _), (_, want) in zip(got, expected, strict=True):
+        assert score == pytest.approx(want, rel=1e-9)
 
 
 def test_fts_search_answers_and_and_single_term_expressions(store: PostgresStore) -> None:
     _fill(store)
     with store.read() as r:
-        both = r.fts_search('"gateway" AND "alic"', 10, ["memory"])
+        both = r.fts_search(f"\"gateway\" AND \"{terms('alice')[0]}\"", 10, ["memory"])
         single = r.fts_search('"gateway"', 10, ["memory"])
         rows = r.chunks([row for row, _ in single])
     assert len(both) == 1 and all(rank < 0 for _, rank in both)
@@ -217,7 +239,9 @@ def test_a_rebuild_is_invisible_until_it_commits_and_a_failed_one_changes_nothin
     def search(target: PostgresStore) -> list[tuple[int, float, int]]:
         # From another thread: another session, as another process would be.
         out: list[list[tuple[int, float, int]]] = []
-        thread = threading.Thread(target=lambda: out.append(_search(target, gateway)), daemon=True)
+        thread = threading.Thread(
+            target=lambda: out.append(_search(target, gateway)), daemon=True
+        )
         thread.start()
         thread.join(30)
         return out[0]
@@ -259,11 +283,7 @@ def test_a_second_writer_is_told_who_holds_the_namespace(pg_database: str) -> No
         with host_a.write(what="sync"):
             holder = host_b.lock_holder()
             assert holder is not None
-            assert (holder.host, holder.pid, holder.what) == (
-                socket.gethostname(),
-                os.getpid(),
-                "sync",
-            )
+            assert (holder.host, holder.pid, holder.what) == (socket.gethostname(), os.getpid(), "sync")
             busy = f"pid {os.getpid()} on {socket.gethostname()}"
             with pytest.raises(IndexBusyError, match=busy), host_b.write(timeout=0.3):
                 pass
@@ -311,10 +331,7 @@ def test_nearest_uses_the_namespace_hnsw_index_and_matches_brute_force(
     vectors = _unit_rows(len(pending), 32, seed=3)
     with store.write() as w:
         written = w.write_vectors(
-            [
-                (row, digest, vec.astype("<f4").tobytes())
-                for (row, digest, _), vec in zip(pending, vectors, strict=True)
-            ]
+            [(row, digest, vec.astype("<f4").tobytes()) for (row, digest, _), vec in zip(pending, vectors, strict=True)]
         )
         w.bump_vector_generation()
     assert written == len(pending)
