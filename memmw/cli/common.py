@@ -296,7 +296,7 @@ def ensure_keyword_index(mem: Memory) -> bool:
     Returns:
         True when a sync ran.
     """
-    if mem.db_path.exists() and mem._published() and not files_changed(mem):
+    if mem.store.exists() and mem._published() and not files_changed(mem):
         return False
     mem.sync(embeddings="skip")
     return True

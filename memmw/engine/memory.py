@@ -244,7 +244,7 @@ class Memory:
         mine = str(self.workspace.resolve())
         if recorded is not None and recorded != mine:
             raise ConfigError(
-                f"the index {self.db_path} was built for the workspace {recorded}, not {mine}; "
+                f"the index {self.store.location} was built for the workspace {recorded}, not {mine}; "
                 "leave the state folder unset (each workspace then gets its own), choose "
                 "another one (--state-dir / MEMMW_STATE_DIR / store.path), or delete this "
                 "index with 'memmw reset' to rebuild it for this workspace"
@@ -681,6 +681,11 @@ class Memory:
                 raw_issues = store.get_meta(SCAN_ISSUES_KEY)
                 issues = tuple(FileIssue(**i) for i in json.loads(raw_issues or "[]"))
                 if deep:
+                    details["store"] = {
+                        "backend": self.config.store.backend,
+                        "location": self.store.location,
+                        "namespaces": self.store.namespaces(),
+                    }
                     details["fts"] = {
                         "available": self.store.features().get("fts5", False),
                         "tokenizer": self.config.store.fts_tokenizer,
@@ -699,7 +704,7 @@ class Memory:
         return Status(
             agent_id=self.agent_id,
             workspace=str(self.workspace),
-            db_path=str(self.db_path),
+            db_path=self.store.location,
             files=sum(c["files"] for c in counts.values()),
             chunks=sum(c["chunks"] for c in counts.values()),
             dirty=not exists or (self._freshness.dirty and self._files_changed()),

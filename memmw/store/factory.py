@@ -17,11 +17,14 @@ def create_store(
     agent_id: str = "main",
     on_reopen: Callable[[], None] | None = None,
 ) -> Store:
-    """The store for ``config`` (today the SQLite file ``db_path``).
-
-    A second backend (PostgreSQL) is selected here from ``config.store``; the SQLite
-    package is imported only when it is the one chosen.
+    """The store for ``config``: the SQLite file ``db_path``, or with ``store.backend =
+    "postgres"`` the agent's namespace in the database of ``store.dsn`` /
+    ``$MEMMW_STORE_DSN``. Only the chosen backend's package is imported.
     """
+    if config.store.backend == "postgres":
+        from memmw.store.postgres.backend import create_postgres_store
+
+        return create_postgres_store(config, agent_id=agent_id)
     from memmw.store.sqlite.backend import SqliteStore
 
     return SqliteStore(

@@ -532,6 +532,14 @@ class Store(Protocol):
         """Run the backend's integrity check (``memmw doctor``)."""
         ...
 
+    def namespaces(self) -> list[dict[str, Any]]:
+        """The agents this backend holds, with their sizes (``memmw status --deep``).
+
+        One dict per namespace: ``namespace``, ``files``, ``chunks``, ``vectors`` and
+        ``textBytes``. A SQLite file holds one agent; a database holds many.
+        """
+        ...
+
     def close(self) -> None:
         """Release connections (idempotent)."""
         ...

@@ -126,15 +126,15 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
     started = time.perf_counter()
     if s.verbose:
         info(f"workspace: {mem.workspace}")
-        info(f"index:     {mem.db_path}")
+        info(f"index:     {mem.store.location}")
         info(f"sources:   {', '.join(mem.config.sources)}; provider: {mem.config.provider}")
     waited = 0.0
     if _lock_busy(mem):
         if no_wait:
-            out(f"memmw: busy: another memmw process is indexing {mem.db_path}", err=True)
+            out(f"memmw: busy: another memmw process is indexing {mem.store.location}", err=True)
             return EXIT_BUSY
         info(
-            f"Waiting for another memmw process that is indexing or embedding {mem.db_path} "
+            f"Waiting for another memmw process that is indexing or embedding {mem.store.location} "
             "(it holds the index's writer lock; Ctrl-C stops waiting)..."
         )
     bars_on = is_tty() and not s.quiet and not s.json
@@ -190,7 +190,7 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
                 "fallbackFrom": fallback_from,
                 "provider": provider.id if provider is not None else "none",
                 "model": provider.model if provider is not None else "fts-only",
-                "dbPath": str(mem.db_path),
+                "dbPath": mem.store.location,
                 "waitedSeconds": round(waited, 3),
                 "syncSeconds": round(sync_seconds, 3),
                 "embedSeconds": round(embed_seconds, 3),

@@ -26,11 +26,11 @@ Examples:
 @with_memory(one_shot=True)
 def reset(mem: Memory, yes: bool) -> int:
     """Delete the index after confirmation."""
-    path = mem.db_path
+    path = mem.store.location
     as_json = settings().json
-    if not path.exists():
+    if not mem.store.exists():
         if as_json:
-            emit_json({"deleted": False, "dbPath": str(path), "reason": "no index"})
+            emit_json({"deleted": False, "dbPath": path, "reason": "no index"})
         else:
             out(f"No index at {path}; nothing to delete.")
         return EXIT_OK
@@ -42,7 +42,7 @@ def reset(mem: Memory, yes: bool) -> int:
             return EXIT_ERROR
     mem.reset()
     if as_json:
-        emit_json({"deleted": True, "dbPath": str(path)})
+        emit_json({"deleted": True, "dbPath": path})
     else:
         out(f"Index deleted: {path}. Markdown files untouched; 'memmw index' rebuilds it.")
     return EXIT_OK

@@ -146,7 +146,7 @@ def status(mem: Memory, deep: bool) -> int:
     st = mem.status(deep=deep)
     data: dict[str, Any] = camelize(st.to_dict())
     data["lastSync"] = iso(st.last_sync)
-    data["indexExists"] = mem.db_path.exists()
+    data["indexExists"] = mem.store.exists()
     _note_fallback_index(mem, data)
     data["stateDir"] = str(mem.state_dir)
     degraded, notes = assess(data)
@@ -163,7 +163,8 @@ def status(mem: Memory, deep: bool) -> int:
     rows: list[tuple[str, str]] = [
         ("Workspace", st.workspace),
         ("Agent", st.agent_id),
-        ("Index", st.db_path + ("" if data["indexExists"] else "  (not built yet)")),
+        ("Index", f"{mem.config.store.backend}: {st.db_path}"
+         + ("" if data["indexExists"] else "  (not built yet)")),
         ("Last sync", _ago(st.last_sync)),
         ("Files", f"{st.files}  ({by_source or 'none'})"),
         ("Chunks", str(st.chunks)),
@@ -177,6 +178,12 @@ def status(mem: Memory, deep: bool) -> int:
     if embedding.get("fallbackFrom"):
         rows.append(("Fallback", f"from {embedding['fallbackFrom']}: {embedding.get('fallbackReason')}"))
     if deep:
+        for ns in (data.get("store") or {}).get("namespaces") or []:
+            rows.append((
+                "Namespace",
+                f"{ns['namespace']}: {ns['files']} files, {ns['chunks']} chunks,"
+                f" {ns['vectors']} vectors, {ns['textBytes']:,} bytes of text",
+            ))
         fts = data.get("fts") or {}
         rows.append(("FTS5", f"available {fts.get('available')}; tokenizer {fts.get('tokenizer')}"))
         km = data.get("keywordMatrix") or {}

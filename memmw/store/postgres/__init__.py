@@ -4,6 +4,5 @@ Needs the ``postgres`` extra (psycopg 3, psycopg-pool, pgvector), imported on fi
 nothing here is imported by ``import memmw``.
 """
 
-from memmw.store.postgres.backend import PostgresStore, create_postgres_store
-
-__all__ = ["PostgresStore", "create_postgres_store"]
+from memmw.store.postgres.backend import PostgresStore as PostgresStore
+from memmw.store.postgres.backend import create_postgres_store as create_postgres_store

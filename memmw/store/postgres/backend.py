@@ -18,7 +18,7 @@ from memmw.errors import ConfigError, IndexBusyError, IndexCorruptError, IndexSt
 from memmw.store.postgres.connection import open_pool, redact_dsn
 from memmw.store.postgres.schema import WRITER_LOCK_CLASS
 from memmw.store.postgres.store import PostgresReader, PostgresWriter
-from memmw.store.protocol import LockHolder, StoreHealth
+from memmw.store.protocol import LockHolder, StoreHealth, StoreWriter
 
 if TYPE_CHECKING:
     import psycopg
@@ -381,7 +381,7 @@ class PostgresStore:
                         conn.execute("SELECT pg_advisory_unlock(%s, %s)", (NAMED_LOCK_CLASS, key))
 
     @contextlib.contextmanager
-    def rebuild(self, writer: PostgresWriter) -> Iterator[PostgresWriter]:
+    def rebuild(self, writer: StoreWriter) -> Iterator[StoreWriter]:
         """A full rebuild in one transaction on the writer's connection.
 
         The namespace starts empty apart from what survives a rebuild (generation counter,
@@ -389,19 +389,27 @@ class PostgresStore:
         ``epoch``. Other sessions see the old rows until the block commits; a block that
         raises (or a lost connection) rolls back and the old rows stay searchable.
         """
-        if self._writer is not writer or self._writer_owner is not threading.current_thread():
+        if (
+            not isinstance(writer, PostgresWriter)
+            or self._writer is not writer
+            or self._writer_owner is not threading.current_thread()
+        ):
             raise IndexStoreError("a rebuild needs the writer lock (call inside write())")
         with writer.conn.transaction():
             writer.clear_rows()
             writer.set_meta("epoch", uuid.uuid4().hex)
             yield writer
 
-    def quarantine(self, writer: PostgresWriter, reason: str) -> str:
-        """Set a damaged namespace aside under another name; ``writer`` gets a fresh one.
+    def quarantine(self, reason: str) -> str:
+        """Set a damaged namespace aside under another name; the next write starts a fresh one.
 
         Returns:
             The name the damaged namespace was given.
         """
+        with self.write(what="quarantine") as writer:
+            return self._quarantine(writer, reason)
+
+    def _quarantine(self, writer: PostgresWriter, reason: str) -> str:
         aside = f"{self.namespace}.damaged-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
         conn = writer.conn
         try:
@@ -488,8 +496,6 @@ class PostgresStore:
         self._closed = True
 
 
-
-
 def create_postgres_store(config: MemoryConfig, *, agent_id: str) -> PostgresStore:
     """The PostgreSQL store of ``agent_id`` for ``config`` (``store.backend = "postgres"``).
 
@@ -505,6 +511,3 @@ def create_postgres_store(config: MemoryConfig, *, agent_id: str) -> PostgresSto
         agent_id=agent_id,
         fts_tokenizer=config.store.fts_tokenizer,
     )
-
-
-__all__ = ["PostgresStore", "create_postgres_store", "translate"]

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from memmw.errors import ConfigError, IndexBusyError, IndexCorruptError, IndexStoreError
 from memmw.store.protocol import LockHolder, StoreHealth, StoreWriter
@@ -441,6 +442,23 @@ class SqliteStore:
                                location=self.location)
         return StoreHealth(ok=result == "ok", detail=str(result), chunks=int(chunks),
                            location=self.location, features={"fts5": fts})
+
+    def namespaces(self) -> list[dict[str, Any]]:
+        """This file's one agent and its sizes (empty before the first build)."""
+        if not self.exists():
+            return []
+        with self.read() as reader:
+            counts = reader.counts()
+            vectors = reader.vector_stats()
+        return [
+            {
+                "namespace": self.agent_id,
+                "files": sum(c["files"] for c in counts.values()),
+                "chunks": sum(c["chunks"] for c in counts.values()),
+                "vectors": vectors.vectors,
+                "textBytes": sum(t for t, _ in vectors.bytes_by_source.values()),
+            }
+        ]
 
     def close(self) -> None:
         """Close every connection (idempotent)."""

@@ -1,0 +1,87 @@
+"""The engine on the PostgreSQL store: ``store.backend = "postgres"`` behaves like SQLite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memmw import Memory, MemoryConfig, StoreConfig
+from memmw.store.postgres import PostgresStore
+
+from ...conftest import write
+
+NOTES = {
+    "MEMORY.md": "# Memory\n- The gateway runs on port 8080 on host atlas.\n- Alice drinks green tea.\n",
+    "memory/2026-01-02.md": "Kubernetes migration planned with Bob.\nThe gateway was rebooted.\n",
+    "memory/2026-01-03.md": "Alice booked the flight to Lisbon.\nTea with Bob on Friday.\n",
+}
+QUERIES = ["gateway port", "alice tea", "kubernetes migration", "lisbon flight", "nothing here"]
+
+
+def _workspace(root: Path) -> Path:
+    for rel, text in NOTES.items():
+        write(root / rel, text)
+    return root
+
+
+def _answers(mem: Memory) -> list[list[tuple[str, int, int, float, str]]]:
+    return [
+        [(h.path, h.start_line, h.end_line, round(h.score, 6), h.snippet) for h in mem.search(q)]
+        for q in QUERIES
+    ]
+
+
+@pytest.mark.parametrize("provider", ["none", "fake"])
+def test_memory_on_postgres_answers_like_sqlite(
+    pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: str
+) -> None:
+    monkeypatch.setenv("MEMMW_STORE_DSN", pg_database)
+    ws = _workspace(tmp_path / "ws")
+    answers = {}
+    for backend in ("sqlite", "postgres"):
+        config = MemoryConfig(provider=provider, store=StoreConfig(backend=backend))  # type: ignore[arg-type]
+        with Memory(
+            workspace=ws, state_dir=tmp_path / backend, agent_id=f"parity-{provider}", config=config
+        ) as mem:
+            report = mem.sync()
+            assert report.files_added == len(NOTES)
+            answers[backend] = _answers(mem)
+            status = mem.status()
+            assert status.chunks > 0
+    assert answers["postgres"] == answers["sqlite"]
+    assert answers["sqlite"][0][0][0] == "MEMORY.md"
+
+
+def test_two_agents_share_one_database_without_seeing_each_other(
+    pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMMW_STORE_DSN", pg_database)
+    config = MemoryConfig(provider="none", store=StoreConfig(backend="postgres"))
+    ws_a = _workspace(tmp_path / "a")
+    ws_b = tmp_path / "b"
+    write(ws_b / "MEMORY.md", "# Memory\n- The zeppelin hangar opens in May.\n")
+    with (
+        Memory(workspace=ws_a, state_dir=tmp_path / "sa", agent_id="alpha", config=config) as a,
+        Memory(workspace=ws_b, state_dir=tmp_path / "sb", agent_id="beta", config=config) as b,
+    ):
+        a.sync()
+        b.sync()
+        assert [h.path for h in b.search("zeppelin hangar")] == ["MEMORY.md"]
+        assert b.search("gateway port") == []
+        assert a.search("zeppelin hangar") == []
+        # A forced rebuild of one agent never empties the other's search.
+        a.sync(force=True)
+        assert [h.path for h in b.search("zeppelin hangar")] == ["MEMORY.md"]
+        a.reset()
+        assert not a.store.published()  # alpha's rows are gone...
+        assert [h.path for h in b.search("zeppelin hangar")] == ["MEMORY.md"]
+    # ...and Markdown stays the source of truth: the dropped agent rebuilds from its files.
+    with Memory(workspace=ws_a, state_dir=tmp_path / "sa", agent_id="alpha", config=config) as a:
+        a.sync()
+        assert a.search("gateway port")[0].path == "MEMORY.md"
+    store = PostgresStore(pg_database, agent_id="alpha")
+    try:
+        assert store.published()
+    finally:
+        store.close()
