@@ -19,7 +19,7 @@
         │   └── MissingApiKeyError         (memmw.embeddings.exceptions)
         ├── BatchUnavailableError          (memmw.embeddings.exceptions)
         ├── CircuitOpenError               (memmw.embeddings.breaker)
-        └── InvalidVectorError             (memmw.store.sqlite.vectors)
+        └── InvalidVectorError             (memmw.store.vectors)
 
 Errors in parentheses after a name are standard exceptions a class also derives from, so
 code that caught them before keeps working. The four provider subclasses at the bottom
