@@ -176,6 +176,8 @@ class HybridConfig(_Section):
     """How the keyword and vector legs are merged.
 
     Attributes:
+        enabled: Merge both legs (the reference's default). False: vector hits only while
+            vectors answer; keyword hits when they cannot (no provider, or it failed).
         vector_weight: Weight of the vector leg (pair normalised to sum 1). The original
             uses 0.7/0.3 on raw scores; with both legs rescaled, equal weights are the
             neutral choice (measured on LoCoMo: 0.7/0.3 falls below keyword-only with the
@@ -195,6 +197,7 @@ class HybridConfig(_Section):
     """
 
     _section: ClassVar[str] = "query.hybrid"
+    enabled: bool = True
     vector_weight: float = 0.5
     text_weight: float = 0.5
     candidate_multiplier: int = 4

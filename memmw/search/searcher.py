@@ -129,6 +129,10 @@ class Searcher:
         threshold = cfg.min_score if min_score is None else min_score
         srcs = tuple(sources or self.config.sources)
         mode = "hybrid" if vector_leg is not None else "fts-only"
+        # query.hybrid.enabled = false: the vector leg alone while it answers.
+        vector_only = vector_leg is not None and not cfg.hybrid.enabled
+        if vector_only:
+            mode = "vector"
         q_terms = query_terms(query)
         if not q_terms and vector_leg is None:
             return SearchOutcome([], mode)
@@ -138,7 +142,9 @@ class Searcher:
         hashes = [term_hash(t) for t in q_terms]
         postings = store.postings(hashes, srcs) if q_terms else {}
         n_docs, total_terms = store.keyword_stats(srcs) if q_terms else (0, 0.0)
-        if self.config.store.keyword_backend == "fts5":
+        if vector_only:
+            kw_hits = []
+        elif self.config.store.keyword_backend == "fts5":
             kw_hits = fts_search(store, q_terms, n_candidates, srcs)
         else:
             kw_hits = bm25_search(

@@ -342,3 +342,25 @@ def test_one_process_embeds_an_index_at_a_time(ws: Path, tmp_path: Path) -> None
         assert count(mem.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 0
         report = mem.embed_pending()
         assert report is not None and report.error is None and report.embedded > 0
+
+
+def test_hybrid_disabled_searches_the_vector_leg_alone(ws: Path, tmp_path: Path) -> None:
+    # query.hybrid.enabled = false (a reference setting): vector hits only while vectors
+    # answer, keyword hits when they cannot.
+    config = dataclasses.replace(
+        FAKE, query=QueryConfig(hybrid=HybridConfig(enabled=False), min_score=0.0)
+    )
+    with Memory(ws, tmp_path / "s", config=config) as mem:
+        mem.sync()
+        payload = search_payload(mem, "gateway Mac Studio")
+        assert payload["mode"] == "vector"
+        assert payload["results"]
+        assert all("textScore" not in r for r in payload["results"])  # no keyword leg
+        assert all("vectorScore" in r for r in payload["results"])
+        assert payload["results"][0]["path"] == "MEMORY.md"
+    keyword_only = dataclasses.replace(config, provider="none")
+    with Memory(ws, tmp_path / "s2", config=keyword_only) as mem:
+        mem.sync()
+        payload = search_payload(mem, "gateway Mac Studio")
+        assert payload["mode"] == "fts-only"
+        assert payload["results"][0]["path"] == "MEMORY.md"
