@@ -156,12 +156,18 @@ class StoreConfig(_Section):
             of one PostgreSQL + pgvector database; needs the ``postgres`` extra).
         dsn: PostgreSQL connection string for ``backend = "postgres"``; when unset,
             ``$MEMMW_STORE_DSN``. Keep passwords out of config files (``~/.pgpass``).
+        shared: Namespaces (agent ids) searched alongside this agent's own index, read
+            only, with hits labelled by namespace: for example a team folder indexed by
+            the agent ``team`` on whichever host owns it. With SQLite they are other
+            agents' files in the same state folder; with PostgreSQL, namespaces of the
+            same database.
     """
 
     _section: ClassVar[str] = "store"
     path: str | None = None
     backend: StoreBackend = "sqlite"
     dsn: str | None = None
+    shared: tuple[str, ...] = ()
     fts_tokenizer: FtsTokenizer = "unicode61"
     keyword_backend: KeywordBackend = "auto"
     vector_enabled: bool = True
@@ -169,6 +175,14 @@ class StoreConfig(_Section):
 
     def __post_init__(self) -> None:
         self._validate_literals()
+        shared = tuple(dict.fromkeys(self.shared))
+        for name in shared:
+            if not isinstance(name, str) or not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", name):
+                raise ConfigError(
+                    f"store.shared entries must be agent ids (letters, digits, '.', '_', '-');"
+                    f" got {name!r}"
+                )
+        object.__setattr__(self, "shared", shared)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -34,6 +34,8 @@ class SearchHit:
         text_score: Keyword-leg score (None when the chunk was not a keyword hit).
         vector_score: Vector-leg score (None when the chunk was not a vector hit).
         importance: ``<!-- importance: N -->`` annotation of the entry, if any.
+        namespace: The agent whose index the hit came from, set when shared namespaces
+            are searched too (``store.shared``); None otherwise.
     """
 
     path: str
@@ -49,6 +51,7 @@ class SearchHit:
     text_score: float | None = None
     vector_score: float | None = None
     importance: int | None = None
+    namespace: str | None = None
 
     def to_payload(self, *, citations: bool = True) -> dict[str, Any]:
         """The tool/CLI JSON shape (camelCase keys, as the original's tools)."""
@@ -71,6 +74,8 @@ class SearchHit:
             item["textScore"] = round(self.text_score, 6)
         if self.importance is not None:
             item["importance"] = self.importance
+        if self.namespace is not None:
+            item["namespace"] = self.namespace
         return item
 
 

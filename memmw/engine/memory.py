@@ -10,7 +10,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -50,7 +50,7 @@ from memmw.graph.telemetry import TelemetryLog, telemetry_path
 from memmw.redaction import redact_secrets
 from memmw.search.searcher import Searcher, VectorLeg
 from memmw.store.factory import create_store, vector_backend_status
-from memmw.store.protocol import StoreReader
+from memmw.store.protocol import Store, StoreReader
 from memmw.store.vectors import provider_key
 from memmw.types import FileIssue, ReadResult, SearchHit, SearchResult, Status, SyncReport
 from memmw.workspace.files import discover, resolve_read_path
@@ -148,6 +148,8 @@ class Memory:
         self._lock = threading.RLock()
         self._workspace_ok = False
         self._closed = False
+        #: ``store.shared`` namespaces: their store and searcher, opened on first search.
+        self._shared: dict[str, tuple[Store, Searcher]] = {}
         self._selection: ProviderSelection | None = None
         self._backfill_thread: threading.Thread | None = None
         self._backfill_report: BackfillReport | None = None
@@ -209,6 +211,9 @@ class Memory:
             thread.join(timeout=CLOSE_EMBED_GRACE_S)
         with self._lock:
             self.store.close()
+            for shared, _searcher in self._shared.values():
+                shared.close()
+            self._shared.clear()
             self._closed = True
 
     def _open_store(self) -> None:
@@ -481,7 +486,47 @@ class Memory:
                 min_score=min_score,
                 vector_leg=vector_leg,
             )
-        return _SearchResult(outcome.hits, outcome.mode, warning)
+        if not self.config.store.shared:
+            return _SearchResult(outcome.hits, outcome.mode, warning)
+        hits = [dataclasses.replace(h, namespace=self.agent_id) for h in outcome.hits]
+        for name, hits_of in self._search_shared(query, max_results, min_score):
+            hits.extend(dataclasses.replace(h, namespace=name) for h in hits_of)
+        hits.sort(key=lambda h: (-h.score, h.namespace or "", h.path, h.start_line))
+        return _SearchResult(hits[:max_results], outcome.mode, warning)
+
+    def _search_shared(
+        self, query: str, max_results: int, min_score: float | None
+    ) -> Iterator[tuple[str, list[SearchHit]]]:
+        """Hits from each ``store.shared`` namespace (read only; one never built is skipped)."""
+        for name in self.config.store.shared:
+            if name == self.agent_id:
+                continue
+            if name not in self._shared:
+                self._shared[name] = (
+                    create_store(
+                        self.config,
+                        db_path=default_db_path(self.state_dir, name, self.config.store.path),
+                        agent_id=name,
+                    ),
+                    Searcher(self.config),
+                )
+            store, searcher = self._shared[name]
+            try:
+                if not store.published():
+                    continue
+                with store.read() as reader:
+                    vector_leg, _warning = self._vector_leg(reader, query, searcher)
+                    outcome = searcher.search(
+                        reader,
+                        query,
+                        max_results=max_results,
+                        min_score=min_score,
+                        vector_leg=vector_leg,
+                    )
+            except MemmwError as exc:  # a shared namespace never fails this agent's search
+                log.warning("shared namespace %s could not be searched: %s", name, exc)
+                continue
+            yield name, outcome.hits
 
     def prepare(self, timeout: float | None = None) -> None:
         """Load the search structures now (e.g. at server start-up).
@@ -497,8 +542,14 @@ class Memory:
                 dims = (store.identity() or {}).get("vectorDims")
                 self._searcher.vector_matrix(store, self.config.sources, dims)
 
-    def _vector_leg(self, store: StoreReader, query: str) -> tuple[VectorLeg | None, str | None]:
-        """The vector leg for ``query``, or None (keyword only) with a warning if it failed."""
+    def _vector_leg(
+        self, store: StoreReader, query: str, searcher: Searcher | None = None
+    ) -> tuple[VectorLeg | None, str | None]:
+        """The vector leg for ``query``, or None (keyword only) with a warning if it failed.
+
+        ``searcher`` holds the vector matrix cache of ``store`` (default: this agent's).
+        """
+        searcher = searcher or self._searcher
         provider = self.provider
         if provider is None or not self.config.store.vector_enabled:
             return None, None
@@ -533,7 +584,7 @@ class Memory:
             # The store answers through its own KNN index (sqlite-vec's vec0 table).
             store.nearest([0.0] * int(dims), 1, self.config.sources)  # fail before embedding
         else:
-            matrix = self._searcher.vector_matrix(store, self.config.sources, dims)
+            matrix = searcher.vector_matrix(store, self.config.sources, dims)
             if not len(matrix):
                 return None, None
         breaker = self._provider_breaker(provider)

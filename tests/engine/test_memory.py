@@ -379,3 +379,28 @@ def test_search_works_on_a_read_only_state_dir() -> None:
         assert out.stdout.split() == ["MEMORY.md", "1"]
     finally:
         shutil.rmtree(root)
+
+
+def test_shared_namespaces_are_searched_with_labelled_hits(tmp_path: Path) -> None:
+    # A team folder indexed by the agent "team"; alice searches it alongside her own.
+    team_ws, alice_ws, state = tmp_path / "team", tmp_path / "alice", tmp_path / "state"
+    write(team_ws / "MEMORY.md", "# Team\n- The staging cluster is called heron.\n")
+    write(alice_ws / "MEMORY.md", "# Alice\n- Alice waters the heron plants on Fridays.\n")
+    plain = MemoryConfig(provider="none")
+    shared = MemoryConfig(provider="none", store=StoreConfig(shared=("team", "ghost")))
+    with Memory(alice_ws, state, agent_id="alice", config=shared) as alice:
+        # "team" has no index yet (and "ghost" never will): alice's own hits only.
+        assert [(h.namespace, h.path) for h in alice.search("heron")] == [("alice", "MEMORY.md")]
+        with Memory(team_ws, state, agent_id="team", config=plain) as team:
+            team.sync()
+        found = {(h.namespace, h.snippet.splitlines()[1]) for h in alice.search("heron")}
+        assert found == {
+            ("alice", "- Alice waters the heron plants on Fridays."),
+            ("team", "- The staging cluster is called heron."),
+        }
+        assert search_payload(alice, "staging cluster")["results"][0]["namespace"] == "team"
+    # Without store.shared nothing changes: no label, no other agent's hits.
+    with Memory(alice_ws, state, agent_id="alice", config=plain) as alone:
+        assert [(h.namespace, h.path) for h in alone.search("heron")] == [(None, "MEMORY.md")]
+    with pytest.raises(ConfigError, match=r"store\.shared"):
+        StoreConfig(shared=("../etc",))

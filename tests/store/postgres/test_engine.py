@@ -85,3 +85,25 @@ def test_two_agents_share_one_database_without_seeing_each_other(
         assert store.published()
     finally:
         store.close()
+
+
+def test_a_shared_namespace_is_searched_alongside_the_agents_own(
+    pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The team folder is indexed by the agent "team" (its owner's host); "ops" on another
+    # host (another state folder) searches it alongside its own memory, hits labelled.
+    monkeypatch.setenv("MEMMW_STORE_DSN", pg_database)
+    write(tmp_path / "team" / "MEMORY.md", "# Team\n- project-atlas ships on Monday.\n")
+    write(tmp_path / "ops" / "MEMORY.md", "# Ops\n- atlas backups run nightly.\n")
+    owner = MemoryConfig(provider="none", store=StoreConfig(backend="postgres"))
+    reader = MemoryConfig(
+        provider="none", store=StoreConfig(backend="postgres", shared=("team",))
+    )
+    with Memory(tmp_path / "team", tmp_path / "host1", agent_id="team", config=owner) as team:
+        team.sync()
+    with Memory(tmp_path / "ops", tmp_path / "host2", agent_id="ops", config=reader) as ops:
+        found = {(h.namespace, h.snippet.splitlines()[1]) for h in ops.search("atlas")}
+    assert found == {
+        ("ops", "- atlas backups run nightly."),
+        ("team", "- project-atlas ships on Monday."),
+    }
