@@ -73,7 +73,10 @@ def _width(values: np.ndarray) -> int:
 
 def encode(seg: int, rowids: np.ndarray, tf: np.ndarray, dl: np.ndarray) -> bytes:
     """One segment's bytes (``rowids`` ascending, the first at least ``seg``)."""
-    gaps = np.diff(rowids, prepend=seg)
+    rowids = np.asarray(rowids, dtype=np.int64)
+    gaps = rowids.copy()  # np.diff(prepend=) costs more than the arithmetic on short rows
+    gaps[1:] -= rowids[:-1]
+    gaps[:1] -= seg
     widths = (_width(gaps), _width(tf), _width(dl))
     return b"".join(
         [
