@@ -5,11 +5,19 @@ at most ``SEGMENT_MAX`` postings of one term. ``seg`` is the first chunk rowid o
 segment and ``data`` packs its postings as three arrays, each of the narrowest unsigned
 width that holds its values (1, 2 or 4 bytes, named by a 3-byte header): the gaps
 between consecutive rowids (the first counted from ``seg``), the term frequencies and
-the chunks' lengths in terms. Most postings take 4 or 5 bytes. Chunk rowids are never reused
-and only grow, so new postings always go at the end of a term's last segment; deleting
-a chunk rewrites only the segments that held it. ``keyword_stats(source, chunks,
-terms)`` holds the live chunk count and the total length for the BM25 length norm
+the chunks' lengths in terms. Most postings take 4 or 5 bytes. ``keyword_stats(source,
+chunks, terms)`` holds the live chunk count and the total length for the BM25 length norm
 (both created by migration 3 of ``memmw.store.sqlite.schema``).
+
+Incremental writes touch little: chunk rowids are never reused and only grow, so new
+postings go after a term's last segment, rewriting it only while it holds at most
+``TAIL_MAX`` postings and otherwise starting a new segment; once a term ends in more
+than ``TAIL_SEGMENTS`` segments that are not full, an append merges them. A deleted
+chunk becomes a tombstone (``postings_dead(source, chunk_rowid, hashes)``, migration 4)
+that reads skip, and ``keyword_stats`` drops it at once, so df, N and the average length
+count live chunks only; when a source has more than ``DEAD_MAX`` tombstones a flush
+purges them from the segments that hold them (the chunk's term hashes, kept in its
+tombstone, name those segments).
 
 Writes are buffered per transaction (``PostingsBuffer``) and applied term by term by
 ``flush``, so a sync touching many chunks reads and writes each term's segments once.

@@ -229,12 +229,16 @@ def ranked(mem: Memory) -> list[list[tuple[str, int, int, float]]]:
         ),
         min_size=1,
         max_size=4,
-    )
+    ),
+    dead_max=st.sampled_from([0, 2, 2048]),
 )
 def test_search_after_any_history_equals_a_clean_rebuild(
-    steps: list[list[tuple[str, str | None]]],
+    steps: list[list[tuple[str, str | None]]], dead_max: int
 ) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
+    # Tombstones left unpurged (or purged at once) must not change df, N or the ranking.
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(
+        postings_mod, "DEAD_MAX", dead_max
+    ):
         ws = Path(tmp) / "ws"
         (ws / "memory").mkdir(parents=True)
         config = MemoryConfig(provider="none")
