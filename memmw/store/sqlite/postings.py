@@ -331,12 +331,6 @@ def read_postings(
     parts: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     s_marks = ",".join("?" * len(sources))
     t_marks = ",".join("?" * len(wanted))
-    for term, seg, data in conn.execute(
-        f"SELECT term, seg, data FROM postings WHERE source IN ({s_marks})"
-        f" AND term IN ({t_marks}) ORDER BY term, seg",
-        (*sources, *wanted),
-    ):
-        parts.setdefault(int(term), []).append(decode(int(seg), data))
     dead = np.sort(
         np.fromiter(
             (r for (r,) in conn.execute(
@@ -345,18 +339,27 @@ def read_postings(
             dtype=np.int64,
         )
     )
+    for term, seg, data in conn.execute(
+        f"SELECT term, seg, data FROM postings WHERE source IN ({s_marks})"
+        f" AND term IN ({t_marks}) ORDER BY term, seg",
+        (*sources, *wanted),
+    ):
+        rows, tf, dl = decode(int(seg), data)
+        if len(dead):
+            # Skip deleted chunks not yet purged. They come a note at a time (runs of
+            # rowids), so few segments hold any: only those are filtered.
+            lo, hi = np.searchsorted(dead, (rows[0], rows[-1] + 1))
+            if hi > lo:
+                keep = ~np.isin(rows, dead[lo:hi])
+                rows, tf, dl = rows[keep], tf[keep], dl[keep]
+                if not len(rows):
+                    continue
+        parts.setdefault(int(term), []).append((rows, tf, dl))
     out: dict[int, Postings] = {}
     for term, segs in parts.items():
         rows = np.concatenate([s[0] for s in segs])
         tf = np.concatenate([s[1] for s in segs]).astype(np.float32)
         dl = np.concatenate([s[2] for s in segs]).astype(np.float32)
-        if len(dead):  # skip deleted chunks not yet purged
-            at = np.minimum(np.searchsorted(dead, rows), len(dead) - 1)
-            keep = dead[at] != rows
-            if not keep.all():
-                rows, tf, dl = rows[keep], tf[keep], dl[keep]
-                if not len(rows):
-                    continue
         if len(sources) > 1:  # segments of several sources interleave
             order = np.argsort(rows, kind="stable")
             rows, tf, dl = rows[order], tf[order], dl[order]
