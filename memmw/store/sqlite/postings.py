@@ -5,11 +5,19 @@ at most ``SEGMENT_MAX`` postings of one term. ``seg`` is the first chunk rowid o
 segment and ``data`` packs its postings as three arrays, each of the narrowest unsigned
 width that holds its values (1, 2 or 4 bytes, named by a 3-byte header): the gaps
 between consecutive rowids (the first counted from ``seg``), the term frequencies and
-the chunks' lengths in terms. Most postings take 4 or 5 bytes. Chunk rowids are never reused
-and only grow, so new postings always go at the end of a term's last segment; deleting
-a chunk rewrites only the segments that held it. ``keyword_stats(source, chunks,
-terms)`` holds the live chunk count and the total length for the BM25 length norm
+the chunks' lengths in terms. Most postings take 4 or 5 bytes. ``keyword_stats(source,
+chunks, terms)`` holds the live chunk count and the total length for the BM25 length norm
 (both created by migration 3 of ``memmw.store.sqlite.schema``).
+
+Incremental writes touch little: chunk rowids are never reused and only grow, so new
+postings go after a term's last segment, rewriting it only while it holds at most
+``TAIL_MAX`` postings and otherwise starting a new segment; once a term ends in more
+than ``TAIL_SEGMENTS`` segments that are not full, an append merges them. A deleted
+chunk becomes a tombstone (``postings_dead(source, chunk_rowid, hashes)``, migration 4)
+that reads skip, and ``keyword_stats`` drops it at once, so df, N and the average length
+count live chunks only; when a source has more than ``DEAD_MAX`` tombstones a flush
+purges them from the segments that hold them (the chunk's term hashes, kept in its
+tombstone, name those segments).
 
 Writes are buffered per transaction (``PostingsBuffer``) and applied term by term by
 ``flush``, so a sync touching many chunks reads and writes each term's segments once.
@@ -29,6 +37,13 @@ from memmw.store.protocol import EMPTY_POSTINGS, Postings
 #: Postings per segment row: small enough that appending to a frequent term rewrites
 #: little, large enough that reading one is a handful of rows.
 SEGMENT_MAX = 4096
+#: A term's last segment is rewritten by an append while it stays this small; a larger
+#: one gets a new segment after it instead (appends then write only the new postings).
+TAIL_MAX = 256
+#: Trailing segments of a term that are not full, beyond which an append merges them.
+TAIL_SEGMENTS = 8
+#: Tombstoned chunks of a source beyond which a flush purges them from the segments.
+DEAD_MAX = 2048
 #: Buffered postings that trigger a flush (bounds the memory of a full rebuild).
 FLUSH_AT = 2_000_000
 
@@ -55,7 +70,10 @@ def _width(values: np.ndarray) -> int:
 
 def encode(seg: int, rowids: np.ndarray, tf: np.ndarray, dl: np.ndarray) -> bytes:
     """One segment's bytes (``rowids`` ascending, the first at least ``seg``)."""
-    gaps = np.diff(rowids, prepend=seg)
+    rowids = np.asarray(rowids, dtype=np.int64)
+    gaps = rowids.copy()  # np.diff(prepend=) costs more than the arithmetic on short rows
+    gaps[1:] -= rowids[:-1]
+    gaps[:1] -= seg
     widths = (_width(gaps), _width(tf), _width(dl))
     return b"".join(
         [
@@ -75,8 +93,7 @@ class _Pending:
     add_hash: list[np.ndarray] = field(default_factory=list)
     add_tf: list[np.ndarray] = field(default_factory=list)
     add_dl: list[np.ndarray] = field(default_factory=list)
-    del_rowid: list[np.ndarray] = field(default_factory=list)
-    del_hash: list[np.ndarray] = field(default_factory=list)
+    dead: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (rowid, hashes)
     chunks: int = 0
     length: int = 0
 
@@ -114,8 +131,7 @@ class PostingsBuffer:
     def remove(self, source: str, rowid: int, hashes: np.ndarray, length: int) -> None:
         """A chunk deleted (its postings were written before)."""
         p = self._pending.setdefault(source, _Pending())
-        p.del_rowid.append(np.full(len(hashes), rowid, dtype=np.int64))
-        p.del_hash.append(hashes)
+        p.dead.append((rowid, hashes))
         p.chunks -= 1
         p.length -= length
         self.size += len(hashes)
@@ -147,88 +163,84 @@ def _groups(hashes: np.ndarray) -> dict[int, tuple[int, int]]:
     return {int(h): (int(s), int(e)) for h, s, e in zip(uniq, starts, ends, strict=True)}
 
 
+def _dead_arrays(rows: list[tuple[int, bytes]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(rowids, hashes)`` of tombstoned chunks, one entry per (chunk, term)."""
+    hashes = [np.frombuffer(blob, dtype="<i8") for _, blob in rows]
+    rowids = [np.full(len(h), r, dtype=np.int64) for (r, _), h in zip(rows, hashes, strict=True)]
+    return _cat(rowids, np.int64), _cat([h.astype(np.int64) for h in hashes], np.int64)
+
+
 def _flush_source(conn: sqlite3.Connection, source: str, p: _Pending, *, bulk: bool) -> None:
     a_row, a_hash = _cat(p.add_rowid, np.int64), _cat(p.add_hash, np.int64)
     a_tf, a_dl = _cat(p.add_tf, np.uint16), _cat(p.add_dl, np.uint32)
     order = np.lexsort((a_row, a_hash))
     a_row, a_hash, a_tf, a_dl = a_row[order], a_hash[order], a_tf[order], a_dl[order]
-    d_row, d_hash = _cat(p.del_rowid, np.int64), _cat(p.del_hash, np.int64)
-    order = np.lexsort((d_row, d_hash))
-    d_row, d_hash = d_row[order], d_hash[order]
     # A chunk added and deleted within one buffer never reaches the table.
-    both = np.intersect1d(a_row, d_row)
-    if len(both):
-        keep = ~np.isin(a_row, both)
+    born = set(np.unique(a_row).tolist())
+    gone = [(r, h) for r, h in p.dead if r not in born]
+    died = {r for r, _ in p.dead if r in born}
+    if died:
+        keep = ~np.isin(a_row, np.fromiter(died, dtype=np.int64, count=len(died)))
         a_row, a_hash, a_tf, a_dl = a_row[keep], a_hash[keep], a_tf[keep], a_dl[keep]
-        keep = ~np.isin(d_row, both)
-        d_row, d_hash = d_row[keep], d_hash[keep]
+    d_row = d_hash = np.zeros(0, dtype=np.int64)
+    if gone and not bulk:
+        # Deleted chunks become tombstones: rewriting every segment that holds one costs
+        # a sync far more than skipping them at read time until they are many.
+        conn.executemany(
+            "INSERT INTO postings_dead(source, chunk_rowid, hashes) VALUES (?, ?, ?)",
+            [(source, r, h.astype("<i8").tobytes()) for r, h in gone],
+        )
+        (dead,) = conn.execute(
+            "SELECT COUNT(*) FROM postings_dead WHERE source=?", (source,)
+        ).fetchone()
+        if dead > DEAD_MAX:
+            rows = conn.execute(
+                "SELECT chunk_rowid, hashes FROM postings_dead WHERE source=?", (source,)
+            ).fetchall()
+            conn.execute("DELETE FROM postings_dead WHERE source=?", (source,))
+            d_row, d_hash = _dead_arrays([(int(r), bytes(h)) for r, h in rows])
+            order = np.lexsort((d_row, d_hash))
+            d_row, d_hash = d_row[order], d_hash[order]
     adds, dels = _groups(a_hash), _groups(d_hash)
-    inserts: list[tuple[str, int, int, int, bytes]] = []
-    deletes: list[tuple[str, int, int]] = []
     touched = sorted(adds.keys() | dels.keys())
-    # Segment keys of every touched term, a few hundred terms per query.
+    # Segment keys of every touched term (with the data of the small ones, which an
+    # append rewrites), a few hundred terms per query.
     seg_keys: dict[int, list[tuple[int, int]]] = {}
-    if not bulk:
+    small: dict[tuple[int, int], bytes] = {}
+    if not bulk and not len(d_row):
+        # Appends only: a term's trailing segments that are not full (and the full one
+        # before them), read backwards, rather than every key of a frequent term.
+        for term in touched:
+            keys: list[tuple[int, int]] = []
+            for seg, n, data in conn.execute(
+                "SELECT seg, n, CASE WHEN n <= ? THEN data END FROM postings"
+                " WHERE source=? AND term=? ORDER BY seg DESC",
+                (TAIL_MAX, source, term),
+            ):
+                keys.append((int(seg), int(n)))
+                if data is not None:
+                    small[(term, int(seg))] = bytes(data)
+                if n >= SEGMENT_MAX:
+                    break
+            seg_keys[term] = keys[::-1]
+    elif not bulk:
         for start in range(0, len(touched), 500):
             part = touched[start : start + 500]
-            for term, seg, n in conn.execute(
-                "SELECT term, seg, n FROM postings WHERE source=?"
-                f" AND term IN ({','.join('?' * len(part))}) ORDER BY term, seg",
-                (source, *part),
+            for term, seg, n, data in conn.execute(
+                "SELECT term, seg, n, CASE WHEN n <= ? THEN data END FROM postings"
+                f" WHERE source=? AND term IN ({','.join('?' * len(part))}) ORDER BY term, seg",
+                (TAIL_MAX, source, *part),
             ):
                 seg_keys.setdefault(int(term), []).append((int(seg), int(n)))
+                if data is not None:
+                    small[(int(term), int(seg))] = bytes(data)
+    inserts: list[tuple[str, int, int, int, bytes]] = []
+    deletes: list[tuple[str, int, int]] = []
     for term in touched:
-        segs: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        changed: set[int] = set()
-        last: tuple[int, int] | None = None  # (seg, n) of the term's last segment
-        if not bulk:
-            keys = seg_keys.get(term, [])
-            if keys:
-                last = (int(keys[-1][0]), int(keys[-1][1]))
-            if term in dels and keys:
-                lo, hi = dels[term]
-                gone = d_row[lo:hi]
-                starts = np.asarray([k[0] for k in keys], dtype=np.int64)
-                for seg in {int(starts[i]) for i in np.searchsorted(starts, gone, "right") - 1 if i >= 0}:
-                    (data,) = conn.execute(
-                        "SELECT data FROM postings WHERE source=? AND term=? AND seg=?",
-                        (source, term, seg),
-                    ).fetchone()
-                    rows, tf, dl = decode(seg, data)
-                    keep = ~np.isin(rows, gone)
-                    segs[seg] = (rows[keep], tf[keep], dl[keep])
-                    changed.add(seg)
-        if term in adds:
-            lo, hi = adds[term]
-            rows, tf, dl = a_row[lo:hi], a_tf[lo:hi], a_dl[lo:hi]
-            if last is not None and last[1] < SEGMENT_MAX and int(rows[-1]) - last[0] < _U32:
-                seg = last[0]
-                if seg not in segs:
-                    (data,) = conn.execute(
-                        "SELECT data FROM postings WHERE source=? AND term=? AND seg=?",
-                        (source, term, seg),
-                    ).fetchone()
-                    segs[seg] = decode(seg, data)
-                old = segs[seg]
-                room = max(0, SEGMENT_MAX - len(old[0]))
-                segs[seg] = (
-                    np.concatenate([old[0], rows[:room]]),
-                    np.concatenate([old[1], tf[:room]]),
-                    np.concatenate([old[2], dl[:room]]),
-                )
-                changed.add(seg)
-                rows, tf, dl = rows[room:], tf[room:], dl[room:]
-            for start in range(0, len(rows), SEGMENT_MAX):
-                seg = int(rows[start])
-                end = start + SEGMENT_MAX
-                segs[seg] = (rows[start:end], tf[start:end], dl[start:end])
-                changed.add(seg)
-        for seg in changed:
-            rows, tf, dl = segs[seg]
-            if len(rows):
-                inserts.append((source, term, seg, len(rows), encode(seg, rows, tf, dl)))
-            else:
-                deletes.append((source, term, seg))
+        _flush_term(conn, source, term, seg_keys.get(term, []), small, inserts, deletes,
+                    dels=d_row[slice(*dels[term])] if term in dels else None,
+                    adds=(a_row[slice(*adds[term])], a_tf[slice(*adds[term])],
+                          a_dl[slice(*adds[term])]) if term in adds else None)
     if deletes:
         conn.executemany("DELETE FROM postings WHERE source=? AND term=? AND seg=?", deletes)
     if inserts:
@@ -236,6 +248,82 @@ def _flush_source(conn: sqlite3.Connection, source: str, p: _Pending, *, bulk: b
             "INSERT OR REPLACE INTO postings(source, term, seg, n, data) VALUES (?,?,?,?,?)",
             inserts,
         )
+
+
+Segment = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _flush_term(
+    conn: sqlite3.Connection,
+    source: str,
+    term: int,
+    keys: list[tuple[int, int]],
+    small: dict[tuple[int, int], bytes],
+    inserts: list[tuple[str, int, int, int, bytes]],
+    deletes: list[tuple[str, int, int]],
+    *,
+    dels: np.ndarray | None,
+    adds: Segment | None,
+) -> None:
+    """Queue the segment writes of one term: purge ``dels``, then append ``adds``."""
+    segs: dict[int, Segment] = {}  # segments read (and maybe changed), by key
+
+    def load(seg: int) -> Segment:
+        if seg not in segs:
+            data = small.get((term, seg))
+            if data is None:
+                (data,) = conn.execute(
+                    "SELECT data FROM postings WHERE source=? AND term=? AND seg=?",
+                    (source, term, seg),
+                ).fetchone()
+            segs[seg] = decode(seg, data)
+        return segs[seg]
+
+    changed: set[int] = set()
+    if dels is not None and keys:
+        starts = np.asarray([k[0] for k in keys], dtype=np.int64)
+        for seg in {int(starts[i]) for i in np.searchsorted(starts, dels, "right") - 1 if i >= 0}:
+            rows, tf, dl = load(seg)
+            keep = ~np.isin(rows, dels)
+            segs[seg] = (rows[keep], tf[keep], dl[keep])
+            changed.add(seg)
+    if adds is not None:
+        # The live segments after the purge: (key, postings).
+        live = [(s, len(segs[s][0]) if s in segs else n) for s, n in keys]
+        live = [(s, n) for s, n in live if n]
+        rows, tf, dl = adds
+        # Trailing segments that are not full: an append rewrites the last one when it is
+        # small, else starts a new one, and merges them all once they are too many.
+        tail = 0
+        while tail < len(live) and live[-1 - tail][1] < SEGMENT_MAX:
+            tail += 1
+        if live and live[-1][1] + len(rows) <= TAIL_MAX and int(rows[-1]) - live[-1][0] < _U32:
+            merge = [live[-1][0]]
+        elif tail and tail + -(-len(rows) // SEGMENT_MAX) > TAIL_SEGMENTS and (
+            int(rows[-1]) - live[-tail][0] < _U32
+        ):
+            merge = [s for s, _ in live[-tail:]]
+        else:
+            merge = []
+        if merge:
+            old = [load(s) for s in merge]
+            rows = np.concatenate([o[0] for o in old] + [rows])
+            tf = np.concatenate([o[1] for o in old] + [tf])
+            dl = np.concatenate([o[2] for o in old] + [dl])
+            for s in merge:
+                segs[s] = (rows[:0], tf[:0], dl[:0])  # emptied unless a piece reuses the key
+                changed.add(s)
+        for start in range(0, len(rows), SEGMENT_MAX):
+            end = start + SEGMENT_MAX
+            seg = merge[0] if merge and start == 0 else int(rows[start])
+            segs[seg] = (rows[start:end], tf[start:end], dl[start:end])
+            changed.add(seg)
+    for seg in changed:
+        rows, tf, dl = segs[seg]
+        if len(rows):
+            inserts.append((source, term, seg, len(rows), encode(seg, rows, tf, dl)))
+        else:
+            deletes.append((source, term, seg))
 
 
 def read_postings(
@@ -248,12 +336,30 @@ def read_postings(
     parts: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     s_marks = ",".join("?" * len(sources))
     t_marks = ",".join("?" * len(wanted))
+    dead = np.sort(
+        np.fromiter(
+            (r for (r,) in conn.execute(
+                f"SELECT chunk_rowid FROM postings_dead WHERE source IN ({s_marks})", tuple(sources)
+            )),
+            dtype=np.int64,
+        )
+    )
     for term, seg, data in conn.execute(
         f"SELECT term, seg, data FROM postings WHERE source IN ({s_marks})"
         f" AND term IN ({t_marks}) ORDER BY term, seg",
         (*sources, *wanted),
     ):
-        parts.setdefault(int(term), []).append(decode(int(seg), data))
+        rows, tf, dl = decode(int(seg), data)
+        if len(dead):
+            # Skip deleted chunks not yet purged. They come a note at a time (runs of
+            # rowids), so few segments hold any: only those are filtered.
+            lo, hi = np.searchsorted(dead, (rows[0], rows[-1] + 1))
+            if hi > lo:
+                keep = ~np.isin(rows, dead[lo:hi])
+                rows, tf, dl = rows[keep], tf[keep], dl[keep]
+                if not len(rows):
+                    continue
+        parts.setdefault(int(term), []).append((rows, tf, dl))
     out: dict[int, Postings] = {}
     for term, segs in parts.items():
         rows = np.concatenate([s[0] for s in segs])

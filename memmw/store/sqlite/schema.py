@@ -179,6 +179,18 @@ MIGRATIONS: tuple[str, ...] = (
     );
     DELETE FROM meta WHERE key = 'identity'
     """,
+    # 4: deleted chunks whose postings are still stored (memmw.store.sqlite.postings):
+    # reads skip them; a flush purges them from the segments once they are many.
+    """
+    CREATE TABLE postings_dead (
+        source TEXT NOT NULL,
+        chunk_rowid INTEGER NOT NULL,
+        hashes BLOB NOT NULL,
+        PRIMARY KEY (source, chunk_rowid)
+    ) WITHOUT ROWID;
+    -- Reads list the tombstones on every query: without the hashes, a few pages.
+    CREATE INDEX postings_dead_rowids ON postings_dead(source, chunk_rowid)
+    """,
 )
 
 
@@ -241,6 +253,7 @@ DERIVED_TABLES = (
     "chunk_vectors",
     "chunks_fts",
     "postings",
+    "postings_dead",
     "keyword_stats",
     "chunk_terms",
     "chunks",

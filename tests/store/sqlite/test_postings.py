@@ -49,6 +49,10 @@ def logical(conn: sqlite3.Connection) -> tuple[Logical, list[tuple[str, int, int
         r: (p, s, e)
         for r, p, s, e in conn.execute("SELECT rowid, path, start_line, end_line FROM chunks")
     }
+    # Tombstones name deleted chunks only, whose postings reads skip (effective content).
+    dead = {r for (r,) in conn.execute("SELECT chunk_rowid FROM postings_dead")}
+    assert not dead & place.keys()
+    assert len(dead) <= postings_mod.DEAD_MAX
     out: Logical = {}
     previous: dict[tuple[str, int], int] = {}  # last rowid of a term's previous segment
     for source, term, seg, n, data in conn.execute(
@@ -61,7 +65,8 @@ def logical(conn: sqlite3.Connection) -> tuple[Logical, list[tuple[str, int, int
         assert bool(np.all(np.diff(rows) > 0))
         previous[(source, term)] = int(rows[-1])
         for r, tf, dl in zip(rows.tolist(), tfs.tolist(), dls.tolist(), strict=True):
-            out.setdefault(term, []).append((*place[r], tf, dl))
+            if r not in dead:
+                out.setdefault(term, []).append((*place[r], tf, dl))
     for entries in out.values():
         entries.sort()
     # Every chunk has its term hashes, and nothing else has (they cascade with it).
@@ -98,13 +103,27 @@ ops = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=ops, segment_max=st.sampled_from([1, 2, 3, 4096]))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ops=ops,
+    segment_max=st.sampled_from([1, 2, 3, 4096]),
+    tail_max=st.sampled_from([0, 1, 3, 256]),
+    tail_segments=st.sampled_from([0, 1, 2, 8]),
+    dead_max=st.sampled_from([0, 1, 5, 2048]),
+)
 def test_incremental_postings_equal_a_clean_rebuild(
-    ops: list[tuple[str, str | None, bool]], segment_max: int
+    ops: list[tuple[str, str | None, bool]],
+    segment_max: int,
+    tail_max: int,
+    tail_segments: int,
+    dead_max: int,
 ) -> None:
-    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(
-        postings_mod, "SEGMENT_MAX", segment_max
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.multiple(
+        postings_mod,
+        SEGMENT_MAX=segment_max,
+        TAIL_MAX=tail_max,
+        TAIL_SEGMENTS=tail_segments,
+        DEAD_MAX=dead_max,
     ):
         live = open_store(Path(tmp) / "live.sqlite")
         files: dict[str, str] = {}
@@ -210,12 +229,16 @@ def ranked(mem: Memory) -> list[list[tuple[str, int, int, float]]]:
         ),
         min_size=1,
         max_size=4,
-    )
+    ),
+    dead_max=st.sampled_from([0, 2, 2048]),
 )
 def test_search_after_any_history_equals_a_clean_rebuild(
-    steps: list[list[tuple[str, str | None]]],
+    steps: list[list[tuple[str, str | None]]], dead_max: int
 ) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
+    # Tombstones left unpurged (or purged at once) must not change df, N or the ranking.
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(
+        postings_mod, "DEAD_MAX", dead_max
+    ):
         ws = Path(tmp) / "ws"
         (ws / "memory").mkdir(parents=True)
         config = MemoryConfig(provider="none")

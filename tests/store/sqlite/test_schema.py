@@ -38,14 +38,14 @@ def test_migrate_fresh_database(tmp_path: Path) -> None:
     conn = connect(tmp_path / "x.sqlite")
     try:
         assert schema_version(conn) == 0
-        assert migrate(conn, "unicode61") == len(MIGRATIONS) == 3
-        assert schema_version(conn) == 3
+        assert migrate(conn, "unicode61") == len(MIGRATIONS) == 4
+        assert schema_version(conn) == 4
         assert tables(conn) >= TABLES
         assert set(DERIVED_TABLES) <= tables(conn)
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name='chunks_fts'").fetchone()[0]
         assert "unicode61" in sql
         # Idempotent: a second call changes nothing.
-        assert migrate(conn, "unicode61") == 3
+        assert migrate(conn, "unicode61") == 4
         assert conn.execute("SELECT COUNT(*) FROM meta WHERE key='schema_version'").fetchone() == (1,)
     finally:
         conn.close()
@@ -66,10 +66,30 @@ def test_version_2_index_forgets_its_identity(tmp_path: Path) -> None:
         conn.execute("INSERT INTO meta(key, value) VALUES ('identity', '{}')")
         conn.execute("INSERT INTO meta(key, value) VALUES ('workspace', '/ws')")
         conn.execute("COMMIT")
-        assert migrate(conn, "unicode61") == 3
-        assert {"postings", "keyword_stats"} <= tables(conn)
+        assert migrate(conn, "unicode61") == 4
+        assert {"postings", "postings_dead", "keyword_stats"} <= tables(conn)
         keys = {k for (k,) in conn.execute("SELECT key FROM meta")}
         assert "identity" not in keys and "workspace" in keys
+    finally:
+        conn.close()
+
+
+def test_version_3_index_keeps_its_identity(tmp_path: Path) -> None:
+    # Migration 4 only adds the postings tombstones: version 3 postings still serve search.
+    conn = connect(tmp_path / "x.sqlite")
+    try:
+        conn.execute("BEGIN")
+        for step in MIGRATIONS[:3]:
+            for statement in step.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        conn.execute(fts_ddl("unicode61"))
+        conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', '3')")
+        conn.execute("INSERT INTO meta(key, value) VALUES ('identity', '{}')")
+        conn.execute("COMMIT")
+        assert migrate(conn, "unicode61") == 4
+        assert "postings_dead" in tables(conn)
+        assert conn.execute("SELECT value FROM meta WHERE key='identity'").fetchone() == ("{}",)
     finally:
         conn.close()
 
