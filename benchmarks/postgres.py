@@ -46,7 +46,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale import generate, make_queries, percentile
+from scale import CHUNKS_PER_FILE, generate_synthetic, percentile, synthetic_queries
 
 from memmw.store.postgres.backend import PostgresStore
 from memmw.store.postgres.connection import open_pool
@@ -62,7 +62,8 @@ def agent_name(i: int) -> str:
 
 
 def workspace_files(root: Path, chunks: int, seed: int) -> dict[str, str]:
-    generate(root, chunks, seed=seed)
+    # ~4 chunks per daily note plus a 40-entry MEMORY.md (one chunk per entry).
+    generate_synthetic(root, max(1, (chunks - 40) // CHUNKS_PER_FILE), seed)
     return {
         str(p.relative_to(root)): p.read_text(encoding="utf-8")
         for p in sorted(root.rglob("*.md"))
@@ -109,7 +110,7 @@ def load_agent(dsn: str, index: int, chunks: int, dims: int, work: Path) -> tupl
 
 def searcher(dsn: str, agents: int, dims: int, seconds: float, seed: int, out: Any) -> None:
     rnd = random.Random(seed)
-    queries = make_queries(200, seed=seed)
+    queries = synthetic_queries(200, seed)
     stores = [PostgresStore(dsn, agent_id=agent_name(i), pool_size=1) for i in range(agents)]
     lat: dict[str, list[float]] = {"keyword": [], "vector": [], "hybrid": []}
     errors: list[str] = []
@@ -210,7 +211,7 @@ def sqlite_side(chunks: int, dims: int, n_queries: int, work: Path) -> dict[str,
 
     ws = work / "ws-0"
     config = MemoryConfig(provider="fake", remote=RemoteConfig(dimensions=dims))
-    queries = make_queries(n_queries, seed=7)
+    queries = synthetic_queries(n_queries, 7)
     out: dict[str, float] = {}
     with Memory(workspace=ws, state_dir=work / "sqlite-state", config=config) as mem:
         started = time.perf_counter()
