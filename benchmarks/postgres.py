@@ -111,7 +111,10 @@ def load_agent(dsn: str, index: int, chunks: int, dims: int, work: Path) -> tupl
 def searcher(dsn: str, agents: int, dims: int, seconds: float, seed: int, out: Any) -> None:
     rnd = random.Random(seed)
     queries = synthetic_queries(200, seed)
-    stores = [PostgresStore(dsn, agent_id=agent_name(i), pool_size=1) for i in range(agents)]
+    # One pool per process serves every agent's store: a pool per agent would need
+    # processes x agents connections (past max_connections at 20 agents and 10 processes).
+    pool = open_pool(dsn, max_size=2)
+    stores = [PostgresStore(dsn, agent_id=agent_name(i), pool=pool) for i in range(agents)]
     lat: dict[str, list[float]] = {"keyword": [], "vector": [], "hybrid": []}
     errors: list[str] = []
     deadline = time.monotonic() + seconds
@@ -141,6 +144,7 @@ def searcher(dsn: str, agents: int, dims: int, seconds: float, seed: int, out: A
         lat["hybrid"].append((t3 - t2) * 1000)
     for store in stores:
         store.close()
+    pool.close()
     out.put({"latency": lat, "errors": errors})
 
 
@@ -154,9 +158,10 @@ def syncer(
     deadline = time.monotonic() + seconds
     from memmw.errors import IndexBusyError
 
+    pool = open_pool(dsn, max_size=2)  # shared by every agent's store in this process
     while time.monotonic() < deadline:
         index = rnd.choice(agents)
-        store = PostgresStore(dsn, agent_id=agent_name(index), pool_size=1)
+        store = PostgresStore(dsn, agent_id=agent_name(index), pool=pool)
         try:
             started = time.perf_counter()
             with store.write(timeout=5, what="bench sync") as w, w.transaction():
@@ -174,6 +179,7 @@ def syncer(
             errors.append(repr(exc))
         finally:
             store.close()
+    pool.close()
     out.put({"syncs": syncs, "busy": busy, "errors": errors, "sync_ms": durations})
 
 
