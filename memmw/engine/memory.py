@@ -879,14 +879,6 @@ class Memory:
             include_private=include_private,
         )
 
-    def facts_payload(
-        self, query: str, max_results: int | None = None, *, citations: bool = True,
-        include_private: bool = True,
-    ) -> dict[str, Any]:
-        """The ``memory_facts`` tool payload (also what ``memmw facts --json`` prints)."""
-        hits = self.facts(query, max_results or 10, include_private=include_private)
-        return {"results": [h.to_payload(citations=citations) for h in hits]}
-
     def forget(
         self,
         citation: str | None = None,
