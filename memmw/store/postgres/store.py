@@ -572,93 +572,70 @@ class PostgresWriter(PostgresReader):
     ) -> list[int]:
         """Write a file's record and chunks, replacing what it had; returns the chunk rowids."""
         with self.conn.transaction():
-            return self._replace_file(
-                path=path,
-                source=source,
-                file_hash=file_hash,
-                mtime=mtime,
-                size=size,
-                decay_ts=decay_ts,
-                chunks=chunks,
-                model=model,
-            )
-
-    def _replace_file(
-        self,
-        *,
-        path: str,
-        source: str,
-        file_hash: str,
-        mtime: float,
-        size: int,
-        decay_ts: float | None,
-        chunks: Sequence[Chunk],
-        model: str,
-    ) -> list[int]:
-        conn = self.conn
-        self._delete_file(path, source)
-        unique: list[tuple[str, Chunk]] = []
-        seen: set[str] = set()
-        for chunk in chunks:
-            cid = chunk_id(source, path, chunk, model)
-            if cid not in seen:
-                # Pieces of one long line with the same text share an id (as in SQLite).
-                seen.add(cid)
-                unique.append((cid, chunk))
-        # The file row and its chunks' rowids in one round trip (rowids ascending, never
-        # reused, from the one sequence of every namespace); then COPY writes the rows.
-        row = conn.execute(
-            "WITH f AS (INSERT INTO memmw.files (namespace_id, path, source, hash, mtime, size,"
-            " decay_ts) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id)"
-            " SELECT f.id, ARRAY(SELECT nextval('memmw.chunks_rowid_seq')"
-            " FROM generate_series(1, %s)) FROM f",
-            (self.namespace_id, path, source, file_hash, mtime, size, decay_ts, len(unique)),
-        ).fetchone()
-        assert row is not None
-        file_id = int(row[0])
-        rowids = sorted(int(r) for r in row[1])
-        if not unique:
-            return []
-        now = time.time()
-        counted: list[tuple[int, np.ndarray, np.ndarray, int]] = []
-        with conn.cursor() as cur:
-            with cur.copy(
-                "COPY memmw.chunks (rowid, namespace_id, id, file_id, path, source, start_line,"
-                " end_line, hash, model, text, line_map, importance, terms, n_terms, updated_at)"
-                " FROM STDIN"
-            ) as copy:
-                for rowid, (cid, chunk) in zip(rowids, unique, strict=True):
-                    hashes, tf, n_terms = term_counts(chunk.text)
-                    counted.append((rowid, hashes, tf, n_terms))
-                    copy.write_row(
-                        (
-                            rowid,
-                            self.namespace_id,
-                            cid,
-                            file_id,
-                            path,
-                            source,
-                            chunk.start_line,
-                            chunk.end_line,
-                            chunk.hash,
-                            model,
-                            chunk.text,
-                            json.dumps(chunk.line_map) if chunk.line_map else None,
-                            chunk.importance,
-                            hashes_blob(hashes),
-                            n_terms,
-                            now,
+            conn = self.conn
+            self._delete_file(path, source)
+            unique: list[tuple[str, Chunk]] = []
+            seen: set[str] = set()
+            for chunk in chunks:
+                cid = chunk_id(source, path, chunk, model)
+                if cid not in seen:
+                    # Pieces of one long line with the same text share an id (as in SQLite).
+                    seen.add(cid)
+                    unique.append((cid, chunk))
+            # The file row and its chunks' rowids in one round trip (rowids ascending, never
+            # reused, from the one sequence of every namespace); then COPY writes the rows.
+            row = conn.execute(
+                "WITH f AS (INSERT INTO memmw.files (namespace_id, path, source, hash, mtime, size,"
+                " decay_ts) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id)"
+                " SELECT f.id, ARRAY(SELECT nextval('memmw.chunks_rowid_seq')"
+                " FROM generate_series(1, %s)) FROM f",
+                (self.namespace_id, path, source, file_hash, mtime, size, decay_ts, len(unique)),
+            ).fetchone()
+            assert row is not None
+            file_id = int(row[0])
+            rowids = sorted(int(r) for r in row[1])
+            if not unique:
+                return []
+            now = time.time()
+            counted: list[tuple[int, np.ndarray, np.ndarray, int]] = []
+            with conn.cursor() as cur:
+                with cur.copy(
+                    "COPY memmw.chunks (rowid, namespace_id, id, file_id, path, source, start_line,"
+                    " end_line, hash, model, text, line_map, importance, terms, n_terms, updated_at)"
+                    " FROM STDIN"
+                ) as copy:
+                    for rowid, (cid, chunk) in zip(rowids, unique, strict=True):
+                        hashes, tf, n_terms = term_counts(chunk.text)
+                        counted.append((rowid, hashes, tf, n_terms))
+                        copy.write_row(
+                            (
+                                rowid,
+                                self.namespace_id,
+                                cid,
+                                file_id,
+                                path,
+                                source,
+                                chunk.start_line,
+                                chunk.end_line,
+                                chunk.hash,
+                                model,
+                                chunk.text,
+                                json.dumps(chunk.line_map) if chunk.line_map else None,
+                                chunk.importance,
+                                hashes_blob(hashes),
+                                n_terms,
+                                now,
+                            )
                         )
-                    )
-            with cur.copy(
-                "COPY memmw.postings (namespace_id, term_hash, chunk_rowid, source, tf, doc_len)"
-                " FROM STDIN"
-            ) as copy:
-                for rowid, hashes, tf, n_terms in counted:
-                    for h, count in zip(hashes.tolist(), tf.tolist(), strict=True):
-                        copy.write_row((self.namespace_id, h, rowid, source, count, n_terms))
-        self._adjust_stats(source, len(unique), sum(n for _, _, _, n in counted))
-        return rowids
+                with cur.copy(
+                    "COPY memmw.postings (namespace_id, term_hash, chunk_rowid, source, tf, doc_len)"
+                    " FROM STDIN"
+                ) as copy:
+                    for rowid, hashes, tf, n_terms in counted:
+                        for h, count in zip(hashes.tolist(), tf.tolist(), strict=True):
+                            copy.write_row((self.namespace_id, h, rowid, source, count, n_terms))
+            self._adjust_stats(source, len(unique), sum(n for _, _, _, n in counted))
+            return rowids
 
     def clear_rows(self) -> None:
         """Delete every file, chunk, posting, vector, graph row and meta value of the namespace.
