@@ -64,6 +64,36 @@ def _union(lists: Sequence[Postings]) -> tuple[np.ndarray, np.ndarray]:
     return ordered[first], inverse
 
 
+#: Largest tf and chunk length scored through a per-term table of contributions (a
+#: chunk's contribution depends only on those two): the table is small, one gather
+#: replaces eight arithmetic passes over a frequent term's postings.
+TABLE_TF = 16
+TABLE_LEN = 1 << 14
+
+
+def _contributions(p: Postings, weight: float, avgdl: float) -> np.ndarray:
+    """One term's BM25 contribution to each chunk of its postings (float32).
+
+    Computed element by element in float32 with one formula whether through the table
+    or directly, so both give the same bits.
+    """
+    top_tf, top_len = int(p.tf.max()), int(p.doc_len.max())
+    integral = p.tf.dtype.kind in "iu" and p.doc_len.dtype.kind in "iu"
+    if integral and top_tf <= TABLE_TF and top_len < TABLE_LEN and len(p) > top_len:
+        tf = np.arange(top_tf + 1, dtype=np.float32)[:, None]
+        dl = np.arange(top_len + 1, dtype=np.float32)[None, :]
+        table = _formula(weight, tf, dl, avgdl)
+        gathered: np.ndarray = table[p.tf, p.doc_len]
+        return gathered
+    return _formula(weight, p.tf.astype(np.float32), p.doc_len.astype(np.float32), avgdl)
+
+
+def _formula(weight: float, tf: np.ndarray, dl: np.ndarray, avgdl: float) -> np.ndarray:
+    norm = (K1 * (1 - B + B * dl / max(avgdl, 1e-9))).astype(np.float32)
+    out: np.ndarray = weight * tf * (K1 + 1) / (tf + norm)
+    return out
+
+
 def bm25_search(
     postings: Sequence[Postings], n_docs: int, total_terms: float, limit: int
 ) -> list[KeywordHit]:
@@ -87,12 +117,16 @@ def bm25_search(
         return []
     avgdl = total_terms / n_docs
     lo = min(int(p.rowids[0]) for p in lists)
-    span = max(int(p.rowids[-1]) for p in lists) - lo + 1
-    if span <= DENSE_SPAN:
-        # Rowids of a live index are nearly contiguous: score into an array indexed by
-        # rowid, no merging needed.
+    hi = max(int(p.rowids[-1]) for p in lists)
+    if hi < DENSE_SPAN:
+        # Rowids of a live index are small and nearly contiguous: score into an array
+        # indexed by rowid, no merging needed.
         rows: np.ndarray | None = None
-        size = span
+        size = hi + 1
+        slots = [p.rowids for p in lists]
+    elif hi - lo < DENSE_SPAN:
+        rows = np.arange(lo, hi + 1, dtype=np.int64)
+        size = len(rows)
         slots = [p.rowids - lo for p in lists]
     else:
         rows, inverse = _union(lists)
@@ -100,23 +134,25 @@ def bm25_search(
         ends = np.cumsum([len(p) for p in lists])
         slots = np.split(inverse, ends[:-1])
     scores = np.zeros(size, dtype=np.float32)
-    matched = np.zeros(size, dtype=np.int16)
     for p, docs in zip(lists, slots, strict=True):
-        weight = idf(len(p), n_docs)
         # float32 throughout, in query-term order: the scores the in-memory matrix gave.
-        norm = (K1 * (1 - B + B * p.doc_len / max(avgdl, 1e-9))).astype(np.float32)
-        scores[docs] += weight * p.tf * (K1 + 1) / (p.tf + norm)
-        matched[docs] += 1
-    hit = np.flatnonzero(scores)
-    if hit.size > limit:
-        kth = np.partition(-scores[hit], limit - 1)[limit - 1]
-        hit = hit[-scores[hit] <= kth]
-    # Slots ascend with rowids in both layouts, so sorting by slot sorts by rowid.
+        scores[docs] += _contributions(p, idf(len(p), n_docs), avgdl)
+    if size > limit:
+        kth = np.partition(scores, size - limit)[size - limit]
+        hit = np.flatnonzero(scores >= kth) if kth > 0 else np.flatnonzero(scores)
+    else:
+        hit = np.flatnonzero(scores)
+    # Slots ascend with rowids in every layout, so sorting by slot sorts by rowid.
     hit = hit[np.lexsort((hit, -scores[hit]))][: limit + MAX_TIES]
-    ids = hit + lo if rows is None else rows[hit]
+    ids = hit if rows is None else rows[hit]
+    # How many query terms each hit contains, looked up for the hits alone.
+    matched = np.zeros(len(ids), dtype=np.int64)
+    for p in lists:
+        at = np.minimum(np.searchsorted(p.rowids, ids), len(p) - 1)
+        matched += p.rowids[at] == ids
     return [
-        KeywordHit(int(r), float(scores[i]), int(matched[i]))
-        for r, i in zip(ids.tolist(), hit.tolist(), strict=True)
+        KeywordHit(int(r), float(s), int(m))
+        for r, s, m in zip(ids.tolist(), scores[hit].tolist(), matched.tolist(), strict=True)
     ]
 
 

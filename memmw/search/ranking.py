@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
+
+import numpy as np
 
 from memmw.config import TemporalDecayConfig
 
@@ -38,33 +40,50 @@ def importance_multiplier(importance: int | None) -> float:
     return 0.75 + 0.05 * max(1, min(10, int(importance)))
 
 
-def jaccard(a: frozenset[Any], b: frozenset[Any]) -> float:
-    """Jaccard similarity; two empty sets are identical, one empty set shares nothing."""
-    if not a and not b:
-        return 1.0
-    if not a or not b:
-        return 0.0
-    common = len(a & b)
-    return common / (len(a) + len(b) - common)  # |a | b| without building the union
+def jaccard_matrix(token_sets: Sequence[np.ndarray]) -> np.ndarray:
+    """Pairwise Jaccard similarity of sets of distinct integers (term hashes).
+
+    Two empty sets are identical (1.0); an empty set shares nothing with another (0.0).
+    Each ratio is the same division of integers a per-pair ``len(a & b) / len(a | b)``
+    does, so the values are exact.
+    """
+    n = len(token_sets)
+    sizes = np.asarray([len(s) for s in token_sets], dtype=np.int64)
+    every = np.concatenate([np.asarray(s, dtype=np.int64) for s in token_sets]) if n else sizes
+    common = np.zeros((n, n), dtype=np.int64)
+    if len(every):
+        labels, column = np.unique(every, return_inverse=True)
+        member = np.zeros((n, len(labels)), dtype=bool)
+        member[np.repeat(np.arange(n), sizes), column] = True
+        # Set i's terms, looked up in every set (a gather, not a matrix product: BLAS
+        # threads cost more than the counting at this size).
+        ends = np.cumsum(sizes)
+        for i in range(n):
+            common[i] = member[:, column[ends[i] - sizes[i] : ends[i]]].sum(axis=1)
+    union = sizes[:, None] + sizes[None, :] - common
+    similarity: np.ndarray = np.where(union > 0, common / np.maximum(union, 1), 1.0)
+    return similarity
 
 
 T = TypeVar("T")
 
 
 def mmr_order(
-    items: Sequence[T], scores: Sequence[float], token_sets: Sequence[frozenset[Any]], lam: float
+    items: Sequence[T], scores: Sequence[float], token_sets: Sequence[np.ndarray], lam: float
 ) -> list[T]:
     """Greedy maximal-marginal-relevance order of ``items``.
 
     Picks, at each step, the item maximising ``lam * norm_score - (1 - lam) * max
-    similarity to those already picked``; scores are min-max normalised and ties go to the
-    higher raw score. ``lam = 1`` is a plain sort by score.
+    similarity to those already picked`` (Jaccard similarity of the items' distinct term
+    hashes, ``token_sets``); scores are min-max normalised and ties go to the higher raw
+    score. ``lam = 1`` is a plain sort by score.
     """
     n = len(items)
     if n <= 1 or lam >= 1.0:
         return [items[i] for i in sorted(range(n), key=lambda i: -scores[i])]
     lo, hi = min(scores), max(scores)
     norm = [1.0 if hi == lo else (s - lo) / (hi - lo) for s in scores]
+    similarity = jaccard_matrix(token_sets).tolist()
     remaining = list(range(n))
     chosen: list[int] = []
     max_sim = [0.0] * n
@@ -72,6 +91,7 @@ def mmr_order(
         best = max(remaining, key=lambda i: (lam * norm[i] - (1 - lam) * max_sim[i], scores[i]))
         chosen.append(best)
         remaining.remove(best)
+        row = similarity[best]
         for i in remaining:
-            max_sim[i] = max(max_sim[i], jaccard(token_sets[i], token_sets[best]))
+            max_sim[i] = max(max_sim[i], row[i])
     return [items[i] for i in chosen]

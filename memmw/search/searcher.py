@@ -203,7 +203,7 @@ class Searcher:
             ordered = mmr_order(
                 ordered,
                 [c.order for c in ordered],
-                [c.chunk.term_set() for c in ordered],
+                [c.chunk.term_hashes() for c in ordered],
                 cfg.mmr.lambda_,
             )
         strict = [c for c in ordered if c.score >= threshold]

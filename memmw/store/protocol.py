@@ -41,9 +41,13 @@ class ChunkRow:
     #: The chunk's distinct term hashes, little-endian int64.
     terms_blob: bytes = b""
 
+    def term_hashes(self) -> np.ndarray:
+        """The chunk's distinct term hashes (int64; for similarity between chunks)."""
+        return np.frombuffer(self.terms_blob, dtype="<i8").astype(np.int64)
+
     def term_set(self) -> frozenset[int]:
-        """The chunk's distinct term hashes (for similarity between chunks)."""
-        return frozenset(np.frombuffer(self.terms_blob, dtype="<i8").tolist())
+        """The chunk's distinct term hashes as a set."""
+        return frozenset(self.term_hashes().tolist())
 
     def piece_lines(self) -> list[int]:
         """Line number of each ``\\n``-separated piece of ``text``."""
@@ -64,8 +68,8 @@ class Postings:
 
     Attributes:
         rowids: int64 chunk ids.
-        tf: float32 term frequency in each chunk.
-        doc_len: float32 number of terms in each chunk (BM25 length norm).
+        tf: int32 term frequency in each chunk.
+        doc_len: int32 number of terms in each chunk (BM25 length norm).
     """
 
     rowids: np.ndarray
@@ -78,7 +82,7 @@ class Postings:
 
 #: No postings (a term absent from the index).
 EMPTY_POSTINGS = Postings(
-    np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.float32)
+    np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
 )
 
 

@@ -30,7 +30,10 @@ _HAS_CJK = re.compile(f"[{_WIDE_CLASS}]")
 
 def utf16_len(text: str) -> int:
     """Length in UTF-16 code units (how the original counts characters)."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+    if text.isascii():
+        return len(text)
+    # surrogatepass: a lone surrogate in the string counts as the one unit it is.
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def cut_utf16(text: str, limit: int, *, from_end: bool = False) -> str:

@@ -55,8 +55,8 @@ class Corpus:
         self.postings = {
             h: Postings(
                 np.asarray([r for r, _, _ in e], dtype=np.int64),
-                np.asarray([f for _, f, _ in e], dtype=np.float32),
-                np.asarray([n for _, _, n in e], dtype=np.float32),
+                np.asarray([f for _, f, _ in e], dtype=np.int32),
+                np.asarray([n for _, _, n in e], dtype=np.int32),
             )
             for h, e in entries.items()
         }
@@ -254,8 +254,8 @@ def test_union_of_postings_equals_numpy_unique(lists: list[set[int]]) -> None:
     postings = [
         Postings(
             np.asarray(sorted(s), dtype=np.int64),
-            np.ones(len(s), dtype=np.float32),
-            np.ones(len(s), dtype=np.float32),
+            np.ones(len(s), dtype=np.int32),
+            np.ones(len(s), dtype=np.int32),
         )
         for s in lists
     ]
@@ -284,8 +284,8 @@ def test_dense_and_merged_scoring_agree(terms_docs: list[dict[int, int]], limit:
     lists = [
         Postings(
             np.asarray(sorted(d), dtype=np.int64),
-            np.asarray([d[r] for r in sorted(d)], dtype=np.float32),
-            np.asarray([(r % 7) + 3 for r in sorted(d)], dtype=np.float32),
+            np.asarray([d[r] for r in sorted(d)], dtype=np.int32),
+            np.asarray([(r % 7) + 3 for r in sorted(d)], dtype=np.int32),
         )
         for d in terms_docs
     ]
@@ -296,3 +296,82 @@ def test_dense_and_merged_scoring_agree(terms_docs: list[dict[int, int]], limit:
     assert [h.rowid for h in dense] == [
         h.rowid for h in sorted(dense, key=lambda h: (-h.bm25, h.rowid))
     ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 40), st.integers(1, 3000)), min_size=1, max_size=400),
+    st.floats(0.01, 30.0),
+    st.floats(1.0, 2000.0),
+)
+def test_the_contribution_table_gives_the_formulas_bits(
+    pairs: list[tuple[int, int]], weight: float, avgdl: float
+) -> None:
+    """Scoring through the (tf, length) table equals the float32 formula bit for bit."""
+    from memmw.search.keyword import _contributions, _formula
+
+    tf = np.asarray([t for t, _ in pairs], dtype=np.int32)
+    dl = np.asarray([n for _, n in pairs], dtype=np.int32)
+    p = Postings(np.arange(len(pairs), dtype=np.int64), tf, dl)
+    want = _formula(weight, tf.astype(np.float32), dl.astype(np.float32), avgdl)
+    assert want.dtype == np.float32
+    assert _contributions(p, weight, avgdl).tobytes() == want.tobytes()
+
+
+def reference_bm25(lists: list[Postings], n_docs: int, total: float, limit: int) -> list[tuple]:
+    """BM25 as the in-memory matrix computed it: float32, query-term order, all postings."""
+    avgdl = total / n_docs
+    scores: dict[int, np.float32] = {}
+    matched: Counter[int] = Counter()
+    for p in lists:
+        if not len(p):
+            continue
+        w = idf(len(p), n_docs)
+        tf = p.tf.astype(np.float32)
+        norm = (K1 * (1 - B + B * p.doc_len.astype(np.float32) / max(avgdl, 1e-9))).astype(
+            np.float32
+        )
+        for r, c in zip(p.rowids.tolist(), w * tf * (K1 + 1) / (tf + norm), strict=True):
+            scores[r] = np.float32(scores.get(r, np.float32(0)) + c)
+            matched[r] += 1
+    ordered = sorted(scores, key=lambda r: (-scores[r], r))
+    if len(ordered) > limit:
+        kth = scores[ordered[limit - 1]]
+        ordered = [r for r in ordered if scores[r] >= kth]
+    return [(r, float(scores[r]), matched[r]) for r in ordered[: limit + MAX_TIES]]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(
+            st.integers(0, 5_000), st.tuples(st.integers(1, 30), st.integers(1, 900)), max_size=60
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    st.integers(1, 12),
+    st.sampled_from([0, 1 << 22, 10**9]),
+)
+def test_bm25_search_equals_the_reference_computation(
+    terms_docs: list[dict[int, tuple[int, int]]], limit: int, offset: int
+) -> None:
+    """Same hits, scores (float32 bits), ties and matched counts as the plain computation,
+    whatever the rowids' layout (small, offset past the dense span, or spread out)."""
+    lists = []
+    for d in terms_docs:
+        rows = sorted(d)
+        # Each chunk has one length whatever the term; the last layout spreads rowids
+        # wider than the dense span (merged scoring).
+        spread = 1000 if offset == 10**9 else 1
+        lists.append(
+            Postings(
+                np.asarray([offset + r * spread for r in rows], dtype=np.int64),
+                np.asarray([d[r][0] for r in rows], dtype=np.int32),
+                np.asarray([(r % 13) * 50 + 20 for r in rows], dtype=np.int32),
+            )
+        )
+    got = bm25_search(lists, 6_000, 6_000 * 180.0, limit)
+    assert [(h.rowid, h.bm25, h.matched) for h in got] == reference_bm25(
+        lists, 6_000, 6_000 * 180.0, limit
+    )

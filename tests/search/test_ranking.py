@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memmw.config import TemporalDecayConfig
-from memmw.search.ranking import DAY_S, decay_multiplier, importance_multiplier, jaccard, mmr_order
+from memmw.search.ranking import (
+    DAY_S,
+    decay_multiplier,
+    importance_multiplier,
+    jaccard_matrix,
+    mmr_order,
+)
+from memmw.store.terms import term_hash
 
 NOW = 1_800_000_000.0
 
@@ -15,12 +25,20 @@ NOW = 1_800_000_000.0
 def test_classic_decay_is_the_original_exponential() -> None:
     cfg = TemporalDecayConfig.classic()
     assert decay_multiplier(NOW, config=cfg, now=NOW, newest=None) == 1.0
-    assert decay_multiplier(NOW - 30 * DAY_S, config=cfg, now=NOW, newest=None) == pytest.approx(0.5)
-    assert decay_multiplier(NOW - 90 * DAY_S, config=cfg, now=NOW, newest=None) == pytest.approx(0.125)
+    assert decay_multiplier(NOW - 30 * DAY_S, config=cfg, now=NOW, newest=None) == pytest.approx(
+        0.5
+    )
+    assert decay_multiplier(NOW - 90 * DAY_S, config=cfg, now=NOW, newest=None) == pytest.approx(
+        0.125
+    )
     expected = math.exp(-math.log(2) / 30 * 365)
-    assert decay_multiplier(NOW - 365 * DAY_S, config=cfg, now=NOW, newest=NOW) == pytest.approx(expected)
+    assert decay_multiplier(NOW - 365 * DAY_S, config=cfg, now=NOW, newest=NOW) == pytest.approx(
+        expected
+    )
     # Classic measures against the clock, even when newer memories exist.
-    assert decay_multiplier(NOW - 30 * DAY_S, config=cfg, now=NOW, newest=NOW - 30 * DAY_S) == pytest.approx(0.5)
+    assert decay_multiplier(
+        NOW - 30 * DAY_S, config=cfg, now=NOW, newest=NOW - 30 * DAY_S
+    ) == pytest.approx(0.5)
 
 
 def test_bounded_decay_never_goes_below_the_floor() -> None:
@@ -29,9 +47,13 @@ def test_bounded_decay_never_goes_below_the_floor() -> None:
     assert decay_multiplier(NOW - 30 * DAY_S, config=cfg, now=NOW, newest=NOW) == pytest.approx(
         floor + (1 - floor) * 0.5
     )
-    assert decay_multiplier(NOW - 10_000 * DAY_S, config=cfg, now=NOW, newest=NOW) == pytest.approx(floor)
+    assert decay_multiplier(NOW - 10_000 * DAY_S, config=cfg, now=NOW, newest=NOW) == pytest.approx(
+        floor
+    )
     custom = TemporalDecayConfig(floor=0.5, half_life_days=10)
-    assert decay_multiplier(NOW - 10 * DAY_S, config=custom, now=NOW, newest=NOW) == pytest.approx(0.75)
+    assert decay_multiplier(NOW - 10 * DAY_S, config=custom, now=NOW, newest=NOW) == pytest.approx(
+        0.75
+    )
 
 
 def test_bounded_decay_measures_age_from_the_newest_memory() -> None:
@@ -62,26 +84,44 @@ def test_importance_multiplier(importance: int | None, expected: float) -> None:
     assert importance_multiplier(importance) == pytest.approx(expected)
 
 
-def test_jaccard() -> None:
-    a = frozenset({"a", "b"})
-    assert jaccard(frozenset(), frozenset()) == 1.0
-    assert jaccard(a, frozenset()) == 0.0
-    assert jaccard(a, a) == 1.0
-    assert jaccard(a, frozenset({"b", "c"})) == pytest.approx(1 / 3)
+def ids(*sets: set[str]) -> list[np.ndarray]:
+    """Sets of words as the distinct integer ids the ranking functions take."""
+    return [np.asarray(sorted(term_hash(w) for w in s), dtype=np.int64) for s in sets]
+
+
+def test_jaccard_matrix() -> None:
+    sim = jaccard_matrix(ids(set(), set(), {"a", "b"}, {"b", "c"}))
+    assert sim[0, 1] == 1.0  # two empty sets are identical
+    assert sim[0, 2] == 0.0 and sim[2, 0] == 0.0
+    assert sim[2, 2] == 1.0
+    assert sim[2, 3] == 1 / 3
+    assert jaccard_matrix([]).shape == (0, 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sets(st.integers(-(2**63), 2**63 - 1) | st.integers(0, 30)), max_size=8))
+def test_jaccard_matrix_equals_the_set_formula(sets: list[set[int]]) -> None:
+    """Every entry is exactly ``len(a & b) / len(a | b)`` (1.0 for two empty sets)."""
+    sim = jaccard_matrix([np.asarray(sorted(s), dtype=np.int64) for s in sets])
+    for i, a in enumerate(sets):
+        for j, b in enumerate(sets):
+            assert sim[i, j] == (len(a & b) / len(a | b) if a or b else 1.0)
 
 
 def test_mmr_demotes_near_duplicates() -> None:
     items = ["A", "B", "C"]
     scores = [1.0, 0.95, 0.92]
-    sets = [frozenset({"x", "y"}), frozenset({"x", "y"}), frozenset({"p", "q"})]
+    sets = ids({"x", "y"}, {"x", "y"}, {"p", "q"})
     assert mmr_order(items, scores, sets, 0.7) == ["A", "C", "B"]
     assert mmr_order(items, scores, sets, 1.0) == ["A", "B", "C"]
 
 
 def test_mmr_edge_cases() -> None:
     assert mmr_order([], [], [], 0.7) == []
-    assert mmr_order(["only"], [0.3], [frozenset()], 0.7) == ["only"]
+    assert mmr_order(["only"], [0.3], ids(set()), 0.7) == ["only"]
     # Equal scores: diversity decides after the first pick (ties go to the higher raw score).
-    sets = [frozenset({"a"}), frozenset({"a"}), frozenset({"b"})]
+    sets = ids({"a"}, {"a"}, {"b"})
     assert mmr_order(["1", "2", "3"], [0.5, 0.5, 0.5], sets, 0.5) == ["1", "3", "2"]
-    assert sorted(mmr_order(list("abcd"), [0.1, 0.9, 0.5, 0.3], [frozenset()] * 4, 0.7)) == list("abcd")
+    assert sorted(mmr_order(list("abcd"), [0.1, 0.9, 0.5, 0.3], ids(*[set()] * 4), 0.7)) == list(
+        "abcd"
+    )

@@ -32,6 +32,12 @@ def test_utf16_len_counts_surrogate_pairs() -> None:
     assert utf16_len(EXT_B * 3) == 6
     sample = f"x{EMOJI}漢{EXT_B}"
     assert utf16_len(sample) == len(sample.encode("utf-16-le")) // 2
+    assert utf16_len("a\ud800b") == 3  # a lone surrogate is one unit
+
+
+@given(st.text())
+def test_utf16_len_counts_code_units(text: str) -> None:
+    assert utf16_len(text) == sum(2 if ord(ch) > 0xFFFF else 1 for ch in text)
 
 
 def test_cut_utf16_never_splits_a_pair() -> None:

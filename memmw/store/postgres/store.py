@@ -242,7 +242,7 @@ class PostgresReader:
         wanted = sorted({int(h) for h in term_hashes})
         if not wanted:
             return {}
-        found: dict[int, tuple[list[int], list[float], list[float]]] = {}
+        found: dict[int, tuple[list[int], list[int], list[int]]] = {}
         for h, rowid, tf, dl in self.conn.execute(
             "SELECT term_hash, chunk_rowid, tf, doc_len FROM memmw.postings"
             " WHERE namespace_id = %s AND term_hash = ANY(%s) AND source = ANY(%s)"
@@ -251,13 +251,13 @@ class PostgresReader:
         ).fetchall():
             ids, tfs, lens = found.setdefault(int(h), ([], [], []))
             ids.append(int(rowid))
-            tfs.append(float(tf))
-            lens.append(float(dl))
+            tfs.append(int(tf))
+            lens.append(int(dl))
         return {
             h: Postings(
                 rowids=np.asarray(ids, dtype=np.int64),
-                tf=np.asarray(tfs, dtype=np.float32),
-                doc_len=np.asarray(lens, dtype=np.float32),
+                tf=np.asarray(tfs, dtype=np.int32),
+                doc_len=np.asarray(lens, dtype=np.int32),
             )
             for h, (ids, tfs, lens) in found.items()
         }

@@ -326,6 +326,32 @@ def _flush_term(
             deletes.append((source, term, seg))
 
 
+def _decode_term(segments: list[tuple[int, bytes]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(rowids, tf, lengths)`` of one term's segments (in ``seg`` order), decoded at once.
+
+    One ``cumsum`` over every segment's gaps, then each segment shifted to its own start:
+    a frequent term spans dozens of segments, and numpy's cost per call, not per
+    posting, dominated decoding them one by one.
+    """
+    gaps, tfs, dls, counts = [], [], [], []
+    for _seg, data in segments:
+        wg, wt, wl = data[0], data[1], data[2]
+        n = (len(data) - 3) // (wg + wt + wl)
+        gaps.append(np.frombuffer(data, dtype=f"<u{wg}", count=n, offset=3))
+        tfs.append(np.frombuffer(data, dtype=f"<u{wt}", count=n, offset=3 + n * wg))
+        dls.append(np.frombuffer(data, dtype=f"<u{wl}", count=n, offset=3 + n * (wg + wt)))
+        counts.append(n)
+    total = np.cumsum(np.concatenate(gaps), dtype=np.int64)
+    ends = np.cumsum(counts)
+    before = np.zeros(len(segments), dtype=np.int64)
+    before[1:] = total[ends[:-1] - 1]  # gaps summed before each segment
+    starts = np.fromiter((seg for seg, _ in segments), dtype=np.int64, count=len(segments))
+    rows = total + np.repeat(starts - before, counts)
+    tf = np.concatenate(tfs, dtype=np.int32, casting="unsafe")
+    dl = np.concatenate(dls, dtype=np.int32, casting="unsafe")
+    return rows, tf, dl
+
+
 def read_postings(
     conn: sqlite3.Connection, term_hashes: Sequence[int], sources: Sequence[str]
 ) -> dict[int, Postings]:
@@ -333,7 +359,6 @@ def read_postings(
     wanted = list(dict.fromkeys(int(h) for h in term_hashes))
     if not wanted or not sources:
         return {}
-    parts: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     s_marks = ",".join("?" * len(sources))
     t_marks = ",".join("?" * len(wanted))
     dead = np.sort(
@@ -344,31 +369,29 @@ def read_postings(
             dtype=np.int64,
         )
     )
+    segments: dict[int, list[tuple[int, bytes]]] = {}
     for term, seg, data in conn.execute(
         f"SELECT term, seg, data FROM postings WHERE source IN ({s_marks})"
         f" AND term IN ({t_marks}) ORDER BY term, seg",
         (*sources, *wanted),
     ):
-        rows, tf, dl = decode(int(seg), data)
-        if len(dead):
-            # Skip deleted chunks not yet purged. They come a note at a time (runs of
-            # rowids), so few segments hold any: only those are filtered.
-            lo, hi = np.searchsorted(dead, (rows[0], rows[-1] + 1))
-            if hi > lo:
-                keep = ~np.isin(rows, dead[lo:hi])
-                rows, tf, dl = rows[keep], tf[keep], dl[keep]
-                if not len(rows):
-                    continue
-        parts.setdefault(int(term), []).append((rows, tf, dl))
+        segments.setdefault(int(term), []).append((int(seg), data))
     out: dict[int, Postings] = {}
-    for term, segs in parts.items():
-        rows = np.concatenate([s[0] for s in segs])
-        tf = np.concatenate([s[1] for s in segs]).astype(np.float32)
-        dl = np.concatenate([s[2] for s in segs]).astype(np.float32)
+    for term, segs in segments.items():
+        rows, tf, dl = _decode_term(segs)
         if len(sources) > 1:  # segments of several sources interleave
             order = np.argsort(rows, kind="stable")
             rows, tf, dl = rows[order], tf[order], dl[order]
-        out[term] = Postings(rows, tf, dl)
+        if len(dead):
+            # Skip deleted chunks not yet purged (a few thousand at most): look each up.
+            at = np.minimum(np.searchsorted(rows, dead), len(rows) - 1)
+            gone = at[rows[at] == dead]
+            if len(gone):
+                keep = np.ones(len(rows), dtype=bool)
+                keep[gone] = False
+                rows, tf, dl = rows[keep], tf[keep], dl[keep]
+        if len(rows):
+            out[term] = Postings(rows, tf, dl)
     return out
 
 

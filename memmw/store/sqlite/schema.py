@@ -191,6 +191,10 @@ MIGRATIONS: tuple[str, ...] = (
     -- Reads list the tombstones on every query: without the hashes, a few pages.
     CREATE INDEX postings_dead_rowids ON postings_dead(source, chunk_rowid)
     """,
+    # 5: every search asks for the newest dated memory (the reference age of decay).
+    """
+    CREATE INDEX files_decay_ts ON files(decay_ts)
+    """,
 )
 
 

@@ -38,14 +38,14 @@ def test_migrate_fresh_database(tmp_path: Path) -> None:
     conn = connect(tmp_path / "x.sqlite")
     try:
         assert schema_version(conn) == 0
-        assert migrate(conn, "unicode61") == len(MIGRATIONS) == 4
-        assert schema_version(conn) == 4
+        assert migrate(conn, "unicode61") == len(MIGRATIONS) == 5
+        assert schema_version(conn) == 5
         assert tables(conn) >= TABLES
         assert set(DERIVED_TABLES) <= tables(conn)
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name='chunks_fts'").fetchone()[0]
         assert "unicode61" in sql
         # Idempotent: a second call changes nothing.
-        assert migrate(conn, "unicode61") == 4
+        assert migrate(conn, "unicode61") == len(MIGRATIONS)
         assert conn.execute("SELECT COUNT(*) FROM meta WHERE key='schema_version'").fetchone() == (1,)
     finally:
         conn.close()
@@ -66,7 +66,7 @@ def test_version_2_index_forgets_its_identity(tmp_path: Path) -> None:
         conn.execute("INSERT INTO meta(key, value) VALUES ('identity', '{}')")
         conn.execute("INSERT INTO meta(key, value) VALUES ('workspace', '/ws')")
         conn.execute("COMMIT")
-        assert migrate(conn, "unicode61") == 4
+        assert migrate(conn, "unicode61") == len(MIGRATIONS)
         assert {"postings", "postings_dead", "keyword_stats"} <= tables(conn)
         keys = {k for (k,) in conn.execute("SELECT key FROM meta")}
         assert "identity" not in keys and "workspace" in keys
@@ -87,7 +87,7 @@ def test_version_3_index_keeps_its_identity(tmp_path: Path) -> None:
         conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', '3')")
         conn.execute("INSERT INTO meta(key, value) VALUES ('identity', '{}')")
         conn.execute("COMMIT")
-        assert migrate(conn, "unicode61") == 4
+        assert migrate(conn, "unicode61") == len(MIGRATIONS)
         assert "postings_dead" in tables(conn)
         assert conn.execute("SELECT value FROM meta WHERE key='identity'").fetchone() == ("{}",)
     finally:
@@ -178,3 +178,16 @@ def test_readonly_connection(tmp_path: Path) -> None:
             ro.execute("INSERT INTO meta(key, value) VALUES ('k', 'v')")
     finally:
         ro.close()
+
+
+def test_the_newest_dated_memory_is_found_through_an_index(tmp_path: Path) -> None:
+    """Every search asks for MAX(decay_ts): the plan must not scan the files table."""
+    conn = connect(tmp_path / "x.sqlite")
+    try:
+        migrate(conn, "unicode61")
+        plan = " ".join(
+            str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN SELECT MAX(decay_ts) FROM files")
+        )
+        assert "files_decay_ts" in plan and "SCAN" not in plan
+    finally:
+        conn.close()
