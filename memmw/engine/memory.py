@@ -477,8 +477,11 @@ class Memory:
     def _search_index(
         self, query: str, max_results: int, min_score: float | None
     ) -> _SearchResult:
+        # One query embedding per search, shared by this agent's index and every
+        # store.shared namespace (same provider and model by the identity check).
+        embedded: dict[tuple[str, str], list[float] | Exception] = {}
         with self._read() as store:
-            vector_leg, warning = self._vector_leg(store, query)
+            vector_leg, warning = self._vector_leg(store, query, embedded=embedded)
             outcome = self._searcher.search(
                 store,
                 query,
@@ -489,13 +492,17 @@ class Memory:
         if not self.config.store.shared:
             return _SearchResult(outcome.hits, outcome.mode, warning)
         hits = [dataclasses.replace(h, namespace=self.agent_id) for h in outcome.hits]
-        for name, hits_of in self._search_shared(query, max_results, min_score):
+        for name, hits_of in self._search_shared(query, max_results, min_score, embedded):
             hits.extend(dataclasses.replace(h, namespace=name) for h in hits_of)
         hits.sort(key=lambda h: (-h.score, h.namespace or "", h.path, h.start_line))
         return _SearchResult(hits[:max_results], outcome.mode, warning)
 
     def _search_shared(
-        self, query: str, max_results: int, min_score: float | None
+        self,
+        query: str,
+        max_results: int,
+        min_score: float | None,
+        embedded: dict[tuple[str, str], list[float] | Exception],
     ) -> Iterator[tuple[str, list[SearchHit]]]:
         """Hits from each ``store.shared`` namespace (read only; one never built is skipped)."""
         for name in self.config.store.shared:
@@ -515,7 +522,9 @@ class Memory:
                 if not store.published():
                     continue
                 with store.read() as reader:
-                    vector_leg, _warning = self._vector_leg(reader, query, searcher)
+                    vector_leg, _warning = self._vector_leg(
+                        reader, query, searcher, embedded=embedded
+                    )
                     outcome = searcher.search(
                         reader,
                         query,
@@ -543,16 +552,39 @@ class Memory:
                 self._searcher.vector_matrix(store, self.config.sources, dims)
 
     def _vector_leg(
-        self, store: StoreReader, query: str, searcher: Searcher | None = None
+        self,
+        store: StoreReader,
+        query: str,
+        searcher: Searcher | None = None,
+        *,
+        embedded: dict[tuple[str, str], list[float] | Exception] | None = None,
     ) -> tuple[VectorLeg | None, str | None]:
         """The vector leg for ``query``, or None (keyword only) with a warning if it failed.
 
-        ``searcher`` holds the vector matrix cache of ``store`` (default: this agent's).
+        ``searcher`` holds the vector matrix cache of ``store`` (default: this agent's);
+        ``embedded`` keeps the query's embedding by (provider, model) for the other
+        stores the same search reads.
         """
         searcher = searcher or self._searcher
         provider = self.provider
         if provider is None or not self.config.store.vector_enabled:
             return None, None
+        memo = {} if embedded is None else embedded
+
+        def embed(breaker: CircuitBreaker) -> list[float]:
+            # A failure is kept too: the next namespace must not wait out the provider
+            # again within the same search.
+            key = (provider.id, provider.model)
+            if key not in memo:
+                try:
+                    memo[key] = self._embed_query(provider, breaker, query)
+                except Exception as exc:
+                    memo[key] = exc
+            found = memo[key]
+            if isinstance(found, Exception):
+                raise found
+            return found
+
         identity = store.identity() or {}
         early: list[float] | None = None
         if (
@@ -563,7 +595,7 @@ class Memory:
             # The index may have been embedded by the fallback after the primary failed
             # in an earlier process: embedding the query tries the primary and switches.
             try:
-                early = self._embed_query(provider, self._provider_breaker(provider), query)
+                early = embed(self._provider_breaker(provider))
             except Exception as exc:
                 log.warning(
                     "query embedding failed; keyword-only results: %s", redact_secrets(str(exc))
@@ -590,7 +622,7 @@ class Memory:
         breaker = self._provider_breaker(provider)
         try:
             qvec = np.asarray(
-                early if early is not None else self._embed_query(provider, breaker, query),
+                early if early is not None else embed(breaker),
                 dtype=np.float32,
             )
         except CircuitOpenError:

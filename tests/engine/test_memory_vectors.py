@@ -364,3 +364,47 @@ def test_hybrid_disabled_searches_the_vector_leg_alone(ws: Path, tmp_path: Path)
         payload = search_payload(mem, "gateway Mac Studio")
         assert payload["mode"] == "fts-only"
         assert payload["results"][0]["path"] == "MEMORY.md"
+
+
+def test_a_search_with_shared_namespaces_embeds_the_query_once(tmp_path: Path) -> None:
+    team_ws, alice_ws, state = tmp_path / "team", tmp_path / "alice", tmp_path / "state"
+    write(team_ws / "MEMORY.md", "# Team\n- The staging cluster is called heron.\n")
+    write(team_ws / "memory" / "2026-01-02.md", "- Heron moved to the new rack.\n")
+    write(alice_ws / "MEMORY.md", "# Alice\n- Alice waters the heron plants on Fridays.\n")
+    shared = dataclasses.replace(FAKE, store=StoreConfig(shared=("team", "crew")))
+    for name, ws in (("team", team_ws), ("crew", team_ws)):
+        with Memory(ws, state, agent_id=name, config=FAKE) as other:
+            other.sync()
+    with Memory(alice_ws, state, agent_id="alice", config=shared) as alice:
+        alice.sync()
+        before = fake(alice).query_calls
+        hits = alice.search("heron")
+        assert {h.namespace for h in hits} == {"alice", "team", "crew"}
+        assert all(h.vector_score is not None for h in hits)
+        assert fake(alice).query_calls == before + 1
+
+
+def test_a_failed_query_embedding_is_not_retried_for_each_shared_namespace(
+    tmp_path: Path,
+) -> None:
+    team_ws, alice_ws, state = tmp_path / "team", tmp_path / "alice", tmp_path / "state"
+    write(team_ws / "MEMORY.md", "# Team\n- The staging cluster is called heron.\n")
+    write(alice_ws / "MEMORY.md", "# Alice\n- Alice waters the heron plants on Fridays.\n")
+    shared = dataclasses.replace(FAKE, store=StoreConfig(shared=("team", "crew")))
+    for name in ("team", "crew"):
+        with Memory(team_ws, state, agent_id=name, config=FAKE) as other:
+            other.sync()
+    with Memory(alice_ws, state, agent_id="alice", config=shared) as alice:
+        alice.sync()
+        provider = fake(alice)
+        calls: list[str] = []
+
+        def broken(text: str) -> list[float]:
+            calls.append(text)
+            raise ProviderError("provider down")
+
+        provider.embed_query = broken  # type: ignore[method-assign]
+        result = alice.search_result("heron")
+        assert calls == ["heron"]
+        assert {h.namespace for h in result.hits} == {"alice", "team", "crew"}
+        assert result.warning is not None and "keyword-only" in result.warning
