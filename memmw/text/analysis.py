@@ -6,6 +6,7 @@ import re
 import unicodedata
 from collections import Counter
 from functools import lru_cache
+from itertools import chain
 from typing import Any
 
 #: The one CJK table: the code point ranges the reference weighs as "non-Latin" (about
@@ -137,10 +138,7 @@ def terms(text: str) -> list[str]:
     kana or Hangul become character unigrams and bigrams, so Chinese, Japanese and
     Korean text is searchable without a word segmenter.
     """
-    out: list[str] = []
-    for word in _WORD.findall(normalize(text)):
-        out.extend(_word_terms(word))
-    return out
+    return list(chain.from_iterable(map(_word_terms, _WORD.findall(normalize(text)))))
 
 
 STOP_WORDS = frozenset(
