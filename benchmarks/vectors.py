@@ -12,7 +12,10 @@ offline model takes hours here), then times, in one run and on the same queries:
 * ``memmw vector leg``: ``VectorMatrix.search`` as search uses it, and its ratio to numpy;
 * ``sqlite-vec``: ``MATCH ... AND k = ?`` on a vec0 table, when the extension loads;
 * ``hybrid``: ``Memory.search`` end to end, excluding the query embedding (query vectors
-  are computed before timing), and keyword-only ``Memory.search`` for reference.
+  are computed before timing), and keyword-only ``Memory.search`` for reference;
+* ``load``: what a fresh process pays before its first vector search, reading the matrix
+  on a new connection from the vector blocks (``vector_matrix``) and, side by side,
+  row by row from ``chunk_vectors`` as before the blocks (medians of 5, interleaved).
 """
 
 from __future__ import annotations
@@ -29,11 +32,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale import generate, make_queries, percentile
+from scale import CHUNKS_PER_FILE, SEED, generate_synthetic, percentile, synthetic_queries
 
 from memmw import Memory, MemoryConfig, StoreConfig
 from memmw.config import RemoteConfig
+from memmw.store.sqlite.db import connect
 from memmw.store.sqlite.sqlitevec import SqliteVecIndex, sqlite_vec_status
+from memmw.store.sqlite.store import IndexStore
 from memmw.store.vectors import VectorMatrix
 
 
@@ -49,7 +54,7 @@ def timed(fn, runs: list) -> list[float]:  # type: ignore[no-untyped-def,type-ar
 def run_size(size: int, dims: int, n_queries: int, work: Path) -> dict[str, float | str]:
     ws = work / f"ws-{size}"
     if not ws.exists():
-        generate(ws, size)
+        generate_synthetic(ws, max(1, size // CHUNKS_PER_FILE), SEED)
     state = work / f"state-{size}-{dims}"
     config = MemoryConfig(provider="fake", remote=RemoteConfig(dimensions=dims))
     result: dict[str, float | str] = {"size": size, "dims": dims}
@@ -60,7 +65,7 @@ def run_size(size: int, dims: int, n_queries: int, work: Path) -> dict[str, floa
         result["chunks"] = report.chunks_total
         provider = mem.provider
         assert provider is not None
-        queries = make_queries(n_queries)
+        queries = synthetic_queries(n_queries, SEED + 1)
         qvecs = {q: np.asarray(provider.embed_query(q), dtype=np.float32) for q in queries}
         units = [v / np.linalg.norm(v) for v in qvecs.values()]
         mem.prepare()  # load the keyword and vector matrices once
@@ -96,6 +101,25 @@ def run_size(size: int, dims: int, n_queries: int, work: Path) -> dict[str, floa
             vec0.close()
         else:
             result["vec0_p50_ms"] = f"n/a ({why})"
+
+        load_rows: list[float] = []
+        load_blocks: list[float] = []
+        for _ in range(5):
+            for way, into in (("rows", load_rows), ("blocks", load_blocks)):
+                conn = connect(mem.db_path, readonly=True)  # a new connection: a cold cache
+                try:
+                    fresh = IndexStore(conn, fts=False)
+                    started = time.perf_counter()
+                    if way == "rows":
+                        got = VectorMatrix(fresh.vector_rows(("memory",)), dims)
+                    else:
+                        got = fresh.vector_matrix(("memory",), dims)
+                    into.append((time.perf_counter() - started) * 1000)
+                    assert got.rowids.tolist() == matrix.rowids.tolist()
+                finally:
+                    conn.close()
+        result["load_rows_ms"] = round(statistics.median(load_rows), 1)
+        result["load_blocks_ms"] = round(statistics.median(load_blocks), 1)
 
         provider.embed_query = lambda text: qvecs[text]  # type: ignore[method-assign]
         t_hybrid = timed(mem.search, queries)

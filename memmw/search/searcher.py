@@ -103,7 +103,7 @@ class Searcher:
         )
         with self._lock:
             if self._vectors is None or self._vectors_key != key:
-                self._vectors = VectorMatrix(store.vector_rows(sources), dims)
+                self._vectors = store.vector_matrix(sources, dims)
                 self._vectors_key = key
             return self._vectors
 

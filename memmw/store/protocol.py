@@ -12,6 +12,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from memmw.graph.syntax import ParsedNote
+    from memmw.store.vectors import VectorMatrix
     from memmw.text.chunking import Chunk
 
 # -- values -------------------------------------------------------------------------------
@@ -262,6 +263,11 @@ class StoreReader(Protocol):
 
     def vector_rows(self, sources: Sequence[str]) -> list[tuple[int, bytes]]:
         """``(rowid, unit float32 little-endian vector)`` of every stored vector, by rowid."""
+        ...
+
+    def vector_matrix(self, sources: Sequence[str], dims: int | None) -> VectorMatrix:
+        """Every stored vector of ``sources`` as one matrix (only ``dims``-long ones when
+        given): what the in-process vector leg searches."""
         ...
 
     def newest_decay_ts(self) -> float | None:

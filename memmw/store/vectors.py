@@ -95,6 +95,13 @@ class VectorMatrix:
         else:
             self.matrix = np.zeros((0, dims or 0), dtype=np.float32)
 
+    @classmethod
+    def from_arrays(cls, rowids: np.ndarray, matrix: np.ndarray) -> VectorMatrix:
+        """A matrix over ``rowids`` (ascending int64) and their unit vectors, row by row."""
+        made = cls.__new__(cls)
+        made.rowids, made.matrix = rowids, matrix
+        return made
+
     def __len__(self) -> int:
         return len(self.rowids)
 

@@ -22,6 +22,7 @@ from memmw.store.protocol import (
     chunk_id,
 )
 from memmw.store.terms import term_counts, term_hash
+from memmw.store.vectors import VectorMatrix
 
 if TYPE_CHECKING:
     import psycopg
@@ -357,6 +358,10 @@ class PostgresReader:
         # relaxed_order may come back slightly out of order: the final order is exact.
         hits.sort(key=lambda hit: (-hit[1], hit[0]))
         return hits
+
+    def vector_matrix(self, sources: Sequence[str], dims: int | None) -> VectorMatrix:
+        """Every stored vector of ``sources`` as one matrix (``dims`` long when given)."""
+        return VectorMatrix(self.vector_rows(sources), dims)
 
     def vector_rows(self, sources: Sequence[str]) -> list[tuple[int, bytes]]:
         """``(rowid, unit float32 little-endian vector)`` of every stored vector, by rowid."""

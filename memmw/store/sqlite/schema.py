@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 
 from memmw.errors import IndexStoreError
 
@@ -195,7 +196,52 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX files_decay_ts ON files(decay_ts)
     """,
+    # 6: the vector matrix in blocks of 512 rowids (a fresh process reads a few hundred
+    # rows, not one per chunk). Triggers mark the blocks a vector write touches; a
+    # write transaction rebuilds them before it commits, and readers read a block still
+    # marked from chunk_vectors, so blocks are never stale whoever wrote the vectors.
+    """
+    CREATE TABLE vector_blocks (
+        source TEXT NOT NULL,
+        block INTEGER NOT NULL,
+        dims INTEGER NOT NULL,
+        rowids BLOB NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (source, block, dims)
+    ) WITHOUT ROWID;
+    CREATE TABLE vector_dirty (block INTEGER PRIMARY KEY);
+    CREATE TRIGGER chunk_vectors_added AFTER INSERT ON chunk_vectors BEGIN
+        INSERT OR IGNORE INTO vector_dirty(block) VALUES (NEW.chunk_rowid >> 9);
+    END;
+    CREATE TRIGGER chunk_vectors_changed AFTER UPDATE ON chunk_vectors BEGIN
+        INSERT OR IGNORE INTO vector_dirty(block) VALUES (OLD.chunk_rowid >> 9);
+        INSERT OR IGNORE INTO vector_dirty(block) VALUES (NEW.chunk_rowid >> 9);
+    END;
+    CREATE TRIGGER chunk_vectors_removed AFTER DELETE ON chunk_vectors BEGIN
+        INSERT OR IGNORE INTO vector_dirty(block) VALUES (OLD.chunk_rowid >> 9);
+    END;
+    CREATE TRIGGER chunks_removed AFTER DELETE ON chunks BEGIN
+        INSERT OR IGNORE INTO vector_dirty(block) VALUES (OLD.rowid >> 9);
+    END;
+    CREATE TRIGGER chunks_moved AFTER UPDATE OF source ON chunks BEGIN
+        INSERT OR IGNORE INTO vector_dirty(block) VALUES (OLD.rowid >> 9);
+    END;
+    INSERT OR IGNORE INTO vector_dirty(block) SELECT DISTINCT chunk_rowid >> 9 FROM chunk_vectors
+    """,
 )
+
+
+def statements(script: str) -> Iterator[str]:
+    """The SQL statements of ``script`` (a ``;`` inside a trigger body does not end one)."""
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                yield pending
+            pending = ""
+    if pending.strip(" \n;"):
+        yield pending
 
 
 def fts_ddl(tokenizer: str) -> str:
@@ -237,9 +283,8 @@ def migrate(conn: sqlite3.Connection, fts_tokenizer: str) -> int:
     try:
         version = schema_version(conn)
         for step in MIGRATIONS[version:]:
-            for statement in step.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            for statement in statements(step):
+                conn.execute(statement)
         if version == 0:
             conn.execute(fts_ddl(fts_tokenizer))
         conn.execute(
@@ -254,6 +299,8 @@ def migrate(conn: sqlite3.Connection, fts_tokenizer: str) -> int:
 
 
 DERIVED_TABLES = (
+    "vector_blocks",
+    "vector_dirty",
     "chunk_vectors",
     "chunks_fts",
     "postings",

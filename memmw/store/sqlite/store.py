@@ -340,11 +340,18 @@ class IndexStore:
         with transaction(self.conn):
             yield self
             self.flush_postings()
+            vsql.flush_blocks(self.conn)
 
     # -- protocol: vectors and the embedding cache -----------------------------------
     def vector_rows(self, sources: Sequence[str]) -> list[tuple[int, bytes]]:
         """``(rowid, blob)`` of every stored vector of ``sources``."""
         return vsql.vector_rows(self.conn, sources)
+
+    def vector_matrix(self, sources: Sequence[str], dims: int | None) -> VectorMatrix:
+        """Every stored vector of ``sources`` (``dims`` long when given), read by blocks."""
+        if not dims:
+            return VectorMatrix(self.vector_rows(sources), dims)
+        return vsql.load_matrix(self.conn, sources, dims)
 
     def nearest(
         self, vector: Sequence[float], k: int, sources: Sequence[str]
@@ -353,8 +360,7 @@ class IndexStore:
         query = np.asarray(vector, dtype=np.float32)
         if self.vec0 is not None:
             return self._nearest_vec0(query, k, sources)
-        rows = self.vector_rows(sources)
-        matrix = VectorMatrix(rows, len(query)) if len(query) else VectorMatrix([], None)
+        matrix = self.vector_matrix(sources, len(query))
         norm = float(np.linalg.norm(query))
         if not len(matrix) or norm == 0.0 or k < 1:
             return []

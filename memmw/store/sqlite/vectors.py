@@ -7,6 +7,8 @@ import sqlite3
 import time
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from memmw.store.vectors import (
     VectorMatrix,
 )
@@ -31,6 +33,98 @@ def vector_rows(conn: sqlite3.Connection, sources: Sequence[str]) -> list[tuple[
         tuple(sources),
     ).fetchall()
     return rows
+
+
+#: Rowids per vector block (``rowid >> BLOCK_BITS``; the triggers of migration 6 use 9).
+BLOCK_BITS = 9
+
+
+def load_matrix(conn: sqlite3.Connection, sources: Sequence[str], dims: int) -> VectorMatrix:
+    """Every stored ``dims``-long vector of ``sources``, from the blocks.
+
+    A block still marked in ``vector_dirty`` (written since the last rebuild of the
+    blocks) is read from ``chunk_vectors`` instead, so the result always equals
+    :func:`vector_rows` filtered to ``dims``.
+    """
+    marks = ",".join("?" * len(sources))
+    dirty = [b for (b,) in conn.execute("SELECT block FROM vector_dirty ORDER BY block")]
+    stale = set(dirty)
+    ids: list[np.ndarray] = []
+    parts: list[np.ndarray] = []
+    for block, rowids, data in conn.execute(
+        f"SELECT block, rowids, data FROM vector_blocks WHERE source IN ({marks}) AND dims = ?"
+        " ORDER BY block",
+        (*sources, dims),
+    ):
+        if block not in stale:
+            ids.append(np.frombuffer(rowids, dtype="<i8"))
+            parts.append(np.frombuffer(data, dtype="<f4").reshape(-1, dims))
+    for block in dirty:
+        rows = _block_rows(conn, block, sources, dims)
+        if rows:
+            ids.append(np.fromiter((r for r, _ in rows), dtype=np.int64, count=len(rows)))
+            joined = b"".join(blob for _, blob in rows)
+            parts.append(np.frombuffer(joined, dtype="<f4").reshape(-1, dims))
+    if not ids:
+        return VectorMatrix.from_arrays(np.zeros(0, np.int64), np.zeros((0, dims), np.float32))
+    rowids = np.concatenate(ids).astype(np.int64)
+    matrix = np.concatenate(parts)
+    if len(sources) > 1 or dirty:  # blocks of several sources or re-read ones interleave
+        order = np.argsort(rowids, kind="stable")
+        rowids, matrix = rowids[order], matrix[order]
+    return VectorMatrix.from_arrays(rowids, matrix)
+
+
+def _block_rows(
+    conn: sqlite3.Connection, block: int, sources: Sequence[str], dims: int
+) -> list[tuple[int, bytes]]:
+    marks = ",".join("?" * len(sources))
+    rows: list[tuple[int, bytes]] = conn.execute(
+        "SELECT v.chunk_rowid, v.embedding FROM chunk_vectors v JOIN chunks c"
+        " ON c.rowid = v.chunk_rowid WHERE v.chunk_rowid >= ? AND v.chunk_rowid < ?"
+        f" AND c.source IN ({marks}) AND LENGTH(v.embedding) = ? ORDER BY v.chunk_rowid",
+        (block << BLOCK_BITS, (block + 1) << BLOCK_BITS, *sources, dims * 4),
+    ).fetchall()
+    return rows
+
+
+def flush_blocks(conn: sqlite3.Connection, *, keep_tail: bool = True) -> None:
+    """Rebuild the vector blocks marked dirty (inside the caller's write transaction).
+
+    ``keep_tail`` leaves the block of the newest chunk marked: a backfill fills it a
+    batch at a time, and rewriting it after every batch would write it over and over
+    (readers read that one block from ``chunk_vectors`` meanwhile).
+    """
+    dirty = [b for (b,) in conn.execute("SELECT block FROM vector_dirty ORDER BY block")]
+    if not dirty:
+        return
+    if keep_tail:
+        (top,) = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM chunks").fetchone()
+        dirty = [b for b in dirty if b != int(top) >> BLOCK_BITS]
+    for block in dirty:
+        conn.execute("DELETE FROM vector_blocks WHERE block = ?", (block,))
+        groups: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
+        for source, rowid, blob in conn.execute(
+            "SELECT c.source, v.chunk_rowid, v.embedding FROM chunk_vectors v JOIN chunks c"
+            " ON c.rowid = v.chunk_rowid WHERE v.chunk_rowid >= ? AND v.chunk_rowid < ?"
+            " ORDER BY v.chunk_rowid",
+            (block << BLOCK_BITS, (block + 1) << BLOCK_BITS),
+        ):
+            groups.setdefault((source, len(blob) // 4), []).append((rowid, blob))
+        conn.executemany(
+            "INSERT INTO vector_blocks(source, block, dims, rowids, data) VALUES (?,?,?,?,?)",
+            [
+                (
+                    source,
+                    block,
+                    dims,
+                    np.asarray([r for r, _ in rows], dtype="<i8").tobytes(),
+                    b"".join(blob for _, blob in rows),
+                )
+                for (source, dims), rows in groups.items()
+            ],
+        )
+        conn.execute("DELETE FROM vector_dirty WHERE block = ?", (block,))
 
 
 def pending_count(conn: sqlite3.Connection) -> int:
