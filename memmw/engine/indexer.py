@@ -47,6 +47,11 @@ WRITER_LOCK_TIMEOUT_S = 120.0
 
 #: Meta key with the paths the last sync skipped (JSON list of ``{path, reason}``).
 SCAN_ISSUES_KEY = "scan_issues"
+#: Meta key: when the last sync that looked at every note started (epoch seconds).
+SCANNED_AT_KEY = "scanned_at"
+#: A note whose recorded mtime is this close to (or after) the sync that recorded it is
+#: read again: it may have changed again within the file system's mtime resolution.
+RACY_WINDOW_S = 2.0
 
 Progress = Callable[[int, int, str], None]
 
@@ -301,23 +306,41 @@ class Indexer:
             raise IndexStoreError(
                 f"the workspace folder {self.workspace} is gone; the index was left as it was"
             )
+        started = time.time()
         found = discover_all(self.workspace, self.config.extra_paths)
         files = found.files
         counts = _Counts(issues=list(found.issues))
         # Graph rows of unchanged files are re-derived once when the parser changed.
         graph_stale = store.get_meta("graph_version") != GRAPH_VERSION
+        # A note whose size and mtime match its record is not read again (as make and
+        # rsync decide), unless its mtime is within RACY_WINDOW_S of the sync that
+        # recorded it: a rewrite within the mtime resolution would look unchanged.
+        scanned_at = store.get_meta(SCANNED_AT_KEY)
+        trusted_before = float(scanned_at) - RACY_WINDOW_S if scanned_at else None
         seen: set[str] = set()
         for i, file in enumerate(files):
             seen.add(file.path)
             if progress is not None:
                 progress(i, len(files), file.path)
+            known = existing.get(file.path)
+            if known is not None and trusted_before is not None and not graph_stale:
+                try:
+                    st = os.stat(file.abs_path)
+                except OSError:
+                    st = None  # read_markdown reports it
+                if (
+                    st is not None
+                    and (st.st_mtime, st.st_size) == (known[1], known[2])
+                    and known[1] < trusted_before
+                ):
+                    counts.unchanged += 1
+                    continue
             try:
                 text, digest, mtime, size = read_markdown(file.abs_path)
             except FileReadError as exc:
                 counts.issues.append(FileIssue(path=file.path, reason=str(exc)))
                 log.warning("skipping %s: %s", file.path, exc)
                 continue
-            known = existing.get(file.path)
             if known is not None and known[0] == digest:
                 counts.unchanged += 1
                 if (known[1], known[2]) != (mtime, size):
@@ -364,6 +387,7 @@ class Indexer:
             store.delete_file(path, "memory")
             counts.removed += 1
         self._index_sessions(store, counts)
+        store.set_meta(SCANNED_AT_KEY, repr(started))
         if counts.modified or graph_stale:
             store.refresh_graph()
             if graph_stale and not counts.modified:

@@ -686,3 +686,61 @@ def test_an_undecodable_transcript_name_never_stops_a_sync(tmp_path: Path) -> No
 
     assert not is_session_file("caf\udce9.jsonl")
     assert is_session_file("café.jsonl")
+
+
+def age(root: Path, seconds: float) -> None:
+    """Set every note's mtime ``seconds`` into the past (as if written long before)."""
+    for path in root.rglob("*.md"):
+        os.utime(path, (time.time() - seconds, time.time() - seconds))
+
+
+def test_an_incremental_sync_reads_only_notes_whose_stat_changed(
+    ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    age(ws, 3600)
+    read: list[str] = []
+    real = sync_mod.read_markdown
+
+    def counting(path: Path) -> tuple[str, str, float, int]:
+        read.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(sync_mod, "read_markdown", counting)
+    with open_memory(ws, tmp_path / "state") as mem:
+        mem.sync()
+        assert len(read) == 4
+        read.clear()
+        assert mem.sync().files_changed == 0
+        assert read == []  # size and mtime match, recorded long after the write
+        write(ws / "memory" / "2026-01-03.md", "# Jan 3\nBob fixed the backup cron job, twice.\n")
+        report = mem.sync()
+        assert read == ["2026-01-03.md"] and report.files_changed == 1
+        assert "twice" in mem.search("backup cron")[0].snippet
+
+
+def test_a_same_size_rewrite_within_the_mtime_resolution_is_still_seen(
+    ws: Path, tmp_path: Path
+) -> None:
+    note = ws / "memory" / "2026-01-02.md"
+    with open_memory(ws, tmp_path / "state") as mem:
+        mem.sync()  # the note was written just now: its record is "racy"
+        before = os.stat(note)
+        note.write_text(note.read_text(encoding="utf-8").replace("kubernetes", "kuberneteZ"))
+        # The same size and, as on a coarse clock, the same mtime as recorded.
+        os.utime(note, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert os.stat(note).st_size == before.st_size
+        mem.sync()
+        assert mem.search("kuberneteZ"), "a rewrite inside the racy window was missed"
+        # Once the record is older than the window, stat alone decides.
+        age(ws, 3600)
+        mem.sync()
+        mem.sync()
+        with open(note, "r+", encoding="utf-8") as fh:
+            text = fh.read()
+        stat = os.stat(note)
+        note.write_text(text.replace("kuberneteZ", "kubernetes"), encoding="utf-8")
+        os.utime(note, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        mem.sync()
+        assert mem.search("kuberneteZ"), "stat unchanged and outside the window: not re-read"
+        mem.sync(force=True)  # a forced sync reads everything
+        assert not mem.search("kuberneteZ")
