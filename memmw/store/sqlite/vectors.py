@@ -91,16 +91,14 @@ def _block_rows(
 def flush_blocks(conn: sqlite3.Connection, *, keep_tail: bool = True) -> None:
     """Rebuild the vector blocks marked dirty (inside the caller's write transaction).
 
-    ``keep_tail`` leaves the block of the newest chunk marked: a backfill fills it a
-    batch at a time, and rewriting it after every batch would write it over and over
-    (readers read that one block from ``chunk_vectors`` meanwhile).
+    ``keep_tail`` leaves the highest marked block as it is: a backfill fills blocks in
+    rowid order a batch at a time, and rewriting the block it is filling after every
+    batch would write it over and over. It is rebuilt once writes move past it (readers
+    read that one block from ``chunk_vectors`` meanwhile).
     """
     dirty = [b for (b,) in conn.execute("SELECT block FROM vector_dirty ORDER BY block")]
-    if not dirty:
-        return
     if keep_tail:
-        (top,) = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM chunks").fetchone()
-        dirty = [b for b in dirty if b != int(top) >> BLOCK_BITS]
+        dirty = dirty[:-1]
     for block in dirty:
         conn.execute("DELETE FROM vector_blocks WHERE block = ?", (block,))
         groups: dict[tuple[str, int], list[tuple[int, bytes]]] = {}

@@ -168,3 +168,24 @@ def test_statements_keep_trigger_bodies_whole() -> None:
     assert [s.split()[0:2] for s in statements(script)] == [
         ["CREATE", "TABLE"], ["CREATE", "TRIGGER"], ["SELECT", "1"],
     ]  # fmt: skip
+
+
+def test_a_backfill_in_small_batches_writes_each_block_once(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "x.sqlite")
+    try:
+        with store.transaction():
+            rowids = write(store, "memory/a.md", 4000, "memory")
+        store.conn.execute("CREATE TEMP TABLE written (block INTEGER)")
+        store.conn.execute(
+            "CREATE TEMP TRIGGER count_writes AFTER INSERT ON vector_blocks"
+            " BEGIN INSERT INTO written VALUES (NEW.block); END"
+        )
+        for start in range(0, len(rowids), 32):  # as the backfill writes: 32 per batch
+            with store.transaction():
+                vectorise(store, rowids[start : start + 32], seed=3)
+        blocks = sorted({r >> vsql.BLOCK_BITS for r in rowids})
+        written = [b for (b,) in store.conn.execute("SELECT block FROM written ORDER BY block")]
+        assert written == blocks[:-1]  # each once; the last waits for a later write
+        assert_blocks_equal_rows(store)
+    finally:
+        store.conn.close()
