@@ -47,29 +47,29 @@ def load_matrix(conn: sqlite3.Connection, sources: Sequence[str], dims: int) -> 
     :func:`vector_rows` filtered to ``dims``.
     """
     marks = ",".join("?" * len(sources))
-    dirty = [b for (b,) in conn.execute("SELECT block FROM vector_dirty ORDER BY block")]
-    stale = set(dirty)
-    ids: list[np.ndarray] = []
-    parts: list[np.ndarray] = []
+    dirty = {b for (b,) in conn.execute("SELECT block FROM vector_dirty")}
+    found: list[tuple[int, np.ndarray, np.ndarray]] = []  # (block, rowids, vectors)
     for block, rowids, data in conn.execute(
-        f"SELECT block, rowids, data FROM vector_blocks WHERE source IN ({marks}) AND dims = ?"
-        " ORDER BY block",
+        f"SELECT block, rowids, data FROM vector_blocks WHERE source IN ({marks}) AND dims = ?",
         (*sources, dims),
     ):
-        if block not in stale:
-            ids.append(np.frombuffer(rowids, dtype="<i8"))
-            parts.append(np.frombuffer(data, dtype="<f4").reshape(-1, dims))
+        if block not in dirty:
+            found.append(
+                (block, np.frombuffer(rowids, dtype="<i8"),
+                 np.frombuffer(data, dtype="<f4").reshape(-1, dims))
+            )  # fmt: skip
     for block in dirty:
         rows = _block_rows(conn, block, sources, dims)
         if rows:
-            ids.append(np.fromiter((r for r, _ in rows), dtype=np.int64, count=len(rows)))
+            ids = np.fromiter((r for r, _ in rows), dtype=np.int64, count=len(rows))
             joined = b"".join(blob for _, blob in rows)
-            parts.append(np.frombuffer(joined, dtype="<f4").reshape(-1, dims))
-    if not ids:
+            found.append((block, ids, np.frombuffer(joined, dtype="<f4").reshape(-1, dims)))
+    if not found:
         return VectorMatrix.from_arrays(np.zeros(0, np.int64), np.zeros((0, dims), np.float32))
-    rowids = np.concatenate(ids).astype(np.int64)
-    matrix = np.concatenate(parts)
-    if len(sources) > 1 or dirty:  # blocks of several sources or re-read ones interleave
+    found.sort(key=lambda part: part[0])  # blocks are rowid ranges: in order, rowids ascend
+    rowids = np.concatenate([ids for _, ids, _ in found]).astype(np.int64)
+    matrix = np.concatenate([vectors for _, _, vectors in found])
+    if len(sources) > 1:  # blocks of several sources share block numbers
         order = np.argsort(rowids, kind="stable")
         rowids, matrix = rowids[order], matrix[order]
     return VectorMatrix.from_arrays(rowids, matrix)
@@ -80,7 +80,8 @@ def _block_rows(
 ) -> list[tuple[int, bytes]]:
     marks = ",".join("?" * len(sources))
     rows: list[tuple[int, bytes]] = conn.execute(
-        "SELECT v.chunk_rowid, v.embedding FROM chunk_vectors v JOIN chunks c"
+        # CROSS JOIN: walk the block's rowid range, never the chunks of a whole source.
+        "SELECT v.chunk_rowid, v.embedding FROM chunk_vectors v CROSS JOIN chunks c"
         " ON c.rowid = v.chunk_rowid WHERE v.chunk_rowid >= ? AND v.chunk_rowid < ?"
         f" AND c.source IN ({marks}) AND LENGTH(v.embedding) = ? ORDER BY v.chunk_rowid",
         (block << BLOCK_BITS, (block + 1) << BLOCK_BITS, *sources, dims * 4),
@@ -103,7 +104,7 @@ def flush_blocks(conn: sqlite3.Connection, *, keep_tail: bool = True) -> None:
         conn.execute("DELETE FROM vector_blocks WHERE block = ?", (block,))
         groups: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
         for source, rowid, blob in conn.execute(
-            "SELECT c.source, v.chunk_rowid, v.embedding FROM chunk_vectors v JOIN chunks c"
+            "SELECT c.source, v.chunk_rowid, v.embedding FROM chunk_vectors v CROSS JOIN chunks c"
             " ON c.rowid = v.chunk_rowid WHERE v.chunk_rowid >= ? AND v.chunk_rowid < ?"
             " ORDER BY v.chunk_rowid",
             (block << BLOCK_BITS, (block + 1) << BLOCK_BITS),
