@@ -77,35 +77,53 @@ def fast_vector(text: str, dims: int) -> bytes:
     return (vec / np.linalg.norm(vec)).astype("<f4").tobytes()
 
 
-def write_file(writer: Any, path: str, text: str, dims: int) -> int:
-    """Replace one file's chunks and give them fake vectors (as a sync plus backfill would)."""
+def replace(writer: Any, path: str, text: str) -> list[int]:
+    """Replace one file's chunks as a sync does; returns their rowids."""
     chunks = chunk_text(text, tokens=400, overlap=80)
-    rowids = writer.replace_file(
+    return list(writer.replace_file(
         path=path, source="memory", file_hash=str(hash(text)), mtime=time.time(),
         size=len(text), decay_ts=None, chunks=chunks, model="fake",
-    )
+    ))
+
+
+def fake_vectors(writer: Any, rowids: list[int], dims: int) -> list[tuple[int, str, bytes]]:
+    """``(rowid, hash, vector)`` of chunks, as the backfill computes them (one query)."""
     rows = writer.conn.execute(
         "SELECT rowid, hash, text FROM memmw.chunks WHERE rowid = ANY(%s)", (rowids,)
     ).fetchall()
-    writer.write_vectors([(r, h, fast_vector(t, dims)) for r, h, t in rows])
-    return len(rowids)
+    return [(r, h, fast_vector(t, dims)) for r, h, t in rows]
+
+
+#: Vectors per ``write_vectors`` call while loading (the backfill writes in batches too).
+VECTOR_BATCH = 2000
 
 
 def load_agent(dsn: str, index: int, chunks: int, dims: int, work: Path) -> tuple[int, float]:
+    """Build one agent's namespace as a full rebuild would: files, then vectors in batches.
+
+    The HNSW index is created when the writer lock is released, over the loaded vectors
+    (``PostgresStore.write``), not maintained vector by vector. Returns the chunks and
+    the seconds it took (the synthetic notes are written before the clock starts).
+    """
     files = workspace_files(work / f"ws-{index}", chunks, seed=1000 + index)
     store = PostgresStore(dsn, agent_id=agent_name(index))
     started = time.perf_counter()
-    total = 0
+    rowids: list[int] = []
     try:
-        with store.write(what="load") as w:
-            w.ensure_vector_index(dims)
-            with store.rebuild(w) as staged:
-                for path, text in files.items():
-                    total += write_file(staged, path, text, dims)
-                staged.bump_generation()
+        with store.write(what="load") as w, store.rebuild(w) as staged:
+            for path, text in files.items():
+                rowids += replace(staged, path, text)
+            staged.bump_generation()
+            for at in range(0, len(rowids), VECTOR_BATCH):
+                staged.write_vectors(fake_vectors(staged, rowids[at:at + VECTOR_BATCH], dims))
     finally:
         store.close()
-    return total, time.perf_counter() - started
+    return len(rowids), time.perf_counter() - started
+
+
+def _load_one(job: tuple[str, int, int, int, str]) -> tuple[int, float]:
+    dsn, index, chunks, dims, work = job
+    return load_agent(dsn, index, chunks, dims, Path(work))
 
 
 def searcher(dsn: str, agents: int, dims: int, seconds: float, seed: int, out: Any) -> None:
@@ -169,7 +187,7 @@ def syncer(
                 for path in rnd.sample(paths, min(3, len(paths))):
                     stamp = f"\n- sync {uuid.uuid4().hex[:8]} touched the harbour lighthouse\n"
                     text = (Path(work) / f"ws-{index}" / path).read_text(encoding="utf-8")
-                    write_file(w, path, text + stamp, dims)
+                    w.write_vectors(fake_vectors(w, replace(w, path, text + stamp), dims))
                 w.bump_generation()
             durations.append((time.perf_counter() - started) * 1000)
             syncs += 1
@@ -256,6 +274,8 @@ def main() -> None:
     parser.add_argument("--syncers", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--sqlite-queries", type=int, default=100)
+    parser.add_argument("--load-workers", type=int, default=2,
+                        help="agents loaded at the same time (one process each)")
     args = parser.parse_args()
     if not args.dsn:
         parser.error("no DSN: pass --dsn or set MEMMW_STORE_DSN (see `make pg`)")
@@ -274,16 +294,19 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="memmw-pg-bench-") as tmp:
             work = Path(tmp)
             print(f"loading {args.agents} agents x ~{args.chunks} chunks, {args.dims}-d vectors")
-            load_times = []
-            total_chunks = 0
-            for i in range(args.agents):
-                n, seconds = load_agent(dsn, i, args.chunks, args.dims, work)
-                total_chunks += n
-                load_times.append(seconds)
-            print(f"  {total_chunks} chunks loaded in {sum(load_times):.1f} s"
-                  f" (median {statistics.median(load_times):.1f} s per agent)")
-
             ctx = mp.get_context("spawn")
+            jobs = [(dsn, i, args.chunks, args.dims, str(work)) for i in range(args.agents)]
+            started = time.perf_counter()
+            # Agents load side by side (each under its own writer lock), as separate hosts would.
+            with ctx.Pool(args.load_workers) as loaders:
+                loaded = loaders.map(_load_one, jobs, chunksize=1)
+            wall = time.perf_counter() - started
+            total_chunks = sum(n for n, _ in loaded)
+            load_times = [s for _, s in loaded]
+            print(f"  {total_chunks} chunks loaded in {wall:.1f} s wall, {args.load_workers}"
+                  f" agents at a time ({total_chunks / wall:.0f} chunks/s; median"
+                  f" {statistics.median(load_times):.1f} s per agent)", flush=True)
+
             out = ctx.Queue()
             procs = [
                 ctx.Process(target=searcher,
