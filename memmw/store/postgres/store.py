@@ -234,15 +234,6 @@ class PostgresReader:
             )
         )
 
-    def term_blobs(self, sources: Sequence[str], *, after: int = 0) -> list[tuple[int, bytes, int]]:
-        """``(rowid, distinct term hashes blob, n_terms)`` of chunks of ``sources`` past ``after``."""
-        rows = self.conn.execute(
-            "SELECT rowid, terms, n_terms FROM memmw.chunks WHERE namespace_id = %s"
-            " AND source = ANY(%s) AND rowid > %s ORDER BY rowid",
-            (self.namespace_id, list(sources), after),
-        ).fetchall()
-        return [(int(r), bytes(t), int(n)) for r, t, n in rows]
-
     def newest_decay_ts(self) -> float | None:
         """The newest dated memory (epoch seconds), the reference age for decay."""
         value = self._one(
