@@ -396,6 +396,22 @@ class PostgresReader:
         ).fetchall()
         return [(int(r), as_blob(e)) for r, e in rows]
 
+    def vector_centroid(self, sources: Sequence[str]) -> tuple[np.ndarray, int] | None:
+        """``(mean, count)`` of the stored unit vectors of ``sources``, computed in the server."""
+        from psycopg import sql
+
+        dims = self.vector_dims()
+        if dims is None:
+            return None
+        row = self.conn.execute(
+            sql.SQL(
+                "SELECT avg(embedding::vector({dims})), count(*) FROM memmw.chunk_vectors"
+                " WHERE namespace_id = %s AND dims = {dims} AND source = ANY(%s)"
+            ).format(dims=sql.Literal(dims)),
+            (self.namespace_id, list(sources)),
+        ).fetchone()
+        return None if row is None or row[0] is None else (as_array(row[0]), int(row[1]))
+
     def vector_dims(self) -> int | None:
         """Dimension of this namespace's vectors (None before the first one)."""
         value = self._one(

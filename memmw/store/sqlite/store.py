@@ -22,7 +22,7 @@ from memmw.store.sqlite.postings import (
     read_stats,
 )
 from memmw.store.terms import term_counts
-from memmw.store.vectors import VectorMatrix
+from memmw.store.vectors import VectorMatrix, centroid_of
 from memmw.text.analysis import terms
 from memmw.text.chunking import Chunk
 
@@ -346,6 +346,10 @@ class IndexStore:
         """``(rowid, blob)`` of every stored vector of ``sources``."""
         return vsql.vector_rows(self.conn, sources)
 
+
+    def vector_centroid(self, sources: Sequence[str]) -> tuple[np.ndarray, int] | None:
+        """``(mean, count)`` of the stored unit vectors of ``sources``; None when none."""
+        return centroid_of(self.vector_rows(sources))
     def nearest(
         self, vector: Sequence[float], k: int, sources: Sequence[str]
     ) -> list[tuple[int, float]]:
