@@ -293,6 +293,12 @@ def sqlite_side(chunks: int, dims: int, n_queries: int, work: Path) -> dict[str,
     return out
 
 
+def print_sqlite(side: dict[str, float]) -> None:
+    print(f"SQLite, one agent of the same size (this process): index {side['index_s']:.1f} s;"
+          f" keyword p50 {side['keyword_p50']:.1f} / p95 {side['keyword_p95']:.1f} ms;"
+          f" hybrid p50 {side['hybrid_p50']:.1f} / p95 {side['hybrid_p95']:.1f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dsn", default=os.environ.get("MEMMW_STORE_DSN")
@@ -306,7 +312,14 @@ def main() -> None:
     parser.add_argument("--sqlite-queries", type=int, default=100)
     parser.add_argument("--load-workers", type=int, default=2,
                         help="agents loaded at the same time (one process each)")
+    parser.add_argument("--sqlite-only", action="store_true",
+                        help="only the SQLite side (one agent of --chunks), no server needed")
     args = parser.parse_args()
+    if args.sqlite_only:
+        with tempfile.TemporaryDirectory(prefix="memmw-pg-bench-") as tmp:
+            workspace_files(Path(tmp) / "ws-0", args.chunks, seed=1000)  # agent 0's notes
+            print_sqlite(sqlite_side(args.chunks, args.dims, args.sqlite_queries, Path(tmp)))
+        return
     if not args.dsn:
         parser.error("no DSN: pass --dsn or set MEMMW_STORE_DSN (see `make pg`)")
 
@@ -381,10 +394,7 @@ def main() -> None:
                 print(f"    error: {e}")
             problems = verify(dsn, args.agents)
             print(f"rows equal to a clean recomputation: {'yes' if not problems else problems[:5]}")
-            side = sqlite_side(args.chunks, args.dims, args.sqlite_queries, work)
-            print(f"SQLite, one agent of the same size (this process): index {side['index_s']:.1f} s;"
-                  f" keyword p50 {side['keyword_p50']:.1f} / p95 {side['keyword_p95']:.1f} ms;"
-                  f" hybrid p50 {side['hybrid_p50']:.1f} / p95 {side['hybrid_p95']:.1f} ms")
+            print_sqlite(sqlite_side(args.chunks, args.dims, args.sqlite_queries, work))
     finally:
         with psycopg.connect(args.dsn, autocommit=True) as conn:
             conn.execute(
