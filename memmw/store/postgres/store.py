@@ -710,6 +710,9 @@ class PostgresWriter(PostgresReader):
             ).fetchone()
             assert row is not None
             rowids = sorted(int(r) for r in (row[0] or ()))
+            if self.staged is not None:
+                # Written during the rebuild: a second write of it must delete this one.
+                self.staged.paths.add((path, source))
             if not unique:
                 return []
             counted = [
@@ -720,7 +723,6 @@ class PostgresWriter(PostgresReader):
                 if self.staged is not None:
                     # A staged rebuild writes every posting at its end, sorted (bulk.py).
                     self.staged.add(source, counted)
-                    self.staged.paths.add((path, source))
                     return rowids
                 with cur.copy(
                     "COPY memmw.postings (namespace_id, term_hash, chunk_rowid, source, tf, doc_len)"

@@ -575,6 +575,16 @@ def test_a_staged_rebuild_writes_the_same_rows_as_file_by_file_writes(
     assert term_hash("zebra") not in {h for h, _, _, _ in got[0]}
 
 
+def test_a_staged_rebuild_may_write_an_empty_file_twice(store: PostgresStore) -> None:
+    with store.write() as w, store.rebuild(w) as staged:
+        assert _put(staged, "memory/empty.md", "") == []
+        assert _put(staged, "memory/empty.md", "") == []
+        assert _put(staged, "memory/empty.md", "Now it has a quokka.\n")
+    with store.read() as r:
+        assert set(r.file_records("memory")) == {"memory/empty.md"}
+        assert len(r.bm25_search([term_hash("quokka")], 5, ["memory"])) == 1
+
+
 def test_a_failed_staged_rebuild_drops_its_buffered_postings(store: PostgresStore) -> None:
     _fill(store)
     before = _table_rows(store)
