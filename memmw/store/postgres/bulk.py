@@ -11,6 +11,8 @@ import numpy as np
 if TYPE_CHECKING:
     import psycopg
 
+#: Postings formatted per COPY write (bounds the text held at once).
+COPY_SLICE = 100_000
 #: Temporary (session-local, never logged) table the vectors of one write are copied into.
 VECTOR_STAGE = "memmw_vector_stage"
 
@@ -107,10 +109,13 @@ class StagedPostings:
                 "COPY memmw.postings (namespace_id, term_hash, chunk_rowid, source, tf, doc_len)"
                 " FROM STDIN"
             ) as copy:
-                copy.write(
-                    _copy_text(namespace_id, source, hashes[order], rowids[order],
-                               tf[order], doc_len[order])
-                )
+                # Formatted a slice at a time: the text of millions of rows at once is large.
+                for at in range(0, len(order), COPY_SLICE):
+                    rows = order[at : at + COPY_SLICE]
+                    copy.write(
+                        _copy_text(namespace_id, source, hashes[rows], rowids[rows],
+                                   tf[rows], doc_len[rows])
+                    )
             conn.execute(
                 "INSERT INTO memmw.source_stats (namespace_id, source, n_docs, total_len)"
                 " VALUES (%s, %s, %s, %s) ON CONFLICT (namespace_id, source) DO UPDATE"

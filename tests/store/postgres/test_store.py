@@ -542,10 +542,13 @@ def _put(writer: StoreWriter, path: str, text: str) -> list[int]:
 
 
 def test_a_staged_rebuild_writes_the_same_rows_as_file_by_file_writes(
-    pg_database: str, shared_pool: object
+    pg_database: str, shared_pool: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The rebuild's buffered, sorted postings equal direct writes; reads inside it see them;
     a file written twice and a savepoint rolled back inside it leave nothing behind."""
+    from memmw.store.postgres import bulk
+
+    monkeypatch.setattr(bulk, "COPY_SLICE", 7)  # several COPY writes per flush
     direct, staged_store = _store(pg_database, shared_pool), _store(pg_database, shared_pool)
     _fill(direct)
     _fill(staged_store, {"memory/old.md": "An old note about zebras.\n"})
