@@ -3,7 +3,7 @@
 Usage:
     python benchmarks/locomo.py ../shared/benchmarks/locomo-dev [--provider none]
         [--decay bounded|classic|off] [--keyword-backend memory|fts5] [--fusion rrf|weighted]
-        [--max-results 6] [--json OUT] [--store-backend sqlite|postgres]
+        [--max-results 6] [--json OUT] [--store-backend sqlite|postgres] [--hnsw-min-vectors 1]
 
 ``--store-backend postgres`` indexes every conversation as a namespace of the database in
 ``MEMMW_STORE_DSN`` (for example the bundled server: ``make pg``).
@@ -179,7 +179,17 @@ def main() -> None:
         "--state-dir",
         help="keep indexes here (the embedding cache makes re-runs fast); default: a temp dir",
     )
+    parser.add_argument(
+        "--hnsw-min-vectors", type=int,
+        help="PostgreSQL: search agents with this many vectors or more by HNSW (default"
+        " memmw.search.searcher.HNSW_MIN_VECTORS; LoCoMo's agents are far smaller, so 1"
+        " measures the HNSW leg and its centroid calibration)",
+    )
     args = parser.parse_args()
+    if args.hnsw_min_vectors is not None:
+        import memmw.search.searcher
+
+        memmw.search.searcher.HNSW_MIN_VECTORS = args.hnsw_min_vectors
     result = run(args)
     k = args.max_results
     print(f"provider: {result['provider']}  config: {result['config']}")

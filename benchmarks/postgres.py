@@ -50,7 +50,7 @@ from scale import CHUNKS_PER_FILE, generate_synthetic, percentile, synthetic_que
 
 from memmw.store.postgres.backend import PostgresStore
 from memmw.store.postgres.connection import open_pool
-from memmw.store.terms import term_hash
+from memmw.store.terms import term_counts, term_hash
 from memmw.text.analysis import query_terms
 from memmw.text.chunking import chunk_text
 
@@ -77,35 +77,53 @@ def fast_vector(text: str, dims: int) -> bytes:
     return (vec / np.linalg.norm(vec)).astype("<f4").tobytes()
 
 
-def write_file(writer: Any, path: str, text: str, dims: int) -> int:
-    """Replace one file's chunks and give them fake vectors (as a sync plus backfill would)."""
+def replace(writer: Any, path: str, text: str) -> list[int]:
+    """Replace one file's chunks as a sync does; returns their rowids."""
     chunks = chunk_text(text, tokens=400, overlap=80)
-    rowids = writer.replace_file(
+    return list(writer.replace_file(
         path=path, source="memory", file_hash=str(hash(text)), mtime=time.time(),
         size=len(text), decay_ts=None, chunks=chunks, model="fake",
-    )
+    ))
+
+
+def fake_vectors(writer: Any, rowids: list[int], dims: int) -> list[tuple[int, str, bytes]]:
+    """``(rowid, hash, vector)`` of chunks, as the backfill computes them (one query)."""
     rows = writer.conn.execute(
         "SELECT rowid, hash, text FROM memmw.chunks WHERE rowid = ANY(%s)", (rowids,)
     ).fetchall()
-    writer.write_vectors([(r, h, fast_vector(t, dims)) for r, h, t in rows])
-    return len(rowids)
+    return [(r, h, fast_vector(t, dims)) for r, h, t in rows]
+
+
+#: Vectors per ``write_vectors`` call while loading (the backfill writes in batches too).
+VECTOR_BATCH = 2000
 
 
 def load_agent(dsn: str, index: int, chunks: int, dims: int, work: Path) -> tuple[int, float]:
+    """Build one agent's namespace as a full rebuild would: files, then vectors in batches.
+
+    The HNSW index is created when the writer lock is released, over the loaded vectors
+    (``PostgresStore.write``), not maintained vector by vector. Returns the chunks and
+    the seconds it took (the synthetic notes are written before the clock starts).
+    """
     files = workspace_files(work / f"ws-{index}", chunks, seed=1000 + index)
     store = PostgresStore(dsn, agent_id=agent_name(index))
     started = time.perf_counter()
-    total = 0
+    rowids: list[int] = []
     try:
-        with store.write(what="load") as w:
-            w.ensure_vector_index(dims)
-            with store.rebuild(w) as staged:
-                for path, text in files.items():
-                    total += write_file(staged, path, text, dims)
-                staged.bump_generation()
+        with store.write(what="load") as w, store.rebuild(w) as staged:
+            for path, text in files.items():
+                rowids += replace(staged, path, text)
+            staged.bump_generation()
+            for at in range(0, len(rowids), VECTOR_BATCH):
+                staged.write_vectors(fake_vectors(staged, rowids[at:at + VECTOR_BATCH], dims))
     finally:
         store.close()
-    return total, time.perf_counter() - started
+    return len(rowids), time.perf_counter() - started
+
+
+def _load_one(job: tuple[str, int, int, int, str]) -> tuple[int, float]:
+    dsn, index, chunks, dims, work = job
+    return load_agent(dsn, index, chunks, dims, Path(work))
 
 
 def searcher(dsn: str, agents: int, dims: int, seconds: float, seed: int, out: Any) -> None:
@@ -169,7 +187,7 @@ def syncer(
                 for path in rnd.sample(paths, min(3, len(paths))):
                     stamp = f"\n- sync {uuid.uuid4().hex[:8]} touched the harbour lighthouse\n"
                     text = (Path(work) / f"ws-{index}" / path).read_text(encoding="utf-8")
-                    write_file(w, path, text + stamp, dims)
+                    w.write_vectors(fake_vectors(w, replace(w, path, text + stamp), dims))
                 w.bump_generation()
             durations.append((time.perf_counter() - started) * 1000)
             syncs += 1
@@ -183,28 +201,58 @@ def syncer(
     out.put({"syncs": syncs, "busy": busy, "errors": errors, "sync_ms": durations})
 
 
-def verify(dsn: str, agents: int) -> list[str]:
-    """Differences between each namespace and a clean recomputation from its chunks."""
+def verify(dsn: str, agents: int, sample: int = 100) -> list[str]:
+    """Differences between each namespace and a clean recomputation from its chunks.
+
+    In the server: BM25 statistics equal to the chunks' own counts, one posting per
+    distinct term of each chunk (none orphaned, each with its chunk's length), one vector
+    per chunk. In this process: ``sample`` chunks per agent re-tokenised from their text,
+    whose postings must be exactly the recomputed terms and counts.
+    """
     problems: list[str] = []
     for i in range(agents):
         store = PostgresStore(dsn, agent_id=agent_name(i))
         try:
             with store.read() as r:
-                blobs = r.term_blobs(SOURCES)
-                n_docs, total = r.keyword_stats(SOURCES)
-                postings = r.conn.execute(
-                    "SELECT count(*) FROM memmw.postings WHERE namespace_id = %s",
-                    (r.namespace_id,),
-                ).fetchone()[0]
-                pending = r.pending_count()
-                vectors = r.vector_stats().vectors
-            expected_postings = sum(len(b) // 8 for _, b, _ in blobs)
-            if (n_docs, total) != (len(blobs), float(sum(n for _, _, n in blobs))):
-                problems.append(f"{agent_name(i)}: stats {(n_docs, total)}")
-            if postings != expected_postings:
-                problems.append(f"{agent_name(i)}: {postings} postings, {expected_postings} expected")
-            if pending or vectors != len(blobs):
-                problems.append(f"{agent_name(i)}: {vectors} vectors for {len(blobs)} chunks")
+                ns = r.namespace_id
+                docs, length, distinct = r.conn.execute(
+                    "SELECT count(*), coalesce(sum(n_terms), 0),"
+                    " coalesce(sum(octet_length(terms) / 8), 0)"
+                    " FROM memmw.chunks WHERE namespace_id = %s AND source = ANY(%s)",
+                    (ns, SOURCES),
+                ).fetchone()
+                postings, stray = r.conn.execute(
+                    "SELECT count(*), count(*) FILTER (WHERE c.rowid IS NULL"
+                    " OR c.n_terms <> p.doc_len OR c.source <> p.source)"
+                    " FROM memmw.postings p LEFT JOIN memmw.chunks c ON c.rowid = p.chunk_rowid"
+                    " AND c.namespace_id = p.namespace_id WHERE p.namespace_id = %s",
+                    (ns,),
+                ).fetchone()
+                stats = r.keyword_stats(SOURCES)
+                vectors = r.vector_stats()
+                picked = r.conn.execute(
+                    "SELECT rowid, text FROM memmw.chunks WHERE namespace_id = %s"
+                    " ORDER BY md5(rowid::text) LIMIT %s",
+                    (ns, sample),
+                ).fetchall()
+                stored: dict[int, dict[int, int]] = {}
+                for rowid, h, tf in r.conn.execute(
+                    "SELECT chunk_rowid, term_hash, tf FROM memmw.postings"
+                    " WHERE namespace_id = %s AND chunk_rowid = ANY(%s)",
+                    (ns, [row for row, _ in picked]),
+                ).fetchall():
+                    stored.setdefault(int(rowid), {})[int(h)] = int(tf)
+            name = agent_name(i)
+            if stats != (int(docs), float(length)):
+                problems.append(f"{name}: stats {stats}, chunks give {(docs, length)}")
+            if postings != distinct or stray:
+                problems.append(f"{name}: {postings} postings ({stray} stray), {distinct} expected")
+            if vectors.pending or vectors.vectors != docs:
+                problems.append(f"{name}: {vectors.vectors} vectors for {docs} chunks")
+            for rowid, text in picked:
+                hashes, tf, _ = term_counts(text)
+                if stored.get(int(rowid), {}) != dict(zip(hashes.tolist(), tf.tolist(), strict=True)):
+                    problems.append(f"{name}: chunk {rowid}'s postings differ from its text")
         finally:
             store.close()
     return problems
@@ -245,6 +293,12 @@ def sqlite_side(chunks: int, dims: int, n_queries: int, work: Path) -> dict[str,
     return out
 
 
+def print_sqlite(side: dict[str, float]) -> None:
+    print(f"SQLite, one agent of the same size (this process): index {side['index_s']:.1f} s;"
+          f" keyword p50 {side['keyword_p50']:.1f} / p95 {side['keyword_p95']:.1f} ms;"
+          f" hybrid p50 {side['hybrid_p50']:.1f} / p95 {side['hybrid_p95']:.1f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dsn", default=os.environ.get("MEMMW_STORE_DSN")
@@ -256,7 +310,16 @@ def main() -> None:
     parser.add_argument("--syncers", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--sqlite-queries", type=int, default=100)
+    parser.add_argument("--load-workers", type=int, default=2,
+                        help="agents loaded at the same time (one process each)")
+    parser.add_argument("--sqlite-only", action="store_true",
+                        help="only the SQLite side (one agent of --chunks), no server needed")
     args = parser.parse_args()
+    if args.sqlite_only:
+        with tempfile.TemporaryDirectory(prefix="memmw-pg-bench-") as tmp:
+            workspace_files(Path(tmp) / "ws-0", args.chunks, seed=1000)  # agent 0's notes
+            print_sqlite(sqlite_side(args.chunks, args.dims, args.sqlite_queries, Path(tmp)))
+        return
     if not args.dsn:
         parser.error("no DSN: pass --dsn or set MEMMW_STORE_DSN (see `make pg`)")
 
@@ -274,16 +337,19 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="memmw-pg-bench-") as tmp:
             work = Path(tmp)
             print(f"loading {args.agents} agents x ~{args.chunks} chunks, {args.dims}-d vectors")
-            load_times = []
-            total_chunks = 0
-            for i in range(args.agents):
-                n, seconds = load_agent(dsn, i, args.chunks, args.dims, work)
-                total_chunks += n
-                load_times.append(seconds)
-            print(f"  {total_chunks} chunks loaded in {sum(load_times):.1f} s"
-                  f" (median {statistics.median(load_times):.1f} s per agent)")
-
             ctx = mp.get_context("spawn")
+            jobs = [(dsn, i, args.chunks, args.dims, str(work)) for i in range(args.agents)]
+            started = time.perf_counter()
+            # Agents load side by side (each under its own writer lock), as separate hosts would.
+            with ctx.Pool(args.load_workers) as loaders:
+                loaded = loaders.map(_load_one, jobs, chunksize=1)
+            wall = time.perf_counter() - started
+            total_chunks = sum(n for n, _ in loaded)
+            load_times = [s for _, s in loaded]
+            print(f"  {total_chunks} chunks loaded in {wall:.1f} s wall, {args.load_workers}"
+                  f" agents at a time ({total_chunks / wall:.0f} chunks/s; median"
+                  f" {statistics.median(load_times):.1f} s per agent)", flush=True)
+
             out = ctx.Queue()
             procs = [
                 ctx.Process(target=searcher,
@@ -321,17 +387,14 @@ def main() -> None:
             for k, v in lat.items():
                 if v:
                     print(f"  {k:8s} p50 {percentile(v, 0.5):7.1f} ms   p95 {percentile(v, 0.95):7.1f} ms")
-            if sync_ms:
-                print(f"  syncs: {syncs} (p50 {percentile(sync_ms, 0.5):.0f} ms), busy waits"
-                      f" {busy}, errors {len(errors)}")
+            sync_p50 = f"p50 {percentile(sync_ms, 0.5):.0f} ms" if sync_ms else "none finished"
+            # Always printed: a slow machine may finish no sync in a short run.
+            print(f"  syncs: {syncs} ({sync_p50}), busy waits {busy}, errors {len(errors)}")
             for e in errors[:5]:
                 print(f"    error: {e}")
             problems = verify(dsn, args.agents)
             print(f"rows equal to a clean recomputation: {'yes' if not problems else problems[:5]}")
-            side = sqlite_side(args.chunks, args.dims, args.sqlite_queries, work)
-            print(f"SQLite, one agent of the same size (this process): index {side['index_s']:.1f} s;"
-                  f" keyword p50 {side['keyword_p50']:.1f} / p95 {side['keyword_p95']:.1f} ms;"
-                  f" hybrid p50 {side['hybrid_p50']:.1f} / p95 {side['hybrid_p95']:.1f} ms")
+            print_sqlite(sqlite_side(args.chunks, args.dims, args.sqlite_queries, work))
     finally:
         with psycopg.connect(args.dsn, autocommit=True) as conn:
             conn.execute(

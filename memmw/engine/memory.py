@@ -48,7 +48,7 @@ from memmw.graph.engine import ForgetResult, GraphEngine
 from memmw.graph.search import FactHit
 from memmw.graph.telemetry import TelemetryLog, telemetry_path
 from memmw.redaction import redact_secrets
-from memmw.search.searcher import Searcher, VectorLeg
+from memmw.search.searcher import Searcher, VectorLeg, hnsw_hits
 from memmw.store.factory import create_store, vector_backend_status
 from memmw.store.protocol import Store, StoreReader
 from memmw.store.vectors import provider_key
@@ -547,7 +547,11 @@ class Memory:
         if not self._published():
             self.sync(embeddings="background")
         with self._lock, self._read() as store:
-            if self.provider is not None and self.config.store.vector_backend != "sqlite-vec":
+            if (
+                self.provider is not None
+                and self.config.store.vector_backend != "sqlite-vec"
+                and self.config.store.backend != "postgres"  # HNSW in the server: no matrix
+            ):
                 dims = (store.identity() or {}).get("vectorDims")
                 self._searcher.vector_matrix(store, self.config.sources, dims)
 
@@ -610,12 +614,17 @@ class Memory:
             )
         dims = identity.get("vectorDims")
         use_vec0 = self.config.store.vector_backend == "sqlite-vec"
-        if use_vec0:
+        # A large PostgreSQL namespace answers through its HNSW index, calibrated against
+        # the corpus centroid instead of the median (no vector read into the process).
+        centroid = None
+        if dims and self.config.store.backend == "postgres":
+            centroid = searcher.hnsw_centroid(store, self.config.sources)
+        if centroid is None and use_vec0:
             if not dims:
                 return None, None
             # The store answers through its own KNN index (sqlite-vec's vec0 table).
             store.nearest([0.0] * int(dims), 1, self.config.sources)  # fail before embedding
-        else:
+        elif centroid is None:
             matrix = searcher.vector_matrix(store, self.config.sources, dims)
             if not len(matrix):
                 return None, None
@@ -645,6 +654,10 @@ class Memory:
         if norm == 0.0:
             return None, None
         unit = qvec / norm
+        if centroid is not None:
+            sources = self.config.sources
+            median = float(unit @ centroid) if self.config.query.hybrid.calibrate_vectors else None
+            return (lambda limit: hnsw_hits(store, unit, limit, sources, median)), None
         if use_vec0:
             sources = self.config.sources
             return (lambda limit: store.nearest(unit.tolist(), limit, sources)), None

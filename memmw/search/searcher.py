@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from memmw.config import MemoryConfig, candidate_count
 from memmw.search.keyword import KeywordHit, bm25_search, bm25_to_score, fts_search
 from memmw.search.keyword import idf as bm25_idf
@@ -17,11 +19,17 @@ from memmw.search.snippets import build_snippet
 from memmw.store.protocol import EMPTY_POSTINGS as EMPTY
 from memmw.store.protocol import ChunkRow, StoreReader
 from memmw.store.terms import term_hash
-from memmw.store.vectors import VectorMatrix
+from memmw.store.vectors import VectorMatrix, calibrated
 from memmw.text.analysis import normalize, query_terms
 from memmw.types import SearchHit, citation_for
 
 log = logging.getLogger(__name__)
+
+#: Vectors from which a store that has an HNSW index (PostgreSQL) answers the vector leg
+#: itself, calibrated against the corpus centroid (an approximation of the query's median
+#: cosine). Below it the vectors are read once per generation and searched exactly, which
+#: is cheap and gives the same scores as SQLite.
+HNSW_MIN_VECTORS = 10_000
 
 #: ``(limit) -> [(rowid, cosine similarity)]``, best first.
 VectorLeg = Callable[[int], list[tuple[int, float]]]
@@ -81,12 +89,15 @@ class Searcher:
         self.config = config
         self._vectors: VectorMatrix | None = None
         self._vectors_key: tuple[object, ...] | None = None
+        self._centroid: tuple[np.ndarray, int] | None = None
+        self._centroid_key: tuple[object, ...] | None = None
         self._lock = threading.Lock()
 
     def invalidate(self) -> None:
         """Forget the cached vectors (the index file was replaced or its WAL lost)."""
         with self._lock:
             self._vectors = self._vectors_key = None
+            self._centroid = self._centroid_key = None
 
     def vector_matrix(
         self, store: StoreReader, sources: Sequence[str], dims: int | None
@@ -106,6 +117,25 @@ class Searcher:
                 self._vectors = store.vector_matrix(sources, dims)
                 self._vectors_key = key
             return self._vectors
+
+    def hnsw_centroid(self, store: StoreReader, sources: Sequence[str]) -> np.ndarray | None:
+        """Mean stored vector of ``sources`` when there are enough vectors to search them by
+        HNSW in the server (``HNSW_MIN_VECTORS``), else None; cached until a sync or backfill
+        writes."""
+        key = (
+            store.generation(),
+            store.get_meta("vector_generation"),
+            tuple(sources),
+            store.get_meta("epoch"),
+        )
+        with self._lock:
+            if self._centroid_key != key:
+                self._centroid = store.vector_centroid(sources)
+                self._centroid_key = key
+            summary = self._centroid
+        if summary is None or summary[1] < HNSW_MIN_VECTORS:
+            return None
+        return summary[0]
 
     def search(
         self,
@@ -310,3 +340,11 @@ class Searcher:
             vector_score=cand.vector_score,
             importance=chunk.importance,
         )
+
+
+def hnsw_hits(
+    store: StoreReader, unit: np.ndarray, limit: int, sources: Sequence[str], median: float | None
+) -> list[tuple[int, float]]:
+    """The store's own nearest vectors (HNSW), calibrated against ``median`` when given."""
+    hits = store.nearest(unit.tolist(), limit, sources)
+    return hits if median is None else calibrated(hits, median)

@@ -270,6 +270,14 @@ class StoreReader(Protocol):
         given): what the in-process vector leg searches."""
         ...
 
+    def vector_centroid(self, sources: Sequence[str]) -> tuple[np.ndarray, int] | None:
+        """``(mean, count)`` of the stored unit vectors of ``sources``; None when there are none.
+
+        A query's cosine with the mean approximates its median cosine with the corpus (the
+        calibration statistic) without reading every vector, for a search by HNSW.
+        """
+        ...
+
     def newest_decay_ts(self) -> float | None:
         """The newest dated memory (epoch seconds), the reference age for decay."""
         ...

@@ -130,3 +130,22 @@ class VectorMatrix:
         median = float(np.partition(sims, len(sims) // 2)[len(sims) // 2])
         scale = 1.0 - median if median < 1.0 else 1.0
         return [(int(self.rowids[i]), max(0.0, (float(sims[i]) - median) / scale)) for i in top]
+
+
+def centroid_of(rows: Sequence[tuple[int, bytes]]) -> tuple[np.ndarray, int] | None:
+    """``(mean, count)`` of ``(rowid, float32 blob)`` vectors (None: empty or mixed dimensions)."""
+    vectors = [np.frombuffer(blob, dtype="<f4") for _, blob in rows]
+    if not vectors or len({len(v) for v in vectors}) != 1:
+        return None
+    mean: np.ndarray = np.vstack(vectors).mean(axis=0, dtype=np.float64)
+    return mean.astype(np.float32), len(vectors)
+
+
+def calibrated(hits: Sequence[tuple[int, float]], median: float) -> list[tuple[int, float]]:
+    """``(rowid, cosine)`` hits as ``(cos - median) / (1 - median)``, floored at 0.
+
+    The calibration of :meth:`VectorMatrix.search` with a median given from outside
+    (the query's cosine with the corpus centroid when the store searches by HNSW).
+    """
+    scale = 1.0 - median if median < 1.0 else 1.0
+    return [(rowid, max(0.0, (cos - median) / scale)) for rowid, cos in hits]

@@ -23,7 +23,7 @@ StoreFactory = Callable[..., Store]
 PG_DSN_ENV = "MEMMW_TEST_PG_DSN"
 
 
-def sqlite_factory(tmp_path: Path) -> StoreFactory:
+def sqlite_factory(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
     """SQLite keeps one file per agent: agents of one state folder are separate files."""
     from memmw.store.sqlite.backend import SqliteStore
 
@@ -33,20 +33,17 @@ def sqlite_factory(tmp_path: Path) -> StoreFactory:
     return make
 
 
-def postgres_factory(tmp_path: Path) -> StoreFactory:
+def postgres_factory(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
     """PostgreSQL keeps every agent in one database, namespaced by agent id (issue 12).
 
-    Runs only when ``MEMMW_TEST_PG_DSN`` names a scratch database. The PostgreSQL store
-    plugs in here: build it from the DSN and the agent id, in a namespace unique to
-    this test so runs never see each other's rows.
+    Runs only when ``MEMMW_TEST_PG_DSN`` names a server. The stores live in the test
+    module's own database (the ``pg_database`` fixture: created for the module, dropped
+    after it), in a namespace unique to this test so tests never see each other's rows;
+    nothing is left in the server's databases.
     """
-    dsn = os.environ.get(PG_DSN_ENV)
-    if not dsn:
-        pytest.skip(f"set {PG_DSN_ENV} to run the store conformance suite against PostgreSQL")
-    try:
-        from memmw.store.postgres import PostgresStore  # type: ignore[import-not-found]
-    except ImportError:
-        pytest.skip("the PostgreSQL store (memmw.store.postgres) is not in this tree yet")
+    dsn = str(request.getfixturevalue("pg_database"))
+    from memmw.store.postgres import PostgresStore
+
     namespace = f"t{uuid.uuid4().hex[:12]}"
 
     def make(agent_id: str = "main") -> Store:
@@ -56,9 +53,12 @@ def postgres_factory(tmp_path: Path) -> StoreFactory:
     return make
 
 
-#: Store implementations the conformance suite runs against, by name. PostgreSQL joins
-#: when ``MEMMW_TEST_PG_DSN`` is set (no skipped copies of every test otherwise).
-FACTORIES: dict[str, Callable[[Path], StoreFactory]] = {"sqlite": sqlite_factory}
+#: Store implementations the conformance suite runs against, by name: ``factory(request,
+#: tmp_path) -> make``. PostgreSQL joins when ``MEMMW_TEST_PG_DSN`` is set (no skipped
+#: copies of every test otherwise).
+FACTORIES: dict[str, Callable[[pytest.FixtureRequest, Path], StoreFactory]] = {
+    "sqlite": sqlite_factory
+}
 if os.environ.get(PG_DSN_ENV):
     FACTORIES["postgres"] = postgres_factory
 
@@ -66,7 +66,7 @@ if os.environ.get(PG_DSN_ENV):
 @pytest.fixture(params=sorted(FACTORIES))
 def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
     """``make(agent_id="main") -> Store``; every store it made is closed afterwards."""
-    build = FACTORIES[request.param](tmp_path)
+    build = FACTORIES[request.param](request, tmp_path)
     made: list[Store] = []
 
     def make(agent_id: str = "main") -> Store:

@@ -290,6 +290,23 @@ def test_nearest_orders_by_cosine_and_filters_by_source(store: Store) -> None:
         assert dict(reader.vector_rows(SOURCES)).keys() == {a, b, c}
 
 
+def test_vector_centroid_is_the_mean_of_the_sources_vectors(store: Store) -> None:
+    ids = seed(store, NOTES)
+    with store.read() as reader:
+        assert reader.vector_centroid(SOURCES) is None  # no vector yet
+    session = seed(store, {"sessions/a.jsonl": "user: hi\n"}, source="sessions")["sessions/a.jsonl"]
+    a, b = ids["MEMORY.md"][0], ids["memory/2026-01-02.md"][0]
+    _vectorise(store, {a: [1.0, 0.0, 0.0], b: [0.0, 1.0, 0.0], session[0]: [0.0, 0.0, 1.0]})
+    with store.read() as reader:
+        memory_only = reader.vector_centroid(SOURCES)
+        both = reader.vector_centroid(BOTH)
+    assert memory_only is not None and both is not None
+    assert memory_only[0].tolist() == pytest.approx([0.5, 0.5, 0.0], abs=1e-6)
+    assert memory_only[1] == 2
+    assert both[0].tolist() == pytest.approx([1 / 3, 1 / 3, 1 / 3], abs=1e-6)
+    assert both[1] == 3
+
+
 def test_vectors_of_replaced_chunks_are_not_written(store: Store) -> None:
     rowid = seed(store, {"MEMORY.md": "old text\n"})["MEMORY.md"][0]
     with store.read() as reader:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memmw.store.postgres import graph as pg_graph
+from memmw.store.postgres.bulk import StagedPostings, copy_vectors
 from memmw.store.protocol import (
     ChunkRow,
     FileRecords,
@@ -34,6 +35,10 @@ log = logging.getLogger(__name__)
 
 K1 = 1.2
 B = 0.75
+#: Bytes an HNSW node takes beside its vector (neighbour lists at pgvector's default m = 16).
+HNSW_BYTES_PER_NODE = 400
+#: Most memory an HNSW build is given (``maintenance_work_mem`` of the writer's session).
+HNSW_BUILD_MEMORY_CAP_KB = 1024 * 1024
 
 _CHUNK_COLUMNS = (
     "c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.text, c.line_map, "
@@ -69,12 +74,45 @@ ORDER BY score DESC, p.chunk_rowid
 LIMIT %(limit)s
 """
 
+# One file's row and its chunks (parallel arrays, in chunk order) in one round trip.
+_REPLACE_FILE_SQL = """
+WITH f AS (
+    INSERT INTO memmw.files (namespace_id, path, source, hash, mtime, size, decay_ts)
+    VALUES (%(ns)s, %(path)s, %(source)s, %(file_hash)s, %(mtime)s, %(size)s, %(decay_ts)s)
+    RETURNING id
+), c AS (
+    INSERT INTO memmw.chunks (rowid, namespace_id, id, file_id, path, source, start_line,
+        end_line, hash, model, text, line_map, importance, terms, n_terms, updated_at)
+    SELECT nextval('memmw.chunks_rowid_seq'), %(ns)s, u.id, f.id, %(path)s, %(source)s,
+        u.start_line, u.end_line, u.hash, %(model)s, u.text, u.line_map, u.importance,
+        u.terms, u.n_terms, %(now)s
+    FROM f, unnest(%(ids)s::text[], %(starts)s::integer[], %(ends)s::integer[],
+        %(hashes)s::text[], %(texts)s::text[], %(line_maps)s::text[], %(importance)s::integer[],
+        %(terms)s::bytea[], %(n_terms)s::integer[])
+        WITH ORDINALITY AS u(id, start_line, end_line, hash, text, line_map, importance, terms,
+            n_terms, ord)
+    ORDER BY u.ord
+    RETURNING rowid
+)
+SELECT ARRAY(SELECT rowid FROM c) FROM f
+"""
+
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')
 
 
 def hashes_blob(hashes: np.ndarray) -> bytes:
     """A chunk's distinct term hashes as stored: sorted little-endian int64."""
     return np.sort(hashes).astype("<i8").tobytes()
+
+
+def _setting_kb(conn: psycopg.Connection[Any], name: str) -> int:
+    """A memory setting of the session in kB."""
+    row = conn.execute(
+        "SELECT setting::bigint * CASE unit WHEN '8kB' THEN 8 WHEN 'MB' THEN 1024 ELSE 1 END"
+        " FROM pg_settings WHERE name = %s",
+        (name,),
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def match_terms(match: str) -> list[str]:
@@ -196,15 +234,6 @@ class PostgresReader:
                 (self.namespace_id, list(sources)),
             )
         )
-
-    def term_blobs(self, sources: Sequence[str], *, after: int = 0) -> list[tuple[int, bytes, int]]:
-        """``(rowid, distinct term hashes blob, n_terms)`` of chunks of ``sources`` past ``after``."""
-        rows = self.conn.execute(
-            "SELECT rowid, terms, n_terms FROM memmw.chunks WHERE namespace_id = %s"
-            " AND source = ANY(%s) AND rowid > %s ORDER BY rowid",
-            (self.namespace_id, list(sources), after),
-        ).fetchall()
-        return [(int(r), bytes(t), int(n)) for r, t, n in rows]
 
     def newest_decay_ts(self) -> float | None:
         """The newest dated memory (epoch seconds), the reference age for decay."""
@@ -372,6 +401,22 @@ class PostgresReader:
         ).fetchall()
         return [(int(r), as_blob(e)) for r, e in rows]
 
+    def vector_centroid(self, sources: Sequence[str]) -> tuple[np.ndarray, int] | None:
+        """``(mean, count)`` of the stored unit vectors of ``sources``, computed in the server."""
+        from psycopg import sql
+
+        dims = self.vector_dims()
+        if dims is None:
+            return None
+        row = self.conn.execute(
+            sql.SQL(
+                "SELECT avg(embedding::vector({dims})), count(*) FROM memmw.chunk_vectors"
+                " WHERE namespace_id = %s AND dims = {dims} AND source = ANY(%s)"
+            ).format(dims=sql.Literal(dims)),
+            (self.namespace_id, list(sources)),
+        ).fetchone()
+        return None if row is None or row[0] is None else (as_array(row[0]), int(row[1]))
+
     def vector_dims(self) -> int | None:
         """Dimension of this namespace's vectors (None before the first one)."""
         value = self._one(
@@ -467,12 +512,59 @@ class PostgresWriter(PostgresReader):
         super().__init__(conn, namespace_id, fts_tokenizer=fts_tokenizer)
         #: HNSW indexes to create once no transaction is open (see ``write_vectors``).
         self.missing_vector_indexes: set[int] = set()
+        #: A staged rebuild's postings, written sorted at its end (``begin_bulk``).
+        self.staged: StagedPostings | None = None
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[PostgresWriter]:
         """One atomic write transaction (a savepoint when one is already open)."""
-        with self.conn.transaction():
-            yield self
+        staged = self.staged
+        mark = staged.mark() if staged is not None else None
+        try:
+            with self.conn.transaction():
+                yield self
+        except BaseException:
+            if staged is not None and mark is not None and self.staged is staged:
+                staged.rollback(mark)
+            raise
+
+    # -- staged rebuild ----------------------------------------------------------------
+    def begin_bulk(self) -> None:
+        """Buffer postings from now on (a staged rebuild into an emptied namespace)."""
+        self.staged = StagedPostings()
+
+    def end_bulk(self, *, commit: bool) -> None:
+        """Write the buffered postings (``commit``) or drop them; back to direct writes."""
+        staged, self.staged = self.staged, None
+        if commit and staged is not None:
+            staged.flush(self.conn, self.namespace_id)
+
+    def flush_postings(self) -> None:
+        """Write buffered postings now (before anything reads or deletes postings)."""
+        if self.staged is not None and self.staged.pending:
+            self.staged.flush(self.conn, self.namespace_id)
+
+    def keyword_stats(self, sources: Sequence[str]) -> tuple[int, float]:
+        """``(live chunks, total terms)`` of ``sources``, buffered rows included."""
+        self.flush_postings()
+        return super().keyword_stats(sources)
+
+    def postings(self, term_hashes: Sequence[int], sources: Sequence[str]) -> dict[int, Postings]:
+        """Live postings of each term hash present in ``sources``, buffered rows included."""
+        self.flush_postings()
+        return super().postings(term_hashes, sources)
+
+    def bm25_search(
+        self,
+        term_hashes: Sequence[int],
+        limit: int,
+        sources: Sequence[str],
+        *,
+        require_all: bool = False,
+    ) -> list[tuple[int, float, int]]:
+        """BM25 in the server over the written and buffered postings."""
+        self.flush_postings()
+        return super().bm25_search(term_hashes, limit, sources, require_all=require_all)
 
     # -- meta and identity -----------------------------------------------------------
     def set_meta(self, key: str, value: str) -> None:
@@ -539,6 +631,11 @@ class PostgresWriter(PostgresReader):
             self._delete_file(path, source)
 
     def _delete_file(self, path: str, source: str) -> None:
+        staged = self.staged
+        if staged is not None:
+            if (path, source) not in staged.paths:
+                return  # the rebuild emptied the namespace and has not written this file
+            self.flush_postings()  # its postings must be in the table to be deleted
         rows = self.conn.execute(
             "SELECT c.rowid, c.terms, c.n_terms FROM memmw.chunks c JOIN memmw.files f"
             " ON f.id = c.file_id WHERE f.namespace_id = %s AND f.path = %s AND f.source = %s",
@@ -576,7 +673,7 @@ class PostgresWriter(PostgresReader):
         model: str,
     ) -> list[int]:
         """Write a file's record and chunks, replacing what it had; returns the chunk rowids."""
-        with self.conn.transaction():
+        with self.transaction():
             conn = self.conn
             self._delete_file(path, source)
             unique: list[tuple[str, Chunk]] = []
@@ -587,51 +684,51 @@ class PostgresWriter(PostgresReader):
                     # Pieces of one long line with the same text share an id (as in SQLite).
                     seen.add(cid)
                     unique.append((cid, chunk))
-            # The file row and its chunks' rowids in one round trip (rowids ascending, never
-            # reused, from the one sequence of every namespace); then COPY writes the rows.
+            terms = [term_counts(chunk.text) for _, chunk in unique]
+            # The file row and its chunks in one statement: rowids ascending in chunk order
+            # (nextval runs after the ORDER BY), never reused, from the one sequence of every
+            # namespace.
             row = conn.execute(
-                "WITH f AS (INSERT INTO memmw.files (namespace_id, path, source, hash, mtime, size,"
-                " decay_ts) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id)"
-                " SELECT f.id, ARRAY(SELECT nextval('memmw.chunks_rowid_seq')"
-                " FROM generate_series(1, %s)) FROM f",
-                (self.namespace_id, path, source, file_hash, mtime, size, decay_ts, len(unique)),
+                _REPLACE_FILE_SQL,
+                {
+                    "ns": self.namespace_id,
+                    "path": path,
+                    "source": source,
+                    "file_hash": file_hash,
+                    "mtime": mtime,
+                    "size": size,
+                    "decay_ts": decay_ts,
+                    "model": model,
+                    "now": time.time(),
+                    "ids": [cid for cid, _ in unique],
+                    "starts": [c.start_line for _, c in unique],
+                    "ends": [c.end_line for _, c in unique],
+                    "hashes": [c.hash for _, c in unique],
+                    "texts": [c.text for _, c in unique],
+                    "line_maps": [
+                        json.dumps(c.line_map) if c.line_map else None for _, c in unique
+                    ],
+                    "importance": [c.importance for _, c in unique],
+                    "terms": [hashes_blob(h) for h, _, _ in terms],
+                    "n_terms": [n for _, _, n in terms],
+                },
             ).fetchone()
             assert row is not None
-            file_id = int(row[0])
-            rowids = sorted(int(r) for r in row[1])
+            rowids = sorted(int(r) for r in (row[0] or ()))
+            if self.staged is not None:
+                # Written during the rebuild: a second write of it must delete this one.
+                self.staged.paths.add((path, source))
             if not unique:
                 return []
-            now = time.time()
-            counted: list[tuple[int, np.ndarray, np.ndarray, int]] = []
+            counted = [
+                (rowid, hashes, tf, n_terms)
+                for rowid, (hashes, tf, n_terms) in zip(rowids, terms, strict=True)
+            ]
             with conn.cursor() as cur:
-                with cur.copy(
-                    "COPY memmw.chunks (rowid, namespace_id, id, file_id, path, source, start_line,"
-                    " end_line, hash, model, text, line_map, importance, terms, n_terms, updated_at)"
-                    " FROM STDIN"
-                ) as copy:
-                    for rowid, (cid, chunk) in zip(rowids, unique, strict=True):
-                        hashes, tf, n_terms = term_counts(chunk.text)
-                        counted.append((rowid, hashes, tf, n_terms))
-                        copy.write_row(
-                            (
-                                rowid,
-                                self.namespace_id,
-                                cid,
-                                file_id,
-                                path,
-                                source,
-                                chunk.start_line,
-                                chunk.end_line,
-                                chunk.hash,
-                                model,
-                                chunk.text,
-                                json.dumps(chunk.line_map) if chunk.line_map else None,
-                                chunk.importance,
-                                hashes_blob(hashes),
-                                n_terms,
-                                now,
-                            )
-                        )
+                if self.staged is not None:
+                    # A staged rebuild writes every posting at its end, sorted (bulk.py).
+                    self.staged.add(source, counted)
+                    return rowids
                 with cur.copy(
                     "COPY memmw.postings (namespace_id, term_hash, chunk_rowid, source, tf, doc_len)"
                     " FROM STDIN"
@@ -669,8 +766,9 @@ class PostgresWriter(PostgresReader):
         """Create this namespace's HNSW index for ``dims`` if missing; False when it must wait.
 
         Creating an index takes a lock that waits for open write transactions on the
-        vector table, so it is only done outside a transaction (on an index of a new
-        namespace or dimension it takes no time); inside one it is left for later.
+        vector table, so it is only done outside a transaction; inside one it is left for
+        later (:meth:`PostgresStore.write` creates it on its way out). So a first load
+        writes its vectors without an index and the HNSW graph is built once, in bulk.
         """
         from psycopg import pq, sql
 
@@ -679,6 +777,33 @@ class PostgresWriter(PostgresReader):
         if self.conn.info.transaction_status != pq.TransactionStatus.IDLE:
             self.missing_vector_indexes.add(dims)
             return False
+        # Built in memory when the graph fits in maintenance_work_mem (many times faster
+        # than spilling); raised for this session only, as far as the vectors need.
+        count = int(
+            self._one(
+                "SELECT count(*) FROM memmw.chunk_vectors WHERE namespace_id = %s AND dims = %s",
+                (self.namespace_id, dims),
+            )
+        )
+        needed_kb = count * (dims * 4 + HNSW_BYTES_PER_NODE) * 3 // 2 // 1024
+        raise_memory = needed_kb > _setting_kb(self.conn, "maintenance_work_mem")
+        if raise_memory:
+            self.conn.execute(
+                sql.SQL("SET maintenance_work_mem = {}").format(
+                    sql.Literal(f"{min(needed_kb, HNSW_BUILD_MEMORY_CAP_KB)}kB")
+                )
+            )
+        try:
+            self._create_vector_index(dims)
+        finally:
+            if raise_memory and not self.conn.broken:
+                self.conn.execute("RESET maintenance_work_mem")
+        self.missing_vector_indexes.discard(dims)
+        return True
+
+    def _create_vector_index(self, dims: int) -> None:
+        from psycopg import sql
+
         self.conn.execute(
             sql.SQL(
                 "CREATE INDEX IF NOT EXISTS {name} ON memmw.chunk_vectors USING hnsw"
@@ -690,38 +815,16 @@ class PostgresWriter(PostgresReader):
                 ns=sql.Literal(self.namespace_id),
             )
         )
-        self.missing_vector_indexes.discard(dims)
-        return True
 
     def write_vectors(self, rows: Sequence[tuple[int, str, bytes]]) -> int:
         """Store ``(rowid, chunk hash, blob)`` where the chunk still has that hash."""
-        from pgvector import Vector
-
         if not rows:
             return 0
         dims = {len(blob) // 4 for _, _, blob in rows}
         for d in dims:
             self.ensure_vector_index(d)
-        with self.conn.transaction(), self.conn.cursor() as cur:
-            # One statement per row, sent in a pipeline (executemany): no round trip each.
-            cur.executemany(
-                "INSERT INTO memmw.chunk_vectors (chunk_rowid, namespace_id, source, dims,"
-                " embedding) SELECT rowid, namespace_id, source, %s, %s FROM memmw.chunks"
-                " WHERE rowid = %s AND hash = %s AND namespace_id = %s"
-                " ON CONFLICT (chunk_rowid) DO UPDATE SET embedding = excluded.embedding,"
-                " dims = excluded.dims",
-                [
-                    (
-                        len(blob) // 4,
-                        Vector(np.frombuffer(blob, dtype="<f4")),
-                        int(rowid),
-                        digest,
-                        self.namespace_id,
-                    )
-                    for rowid, digest, blob in rows
-                ],
-            )
-            return max(cur.rowcount, 0)
+        with self.conn.transaction():
+            return copy_vectors(self.conn, self.namespace_id, rows)
 
     def put_embeddings(
         self, provider: str, model: str, provider_key: str, vectors: Mapping[str, bytes]

@@ -22,7 +22,7 @@ from memmw.store.sqlite.postings import (
     read_stats,
 )
 from memmw.store.terms import term_counts
-from memmw.store.vectors import VectorMatrix
+from memmw.store.vectors import VectorMatrix, centroid_of
 from memmw.text.analysis import terms
 from memmw.text.chunking import Chunk
 
@@ -352,6 +352,10 @@ class IndexStore:
         if not dims:
             return VectorMatrix(self.vector_rows(sources), dims)
         return vsql.load_matrix(self.conn, sources, dims)
+
+    def vector_centroid(self, sources: Sequence[str]) -> tuple[np.ndarray, int] | None:
+        """``(mean, count)`` of the stored unit vectors of ``sources``; None when none."""
+        return centroid_of(self.vector_rows(sources))
 
     def nearest(
         self, vector: Sequence[float], k: int, sources: Sequence[str]

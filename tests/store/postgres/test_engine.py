@@ -107,3 +107,33 @@ def test_a_shared_namespace_is_searched_alongside_the_agents_own(
         ("ops", "- atlas backups run nightly."),
         ("team", "- project-atlas ships on Monday."),
     }
+
+
+def test_a_large_namespace_answers_the_vector_leg_from_hnsw_without_reading_vectors(
+    pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``HNSW_MIN_VECTORS`` the server's HNSW index answers (no vector enters the
+    process); calibrated against the centroid, the hits are SQLite's with close scores."""
+    import memmw.search.searcher as searcher_module
+    from memmw.store.postgres.store import PostgresReader
+
+    monkeypatch.setenv("MEMMW_STORE_DSN", pg_database)
+    ws = _workspace(tmp_path / "ws")
+    answers = {}
+    for backend in ("sqlite", "postgres"):
+        config = MemoryConfig(provider="fake", store=StoreConfig(backend=backend))  # type: ignore[arg-type]
+        with Memory(workspace=ws, state_dir=tmp_path / backend, agent_id="hnsw",
+                    config=config) as mem:
+            mem.sync()
+            if backend == "postgres":
+                monkeypatch.setattr(searcher_module, "HNSW_MIN_VECTORS", 1)
+
+                def no_full_read(*_args: object, **_kwargs: object) -> None:
+                    raise AssertionError("the vector leg read every vector")
+
+                monkeypatch.setattr(PostgresReader, "vector_rows", no_full_read)
+            answers[backend] = _answers(mem)
+    for pg, lite in zip(answers["postgres"], answers["sqlite"], strict=True):
+        assert {h[:3] for h in pg} == {h[:3] for h in lite}
+        assert all(0.0 <= h[3] <= 1.0 for h in pg)
+    assert answers["postgres"][0][0][0] == "MEMORY.md"

@@ -104,14 +104,10 @@ def test_files_chunks_and_counts_round_trip(store: PostgresStore) -> None:
         counts = r.counts()
         rowids = r.chunk_rowids(["memory"])
         rows = r.chunks(rowids)
-        blobs = r.term_blobs(["memory"])
-        after_last = r.term_blobs(["memory"], after=rowids[-1])
     assert counts["memory"] == {"files": 3, "chunks": sum(len(v) for v in written.values())}
     assert rowids == sorted(r for v in written.values() for r in v)
     assert {row.path for row in rows.values()} == set(NOTES)
     assert all(row.n_terms > 0 and row.term_set() for row in rows.values())
-    assert [b[0] for b in blobs] == rowids
-    assert after_last == []
 
 
 def test_deleting_a_file_removes_its_postings_and_statistics(store: PostgresStore) -> None:
@@ -125,9 +121,9 @@ def test_deleting_a_file_removes_its_postings_and_statistics(store: PostgresStor
     with store.read() as r:
         assert r.postings([alice], ["memory"]) == {}
         docs_after, total = r.keyword_stats(["memory"])
-        remaining = r.term_blobs(["memory"])
+        remaining = r.chunks(r.chunk_rowids(["memory"]))
     assert docs_after == len(remaining) < docs_before
-    assert total == sum(b[2] for b in remaining)
+    assert total == sum(row.n_terms for row in remaining.values())
 
 
 def _chunk_terms(store: PostgresStore) -> dict[int, Counter[str]]:
@@ -524,3 +520,108 @@ def test_store_backend_and_dsn_are_configurable(monkeypatch: pytest.MonkeyPatch)
     store = create_postgres_store(config, agent_id="ops")
     assert store.location == "postgresql://u@127.0.0.1:1/db namespace ops"
     assert store.agent_id == "ops"
+
+
+def _table_rows(store: PostgresStore) -> tuple[list[tuple[int, int, int, int]], tuple[int, int]]:
+    """Every posting ``(term hash, rowid, tf, doc_len)`` and the BM25 statistics, as stored."""
+    with store.read() as r:
+        postings = r.conn.execute(
+            "SELECT term_hash, chunk_rowid, tf, doc_len FROM memmw.postings"
+            " WHERE namespace_id = %s ORDER BY 1, 2",
+            (r.namespace_id,),
+        ).fetchall()
+        docs, length = r.keyword_stats(["memory"])
+    return [tuple(p) for p in postings], (docs, int(length))
+
+
+def _put(writer: StoreWriter, path: str, text: str) -> list[int]:
+    return writer.replace_file(
+        path=path, source="memory", file_hash=f"h-{text}", mtime=1.0, size=len(text),
+        decay_ts=None, chunks=chunk_text(text, tokens=20, overlap=0), model="fts-only",
+    )
+
+
+def test_a_staged_rebuild_writes_the_same_rows_as_file_by_file_writes(
+    pg_database: str, shared_pool: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rebuild's buffered, sorted postings equal direct writes; reads inside it see them;
+    a file written twice and a savepoint rolled back inside it leave nothing behind."""
+    from memmw.store.postgres import bulk
+
+    monkeypatch.setattr(bulk, "COPY_SLICE", 7)  # several COPY writes per flush
+    direct, staged_store = _store(pg_database, shared_pool), _store(pg_database, shared_pool)
+    _fill(direct)
+    _fill(staged_store, {"memory/old.md": "An old note about zebras.\n"})
+    with staged_store.write() as w, staged_store.rebuild(w) as staged:
+        with staged.transaction():
+            _put(staged, "memory/2026-01-03.md", "A first version, replaced below.\n")
+        with pytest.raises(RuntimeError), staged.transaction():
+            _put(staged, "memory/rolled-back.md", "Written then rolled back: walrus.\n")
+            # A read flushes the buffer inside the savepoint; the rollback undoes that too.
+            assert staged.bm25_search([term_hash("walrus")], 5, ["memory"])
+            raise RuntimeError("roll back this savepoint")
+        for path, text in NOTES.items():
+            _put(staged, path, text)
+        assert len(staged.bm25_search([term_hash("gateway")], 10, ["memory"])) == 3
+        staged.bump_generation()
+    want, got = _table_rows(direct), _table_rows(staged_store)
+    rowids = sorted({rowid for _, rowid, _, _ in got[0]})
+    with staged_store.read() as r:
+        assert sorted(r.chunk_rowids(["memory"])) == rowids
+        assert set(r.file_records("memory")) == set(NOTES)
+    # Same postings apart from the rowids (a different agent's chunks), same statistics.
+    assert got[1] == want[1]
+    assert sorted((h, tf, dl) for h, _, tf, dl in got[0]) == sorted(
+        (h, tf, dl) for h, _, tf, dl in want[0]
+    )
+    assert term_hash("walrus") not in {h for h, _, _, _ in got[0]}
+    assert term_hash("zebra") not in {h for h, _, _, _ in got[0]}
+
+
+def test_a_staged_rebuild_may_write_an_empty_file_twice(store: PostgresStore) -> None:
+    with store.write() as w, store.rebuild(w) as staged:
+        assert _put(staged, "memory/empty.md", "") == []
+        assert _put(staged, "memory/empty.md", "") == []
+        assert _put(staged, "memory/empty.md", "Now it has a quokka.\n")
+    with store.read() as r:
+        assert set(r.file_records("memory")) == {"memory/empty.md"}
+        assert len(r.bm25_search([term_hash("quokka")], 5, ["memory"])) == 1
+
+
+def test_a_failed_staged_rebuild_drops_its_buffered_postings(store: PostgresStore) -> None:
+    _fill(store)
+    before = _table_rows(store)
+    with pytest.raises(RuntimeError), store.write() as w, store.rebuild(w) as staged:
+        _put(staged, "memory/new.md", "Never committed.\n")
+        raise RuntimeError("fail the rebuild")
+    assert _table_rows(store) == before
+    with store.write() as w, w.transaction():  # the writer writes directly again
+        _put(w, "memory/after.md", "After the failed rebuild: okapi.\n")
+    with store.read() as r:
+        assert len(r.bm25_search([term_hash("okapi")], 5, ["memory"])) == 1
+
+
+def test_write_vectors_keeps_the_last_vector_of_a_chunk_and_builds_the_index_after_a_load(
+    store: PostgresStore,
+) -> None:
+    """Vectors written inside a rebuild get their HNSW index when the writer lock is released."""
+    from memmw.store.postgres.store import vector_index_name
+
+    with store.write() as w, store.rebuild(w) as staged:
+        rowids = _put(staged, "MEMORY.md", NOTES["MEMORY.md"])
+        rows = staged.conn.execute(
+            "SELECT rowid, hash FROM memmw.chunks WHERE rowid = ANY(%s)", (rowids,)
+        ).fetchall()
+        first = np.eye(8, dtype="<f4")[0].tobytes()
+        last = np.eye(8, dtype="<f4")[1].tobytes()
+        written = staged.write_vectors(
+            [(r, h, first) for r, h in rows] + [(r, h, last) for r, h in rows]
+        )
+        assert written == len(rows)
+        assert not staged.ensure_vector_index(8)  # a transaction is open: later
+    with store.read() as r:
+        name = r.conn.execute(
+            "SELECT to_regclass(%s)", (f"memmw.{vector_index_name(r.namespace_id, 8)}",)
+        ).fetchone()
+        assert name is not None and name[0] is not None
+        assert {blob for _, blob in r.vector_rows(["memory"])} == {last}
