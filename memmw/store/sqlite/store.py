@@ -165,7 +165,17 @@ class IndexStore:
         )
         file_id = cur.lastrowid
         now = time.time()
+        # The rowids AUTOINCREMENT would hand out, given up front so the rows of the whole
+        # file go in by one executemany each (chunk rowids are never reused: the next
+        # one follows the largest ever handed out).
+        (last,) = self.conn.execute(
+            "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name='chunks'), 0),"
+            " COALESCE((SELECT MAX(rowid) FROM chunks), 0))"
+        ).fetchone()
         rowids: list[int] = []
+        chunk_rows: list[tuple[Any, ...]] = []
+        term_rows: list[tuple[int, bytes]] = []
+        fts_rows: list[tuple[int, str]] = []
         written: set[str] = set()
         for chunk in chunks:
             cid = chunk_id(source, path, chunk, model)
@@ -174,12 +184,12 @@ class IndexStore:
                 # the id; one copy serves search equally well (the reference upserts).
                 continue
             written.add(cid)
+            rowid = last + len(rowids) + 1
             hashes, tf, n_terms = term_counts(chunk.text)
-            cur = self.conn.execute(
-                "INSERT INTO chunks(id, file_id, path, source, start_line, end_line, hash, model,"
-                " text, line_map, importance, terms, n_terms, updated_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            rowids.append(rowid)
+            chunk_rows.append(
                 (
+                    rowid,
                     cid,
                     file_id,
                     path,
@@ -194,20 +204,23 @@ class IndexStore:
                     b"",  # the hashes live in chunk_terms (see schema migration 3)
                     n_terms,
                     now,
-                ),
-            )
-            assert cur.lastrowid is not None
-            rowids.append(cur.lastrowid)
-            self.conn.execute(
-                "INSERT INTO chunk_terms(chunk_rowid, hashes) VALUES (?, ?)",
-                (cur.lastrowid, np.sort(hashes).astype("<i8").tobytes()),
-            )
-            self.postings_buffer.add(source, cur.lastrowid, hashes, tf, n_terms)
-            if self.fts:
-                self.conn.execute(
-                    "INSERT INTO chunks_fts(rowid, body) VALUES (?, ?)",
-                    (cur.lastrowid, fts_body(chunk.text, self.fts_tokenizer)),
                 )
+            )
+            term_rows.append((rowid, np.sort(hashes).astype("<i8").tobytes()))
+            self.postings_buffer.add(source, rowid, hashes, tf, n_terms)
+            if self.fts:
+                fts_rows.append((rowid, fts_body(chunk.text, self.fts_tokenizer)))
+        self.conn.executemany(
+            "INSERT INTO chunks(rowid, id, file_id, path, source, start_line, end_line, hash,"
+            " model, text, line_map, importance, terms, n_terms, updated_at)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            chunk_rows,
+        )
+        self.conn.executemany(
+            "INSERT INTO chunk_terms(chunk_rowid, hashes) VALUES (?, ?)", term_rows
+        )
+        if fts_rows:
+            self.conn.executemany("INSERT INTO chunks_fts(rowid, body) VALUES (?, ?)", fts_rows)
         if self.postings_buffer.size >= FLUSH_AT:
             self.flush_postings()
         return rowids
