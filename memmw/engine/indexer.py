@@ -90,8 +90,17 @@ def read_markdown(path: Path) -> tuple[str, str, float, int]:
                 raise FileReadError("not a regular file")
             if st.st_size > MAX_FILE_BYTES:
                 raise FileReadError(f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
-            with os.fdopen(os.dup(fd), "rb") as fh:
-                data = fh.read(MAX_FILE_BYTES + 1)
+            # Read what fstat promises (plus a byte to see growth) rather than asking for
+            # the size limit: a buffer that large per file cost more than hashing it.
+            parts: list[bytes] = []
+            left = MAX_FILE_BYTES + 1
+            while left > 0:
+                part = os.read(fd, min(left, st.st_size + 1 if not parts else 1 << 20))
+                if not part:
+                    break
+                parts.append(part)
+                left -= len(part)
+            data = b"".join(parts)
         finally:
             os.close(fd)
         if len(data) > MAX_FILE_BYTES:

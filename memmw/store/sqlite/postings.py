@@ -204,26 +204,11 @@ def _flush_source(conn: sqlite3.Connection, source: str, p: _Pending, *, bulk: b
     adds, dels = _groups(a_hash), _groups(d_hash)
     touched = sorted(adds.keys() | dels.keys())
     # Segment keys of every touched term (with the data of the small ones, which an
-    # append rewrites), a few hundred terms per query.
+    # append rewrites), a few hundred terms per query: one query per term cost an
+    # incremental sync more than the rest of the flush.
     seg_keys: dict[int, list[tuple[int, int]]] = {}
     small: dict[tuple[int, int], bytes] = {}
-    if not bulk and not len(d_row):
-        # Appends only: a term's trailing segments that are not full (and the full one
-        # before them), read backwards, rather than every key of a frequent term.
-        for term in touched:
-            keys: list[tuple[int, int]] = []
-            for seg, n, data in conn.execute(
-                "SELECT seg, n, CASE WHEN n <= ? THEN data END FROM postings"
-                " WHERE source=? AND term=? ORDER BY seg DESC",
-                (TAIL_MAX, source, term),
-            ):
-                keys.append((int(seg), int(n)))
-                if data is not None:
-                    small[(term, int(seg))] = bytes(data)
-                if n >= SEGMENT_MAX:
-                    break
-            seg_keys[term] = keys[::-1]
-    elif not bulk:
+    if not bulk:
         for start in range(0, len(touched), 500):
             part = touched[start : start + 500]
             for term, seg, n, data in conn.execute(
