@@ -355,7 +355,7 @@ class Indexer:
                 chunks=chunks,
                 model=self.provider.model,
             )
-            # replace_file re-created the file row: its old graph rows went with it.
+            # replace_file dropped the old graph rows of the file.
             store.replace_note_graph(
                 path=file.path,
                 source=file.source,
