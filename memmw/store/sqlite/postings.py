@@ -158,9 +158,10 @@ def _groups(hashes: np.ndarray) -> dict[int, tuple[int, int]]:
     """``{hash: (start, end)}`` of a sorted hash array."""
     if not len(hashes):
         return {}
-    uniq, starts = np.unique(hashes, return_index=True)
-    ends = np.append(starts[1:], len(hashes))
-    return {int(h): (int(s), int(e)) for h, s, e in zip(uniq, starts, ends, strict=True)}
+    # Sorted already: the groups start where the hash changes (no second sort by unique).
+    starts = [0, *(np.flatnonzero(hashes[1:] != hashes[:-1]) + 1).tolist()]
+    ends = [*starts[1:], len(hashes)]
+    return dict(zip(hashes[starts].tolist(), zip(starts, ends, strict=True), strict=True))
 
 
 def _dead_arrays(rows: list[tuple[int, bytes]]) -> tuple[np.ndarray, np.ndarray]:
@@ -175,8 +176,9 @@ def _flush_source(conn: sqlite3.Connection, source: str, p: _Pending, *, bulk: b
     a_tf, a_dl = _cat(p.add_tf, np.uint16), _cat(p.add_dl, np.uint32)
     order = np.lexsort((a_row, a_hash))
     a_row, a_hash, a_tf, a_dl = a_row[order], a_hash[order], a_tf[order], a_dl[order]
-    # A chunk added and deleted within one buffer never reaches the table.
-    born = set(np.unique(a_row).tolist())
+    # A chunk added and deleted within one buffer never reaches the table (a full rebuild
+    # deletes nothing: no set of every rowid then).
+    born = {int(part[0]) for part in p.add_rowid if len(part)} if p.dead else set()
     gone = [(r, h) for r, h in p.dead if r not in born]
     died = {r for r, _ in p.dead if r in born}
     if died:
