@@ -94,6 +94,25 @@ def test_read_markdown_refuses_binary_and_non_utf8(tmp_path: Path, data: bytes, 
         read_markdown(path)
 
 
+def test_read_markdown_reads_past_the_size_fstat_gave(tmp_path: Path, monkeypatch) -> None:
+    # A note that grows between fstat and read is read whole, and refused once past the limit.
+    data = ("- a line of a growing note\n" * 100_000).encode()
+    path = tmp_path / "growing.md"
+    path.write_bytes(data)
+    real_fstat = os.fstat
+
+    def stale_fstat(fd: int) -> os.stat_result:
+        st = real_fstat(fd)
+        return os.stat_result((st.st_mode, *tuple(st)[1:6], 10, *tuple(st)[7:]))
+
+    monkeypatch.setattr(os, "fstat", stale_fstat)
+    text, digest, _mtime, size = read_markdown(path)
+    assert text.encode() == data and digest == hashlib.sha256(data).hexdigest() and size == 10
+    monkeypatch.setattr(sync_mod, "MAX_FILE_BYTES", len(data) - 1)
+    with pytest.raises(FileReadError, match="larger than"):
+        read_markdown(path)
+
+
 def test_read_markdown_refuses_huge_and_missing_files(tmp_path: Path, monkeypatch) -> None:
     path = write(tmp_path / "big.md", "x" * 100)
     monkeypatch.setattr(sync_mod, "MAX_FILE_BYTES", 50)
