@@ -81,6 +81,16 @@ def read_markdown(path: Path) -> tuple[str, str, float, int]:
     Raises:
         FileReadError: binary content, invalid UTF-8, too large or unreadable.
     """
+    data, digest, mtime, size = read_note_bytes(path)
+    return decode_note(data), digest, mtime, size
+
+
+def read_note_bytes(path: Path) -> tuple[bytes, str, float, int]:
+    """Read a Markdown file's bytes: ``(data, sha256 of data, mtime, size)``.
+
+    Raises:
+        FileReadError: too large or unreadable.
+    """
     try:
         # O_NONBLOCK: a file swapped for a FIFO after discovery must not hang the sync.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
@@ -107,13 +117,22 @@ def read_markdown(path: Path) -> tuple[str, str, float, int]:
             raise FileReadError(f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
     except OSError as exc:
         raise FileReadError(f"unreadable: {exc.strerror or exc}") from exc
+    return data, hashlib.sha256(data).hexdigest(), st.st_mtime, st.st_size
+
+
+def decode_note(data: bytes) -> str:
+    """The text of a Markdown file's bytes, without a byte order mark.
+
+    Raises:
+        FileReadError: binary content or invalid UTF-8.
+    """
     if b"\x00" in data:
         raise FileReadError("binary content (NUL bytes)")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FileReadError(f"not valid UTF-8 (byte {exc.start})") from exc
-    return text.removeprefix("\ufeff"), hashlib.sha256(data).hexdigest(), st.st_mtime, st.st_size
+    return text.removeprefix("\ufeff")
 
 
 def decay_timestamp(file: WorkspaceFile, mtime: float) -> float | None:
@@ -320,13 +339,19 @@ class Indexer:
             seen.add(file.path)
             if progress is not None:
                 progress(i, len(files), file.path)
+            known = existing.get(file.path)
             try:
-                text, digest, mtime, size = read_markdown(file.abs_path)
+                if known is None:
+                    text, digest, mtime, size = read_markdown(file.abs_path)
+                else:
+                    # Bytes that were indexed decoded then: hash first, decode what changed
+                    # (or what the graph needs again).
+                    data, digest, mtime, size = read_note_bytes(file.abs_path)
+                    text = decode_note(data) if digest != known[0] or graph_stale else ""
             except FileReadError as exc:
                 counts.issues.append(FileIssue(path=file.path, reason=str(exc)))
                 log.warning("skipping %s: %s", file.path, exc)
                 continue
-            known = existing.get(file.path)
             if known is not None and known[0] == digest:
                 counts.unchanged += 1
                 if (known[1], known[2]) != (mtime, size):

@@ -113,6 +113,25 @@ def test_read_markdown_reads_past_the_size_fstat_gave(tmp_path: Path, monkeypatc
         read_markdown(path)
 
 
+def test_an_unchanged_note_is_hashed_not_decoded_again(ws: Path, tmp_path: Path, monkeypatch) -> None:
+    with open_memory(ws, tmp_path / "state") as mem:
+        mem.sync()
+        decoded: list[int] = []
+        real = sync_mod.decode_note
+
+        def counting(data: bytes) -> str:
+            decoded.append(len(data))
+            return real(data)
+
+        monkeypatch.setattr(sync_mod, "decode_note", counting)
+        assert mem.sync().files_unchanged == 4 and decoded == []
+        note = ws / "memory" / "2026-01-02.md"
+        note.write_text(note.read_text(encoding="utf-8") + "- zeppelins at noon\n", encoding="utf-8")
+        report = mem.sync()
+        assert (report.files_changed, len(decoded)) == (1, 1)
+        assert [h.path for h in mem.search("zeppelins")] == ["memory/2026-01-02.md"]
+
+
 def test_read_markdown_refuses_huge_and_missing_files(tmp_path: Path, monkeypatch) -> None:
     path = write(tmp_path / "big.md", "x" * 100)
     monkeypatch.setattr(sync_mod, "MAX_FILE_BYTES", 50)

@@ -38,10 +38,6 @@ def staged_rebuild(
     tmp = sqlite3.connect(str(tmp_path), isolation_level=None)
     try:
         tmp.execute("PRAGMA synchronous=OFF")
-        # Chunk ids (sha256) and postings segments (by term hash) go into their b-trees in
-        # no order: a page cache the size of a few of their pages kept spilling and reading
-        # them back. 64 MiB at most, for the rebuild only.
-        tmp.execute("PRAGMA cache_size=-65536")
         migrate(tmp, fts_tokenizer)
         store = IndexStore(tmp, fts_tokenizer=fts_tokenizer, fts=fts)
         # An empty database: postings are only ever appended (no read-back).
