@@ -86,6 +86,16 @@ def read_markdown(path: Path) -> tuple[str, str, float, int]:
     Raises:
         FileReadError: binary content, invalid UTF-8, too large or unreadable.
     """
+    data, digest, mtime, size = read_note_bytes(path)
+    return decode_note(data), digest, mtime, size
+
+
+def read_note_bytes(path: Path) -> tuple[bytes, str, float, int]:
+    """Read a Markdown file's bytes: ``(data, sha256 of data, mtime, size)``.
+
+    Raises:
+        FileReadError: too large or unreadable.
+    """
     try:
         # O_NONBLOCK: a file swapped for a FIFO after discovery must not hang the sync.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
@@ -95,21 +105,39 @@ def read_markdown(path: Path) -> tuple[str, str, float, int]:
                 raise FileReadError("not a regular file")
             if st.st_size > MAX_FILE_BYTES:
                 raise FileReadError(f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
-            with os.fdopen(os.dup(fd), "rb") as fh:
-                data = fh.read(MAX_FILE_BYTES + 1)
+            # Read what fstat promises (plus a byte to see growth) rather than asking for
+            # the size limit: a buffer that large per file cost more than hashing it.
+            parts: list[bytes] = []
+            left = MAX_FILE_BYTES + 1
+            while left > 0:
+                part = os.read(fd, min(left, st.st_size + 1 if not parts else 1 << 20))
+                if not part:
+                    break
+                parts.append(part)
+                left -= len(part)
+            data = b"".join(parts)
         finally:
             os.close(fd)
         if len(data) > MAX_FILE_BYTES:
             raise FileReadError(f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
     except OSError as exc:
         raise FileReadError(f"unreadable: {exc.strerror or exc}") from exc
+    return data, hashlib.sha256(data).hexdigest(), st.st_mtime, st.st_size
+
+
+def decode_note(data: bytes) -> str:
+    """The text of a Markdown file's bytes, without a byte order mark.
+
+    Raises:
+        FileReadError: binary content or invalid UTF-8.
+    """
     if b"\x00" in data:
         raise FileReadError("binary content (NUL bytes)")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FileReadError(f"not valid UTF-8 (byte {exc.start})") from exc
-    return text.removeprefix("\ufeff"), hashlib.sha256(data).hexdigest(), st.st_mtime, st.st_size
+    return text.removeprefix("\ufeff")
 
 
 def decay_timestamp(file: WorkspaceFile, mtime: float) -> float | None:
@@ -327,7 +355,7 @@ class Indexer:
                 try:
                     st = os.stat(file.abs_path)
                 except OSError:
-                    st = None  # read_markdown reports it
+                    st = None  # the read below reports it
                 if (
                     st is not None
                     and (st.st_mtime, st.st_size) == (known[1], known[2])
@@ -336,7 +364,13 @@ class Indexer:
                     counts.unchanged += 1
                     continue
             try:
-                text, digest, mtime, size = read_markdown(file.abs_path)
+                if known is None:
+                    text, digest, mtime, size = read_markdown(file.abs_path)
+                else:
+                    # Bytes that were indexed decoded then: hash first, decode what changed
+                    # (or what the graph needs again).
+                    data, digest, mtime, size = read_note_bytes(file.abs_path)
+                    text = decode_note(data) if digest != known[0] or graph_stale else ""
             except FileReadError as exc:
                 counts.issues.append(FileIssue(path=file.path, reason=str(exc)))
                 log.warning("skipping %s: %s", file.path, exc)
@@ -369,7 +403,7 @@ class Indexer:
                 chunks=chunks,
                 model=self.provider.model,
             )
-            # replace_file re-created the file row: its old graph rows went with it.
+            # replace_file dropped the old graph rows of the file.
             store.replace_note_graph(
                 path=file.path,
                 source=file.source,

@@ -111,6 +111,8 @@ _PAREN_ALIAS = re.compile(r"^\s*[(（]\s*(?:aka\s+|a\.k\.a\.\s+)?([^()（）]{1,
 _QUOTE_ALIAS = re.compile(r"^\s*[\"“„«‚']([^\"”“»‘’']{1,40})[\"”“»‘’']")
 _AKA_INLINE = re.compile(r"\b(?:aka|a\.k\.a\.|also known as)\s+([^,;.()]{1,40})", re.IGNORECASE)
 _ONLY_DATE_OR_NUMBER = re.compile(r"^[\d\s./:-]+$")
+#: Characters a ``key: value`` key never holds.
+_KEY_MARKUP = re.compile(r"[\[\]()<>`\"]")
 
 
 def normalize_name(text: str) -> str:
@@ -268,12 +270,11 @@ def _is_alias(text: str) -> bool:
 
 
 def _valid_key(key: str) -> bool:
-    words = key.split()
     return (
-        0 < len(words) <= 4
+        _KEY_MARKUP.search(key) is None  # the cheapest test first
+        and 0 < len(key.split()) <= 4
         and not key.lower().startswith(("http", "www."))
         and not _ONLY_DATE_OR_NUMBER.match(key)
-        and not any(ch in key for ch in "[]()<>`\"")
     )
 
 
@@ -363,7 +364,7 @@ class _Parser:
     def bullet(self, indent: int, body: str, number: int, importance: int | None) -> None:
         importance = importance if importance is not None else self.section_importance
         retracted = False
-        m = _RETRACTED.match(body)
+        m = _RETRACTED.match(body) if body.startswith("~~") else None
         if m:
             retracted = True
             body = m.group(1).strip()
@@ -406,6 +407,8 @@ class _Parser:
             )
             return True
         obs = _OBSERVATION.match(body)
+        if obs is None and body.startswith("["):
+            return False  # a key would start with "[" ("[D1:3] Anna: ..."), which none may hold
         kv = _KEY_VALUE.match(body) if obs is None else None
         if obs is not None:
             key, value = obs.group(1).strip(), obs.group(2).strip()
@@ -563,15 +566,17 @@ def parse_note(text: str, path: str) -> ParsedNote:
     in_fence = False
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     for number, raw in enumerate(lines, start=1):
-        if _FENCE.match(raw):
+        # The string tests first: most lines hold no fence or heading, and a regex call
+        # per line and pattern was most of the parse.
+        if ("```" in raw or "~~~" in raw) and _FENCE.match(raw):
             in_fence = not in_fence
             continue
         if in_fence or not raw.strip():
             continue
         line, importance = strip_carriers(raw)
-        if "trigger" in raw.lower() and "<!--" in raw:
+        if "<!--" in raw and "trigger" in raw.lower():
             parser.trigger(raw, re.sub(r"^\s*(?:[-*+]|\d+[.)])\s+", "", line), number, importance)
-        h = _HEADING.match(line)
+        h = _HEADING.match(line) if line.startswith("#") else None
         if h:
             parser.heading(len(h.group(1)), h.group(2), number, importance)
             continue

@@ -363,7 +363,8 @@ class StoreWriter(StoreReader, Protocol):
     ) -> list[int]:
         """Write a file's record and chunks, replacing what it had; returns the chunk rowids.
 
-        The file's vectors, graph rows and postings go with its old chunks.
+        The file's graph rows go, and the vectors and postings of its old chunks. A store
+        may keep the row (and rowid, vector) of a chunk the file still has unchanged.
         """
         ...
 

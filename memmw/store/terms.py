@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from functools import lru_cache
 
 import numpy as np
 
-from memmw.text.analysis import term_frequencies
+from memmw.text.analysis import split_words, stem, term_frequencies
 
 #: Bumped when term extraction or the postings layout changes (part of the index identity).
 TERMS_VERSION = 4
@@ -21,10 +22,43 @@ def term_hash(term: str) -> int:
     )
 
 
+class _WordHashes(dict[str, int]):
+    """Word -> hash of its one term (its stem), filled on first use.
+
+    A corpus has far fewer distinct words than word occurrences, so stemming and hashing
+    once per word, then mapping a chunk's words through this dict in C, takes the
+    per-word Python work out of indexing. Bounded: cleared when it grows past
+    ``limit`` entries (hostile input of ever new words).
+    """
+
+    limit = 1_000_000
+
+    def __missing__(self, word: str) -> int:
+        if len(self) >= self.limit:
+            self.clear()
+        value = self[word] = term_hash(stem(word))
+        return value
+
+
+_WORD_HASHES = _WordHashes()
+
+
 def term_counts(text: str) -> tuple[np.ndarray, np.ndarray, int]:
-    """``(term hashes, counts, length)`` of a chunk's text: its row of the term matrix."""
-    counts = term_frequencies(text)
+    """``(term hashes, counts, length)`` of a chunk's text: its row of the term matrix.
+
+    The terms come in first-occurrence order, as ``Counter(terms(text))`` lists them.
+    """
+    words, cjk = split_words(text)
+    counts: dict[int, int]
+    if cjk:
+        counts = {term_hash(t): n for t, n in term_frequencies(text).items()}
+    else:
+        # Every word is one term, its stem: hash through the cache and count, both in C.
+        counts = Counter(map(_WORD_HASHES.__getitem__, words))
     n = len(counts)
-    hashes = np.fromiter(map(term_hash, counts), dtype=np.int64, count=n)
+    length = sum(counts.values())
+    hashes = np.fromiter(counts, dtype=np.int64, count=n)
+    if length <= 65535:  # no count can pass the uint16 clamp
+        return hashes, np.fromiter(counts.values(), dtype=np.uint16, count=n), length
     tf = np.fromiter(counts.values(), dtype=np.int64, count=n)
-    return hashes, np.minimum(tf, 65535).astype(np.uint16), int(tf.sum())
+    return hashes, np.minimum(tf, 65535).astype(np.uint16), length

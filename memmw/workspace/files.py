@@ -228,9 +228,15 @@ def discover_all(workspace: Path, extra_paths: Iterable[ExtraPath] = ()) -> Disc
     walk = _Walk(workspace=workspace, issues=[], unlisted=[])
     issues = walk.issues
     seen: set[str] = set()
+    folders: dict[str, str] = {}  # folder -> its realpath
 
     def add(abs_path: Path) -> None:
-        real = os.path.realpath(abs_path)
+        # Files reaching here are never symlinks (they are skipped), so a file's realpath is
+        # its folder's plus its name: one realpath per folder, not one per file.
+        folder, name = os.path.split(abs_path)
+        if folder not in folders:
+            folders[folder] = os.path.realpath(folder)
+        real = os.path.join(folders[folder], name)
         if real in seen:
             return
         seen.add(real)

@@ -94,6 +94,44 @@ def test_read_markdown_refuses_binary_and_non_utf8(tmp_path: Path, data: bytes, 
         read_markdown(path)
 
 
+def test_read_markdown_reads_past_the_size_fstat_gave(tmp_path: Path, monkeypatch) -> None:
+    # A note that grows between fstat and read is read whole, and refused once past the limit.
+    data = ("- a line of a growing note\n" * 100_000).encode()
+    path = tmp_path / "growing.md"
+    path.write_bytes(data)
+    real_fstat = os.fstat
+
+    def stale_fstat(fd: int) -> os.stat_result:
+        st = real_fstat(fd)
+        return os.stat_result((st.st_mode, *tuple(st)[1:6], 10, *tuple(st)[7:]))
+
+    monkeypatch.setattr(os, "fstat", stale_fstat)
+    text, digest, _mtime, size = read_markdown(path)
+    assert text.encode() == data and digest == hashlib.sha256(data).hexdigest() and size == 10
+    monkeypatch.setattr(sync_mod, "MAX_FILE_BYTES", len(data) - 1)
+    with pytest.raises(FileReadError, match="larger than"):
+        read_markdown(path)
+
+
+def test_an_unchanged_note_is_hashed_not_decoded_again(ws: Path, tmp_path: Path, monkeypatch) -> None:
+    with open_memory(ws, tmp_path / "state") as mem:
+        mem.sync()
+        decoded: list[int] = []
+        real = sync_mod.decode_note
+
+        def counting(data: bytes) -> str:
+            decoded.append(len(data))
+            return real(data)
+
+        monkeypatch.setattr(sync_mod, "decode_note", counting)
+        assert mem.sync().files_unchanged == 4 and decoded == []
+        note = ws / "memory" / "2026-01-02.md"
+        note.write_text(note.read_text(encoding="utf-8") + "- zeppelins at noon\n", encoding="utf-8")
+        report = mem.sync()
+        assert (report.files_changed, len(decoded)) == (1, 1)
+        assert [h.path for h in mem.search("zeppelins")] == ["memory/2026-01-02.md"]
+
+
 def test_read_markdown_refuses_huge_and_missing_files(tmp_path: Path, monkeypatch) -> None:
     path = write(tmp_path / "big.md", "x" * 100)
     monkeypatch.setattr(sync_mod, "MAX_FILE_BYTES", 50)
@@ -699,13 +737,13 @@ def test_an_incremental_sync_reads_only_notes_whose_stat_changed(
 ) -> None:
     age(ws, 3600)
     read: list[str] = []
-    real = sync_mod.read_markdown
+    real = sync_mod.read_note_bytes  # every note's read goes through it
 
-    def counting(path: Path) -> tuple[str, str, float, int]:
+    def counting(path: Path) -> tuple[bytes, str, float, int]:
         read.append(path.name)
         return real(path)
 
-    monkeypatch.setattr(sync_mod, "read_markdown", counting)
+    monkeypatch.setattr(sync_mod, "read_note_bytes", counting)
     with open_memory(ws, tmp_path / "state") as mem:
         mem.sync()
         assert len(read) == 4

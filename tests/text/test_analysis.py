@@ -179,12 +179,14 @@ def test_cut_utf16_from_the_end_never_splits_a_pair() -> None:
 
 # -- fast paths used by indexing and MMR: equal to the definitions they shortcut ----------
 
+import re  # noqa: E402
 from collections import Counter  # noqa: E402
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from memmw.text.analysis import (  # noqa: E402
+    split_words,
     term_frequencies,
 )
 
@@ -197,4 +199,6 @@ _TEXT = st.text(
 @given(_TEXT)
 def test_fast_term_paths_equal_their_definitions(text: str) -> None:
     assert term_frequencies(text) == dict(Counter(terms(text)))
+    # ASCII text takes a translate + split path: the same words as \w+ on normalized text.
+    assert split_words(text) == (re.findall(r"\w+", normalize(text)), has_cjk(normalize(text)))
     assert weight(text) == len(text) + 3 * sum(1 for ch in text if is_wide(ch))

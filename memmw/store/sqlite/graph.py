@@ -22,6 +22,12 @@ from memmw.store.protocol import GraphRows
 log = logging.getLogger(__name__)
 
 
+def clear_file(conn: sqlite3.Connection, file_id: int) -> None:
+    """Delete the graph rows of one file (inside the caller's transaction)."""
+    for table in ("graph_entities", "graph_aliases", "graph_facts", "graph_relations", "graph_triggers"):
+        conn.execute(f"DELETE FROM {table} WHERE file_id=?", (file_id,))
+
+
 def write_note(
     conn: sqlite3.Connection,
     *,
@@ -40,8 +46,7 @@ def write_note(
         return
     file_id = int(row[0])
     if not fresh:
-        for table in ("graph_entities", "graph_aliases", "graph_facts", "graph_relations", "graph_triggers"):
-            conn.execute(f"DELETE FROM {table} WHERE file_id=?", (file_id,))
+        clear_file(conn, file_id)
     if source != "memory":
         return
     note = parsed if parsed is not None else parse_note(text, path)

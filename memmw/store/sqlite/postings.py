@@ -158,9 +158,10 @@ def _groups(hashes: np.ndarray) -> dict[int, tuple[int, int]]:
     """``{hash: (start, end)}`` of a sorted hash array."""
     if not len(hashes):
         return {}
-    uniq, starts = np.unique(hashes, return_index=True)
-    ends = np.append(starts[1:], len(hashes))
-    return {int(h): (int(s), int(e)) for h, s, e in zip(uniq, starts, ends, strict=True)}
+    # Sorted already: the groups start where the hash changes (no second sort by unique).
+    starts = [0, *(np.flatnonzero(hashes[1:] != hashes[:-1]) + 1).tolist()]
+    ends = [*starts[1:], len(hashes)]
+    return dict(zip(hashes[starts].tolist(), zip(starts, ends, strict=True), strict=True))
 
 
 def _dead_arrays(rows: list[tuple[int, bytes]]) -> tuple[np.ndarray, np.ndarray]:
@@ -175,8 +176,9 @@ def _flush_source(conn: sqlite3.Connection, source: str, p: _Pending, *, bulk: b
     a_tf, a_dl = _cat(p.add_tf, np.uint16), _cat(p.add_dl, np.uint32)
     order = np.lexsort((a_row, a_hash))
     a_row, a_hash, a_tf, a_dl = a_row[order], a_hash[order], a_tf[order], a_dl[order]
-    # A chunk added and deleted within one buffer never reaches the table.
-    born = set(np.unique(a_row).tolist())
+    # A chunk added and deleted within one buffer never reaches the table (a full rebuild
+    # deletes nothing: no set of every rowid then).
+    born = {int(part[0]) for part in p.add_rowid if len(part)} if p.dead else set()
     gone = [(r, h) for r, h in p.dead if r not in born]
     died = {r for r, _ in p.dead if r in born}
     if died:
@@ -204,26 +206,11 @@ def _flush_source(conn: sqlite3.Connection, source: str, p: _Pending, *, bulk: b
     adds, dels = _groups(a_hash), _groups(d_hash)
     touched = sorted(adds.keys() | dels.keys())
     # Segment keys of every touched term (with the data of the small ones, which an
-    # append rewrites), a few hundred terms per query.
+    # append rewrites), a few hundred terms per query: one query per term cost an
+    # incremental sync more than the rest of the flush.
     seg_keys: dict[int, list[tuple[int, int]]] = {}
     small: dict[tuple[int, int], bytes] = {}
-    if not bulk and not len(d_row):
-        # Appends only: a term's trailing segments that are not full (and the full one
-        # before them), read backwards, rather than every key of a frequent term.
-        for term in touched:
-            keys: list[tuple[int, int]] = []
-            for seg, n, data in conn.execute(
-                "SELECT seg, n, CASE WHEN n <= ? THEN data END FROM postings"
-                " WHERE source=? AND term=? ORDER BY seg DESC",
-                (TAIL_MAX, source, term),
-            ):
-                keys.append((int(seg), int(n)))
-                if data is not None:
-                    small[(term, int(seg))] = bytes(data)
-                if n >= SEGMENT_MAX:
-                    break
-            seg_keys[term] = keys[::-1]
-    elif not bulk:
+    if not bulk:
         for start in range(0, len(touched), 500):
             part = touched[start : start + 500]
             for term, seg, n, data in conn.execute(

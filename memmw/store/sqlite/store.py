@@ -54,6 +54,10 @@ def _chunk_row(row: Sequence[Any]) -> ChunkRow:
     )
 
 
+def _line_map_json(chunk: Chunk) -> str | None:
+    return json.dumps(chunk.line_map) if chunk.line_map else None
+
+
 def fts_body(text: str, tokenizer: str) -> str:
     """What the FTS5 column holds: memmw's terms (unicode61) or the raw text (trigram)."""
     return text if tokenizer == "trigram" else " ".join(terms(text))
@@ -129,21 +133,36 @@ class IndexStore:
 
     def delete_file(self, path: str, source: str) -> None:
         """Remove a file and everything derived from it."""
-        ids: list[int] = []
-        for rowid, blob, length in self.conn.execute(
-            "SELECT c.rowid, t.hashes, c.n_terms FROM chunks c JOIN files f ON f.id=c.file_id"
-            " JOIN chunk_terms t ON t.chunk_rowid=c.rowid WHERE f.path=? AND f.source=?",
-            (path, source),
-        ):
-            # The chunk's distinct terms name the postings it is in.
-            self.postings_buffer.remove(source, rowid, np.frombuffer(blob, dtype="<i8"), length)
-            ids.append(rowid)
-        if self.fts:
-            self._delete_fts(ids)
+        self._delete_chunks(
+            [
+                r
+                for (r,) in self.conn.execute(
+                    "SELECT c.rowid FROM chunks c JOIN files f ON f.id=c.file_id"
+                    " WHERE f.path=? AND f.source=?",
+                    (path, source),
+                )
+            ],
+            source,
+        )
         self.conn.execute("DELETE FROM files WHERE path=? AND source=?", (path, source))
 
-    def _delete_fts(self, rowids: Iterable[int]) -> None:
-        self.conn.executemany("DELETE FROM chunks_fts WHERE rowid=?", ((r,) for r in rowids))
+    def _delete_chunks(self, rowids: Sequence[int], source: str) -> None:
+        """Delete chunks of ``source`` with their postings, FTS rows and (by cascade) the rest."""
+        for start in range(0, len(rowids), 500):
+            part = rowids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for rowid, blob, length in self.conn.execute(
+                "SELECT c.rowid, t.hashes, c.n_terms FROM chunks c"
+                f" JOIN chunk_terms t ON t.chunk_rowid=c.rowid WHERE c.rowid IN ({marks})",
+                part,
+            ):
+                # The chunk's distinct terms name the postings it is in.
+                self.postings_buffer.remove(
+                    source, rowid, np.frombuffer(blob, dtype="<i8"), length
+                )
+            if self.fts:
+                self.conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", part)
+            self.conn.execute(f"DELETE FROM chunks WHERE rowid IN ({marks})", part)
 
     def replace_file(
         self,
@@ -157,29 +176,73 @@ class IndexStore:
         chunks: Sequence[Chunk],
         model: str,
     ) -> list[int]:
-        """Write a file's record and chunks, replacing what it had. Returns the chunk rowids."""
-        self.delete_file(path, source)
-        cur = self.conn.execute(
-            "INSERT INTO files(path, source, hash, mtime, size, decay_ts) VALUES (?,?,?,?,?,?)",
-            (path, source, file_hash, mtime, size, decay_ts),
-        )
-        file_id = cur.lastrowid
-        now = time.time()
-        rowids: list[int] = []
-        written: set[str] = set()
-        for chunk in chunks:
-            cid = chunk_id(source, path, chunk, model)
-            if cid in written:
-                # Pieces of one long line with the same text share lines and hash, hence
-                # the id; one copy serves search equally well (the reference upserts).
-                continue
-            written.add(cid)
-            hashes, tf, n_terms = term_counts(chunk.text)
+        """Write a file's record and chunks, replacing what it had. Returns the chunk rowids.
+
+        A chunk the file already had (same id, so same lines and text, and the same line
+        map and importance) keeps its row, rowid and vector: a note that grew by a line
+        rewrites its last chunks, not all of them (nor the postings of all their terms).
+        """
+        row = self.conn.execute(
+            "SELECT id FROM files WHERE path=? AND source=?", (path, source)
+        ).fetchone()
+        old: dict[str, tuple[int, str | None, int | None]] = {}
+        if row is None:
             cur = self.conn.execute(
-                "INSERT INTO chunks(id, file_id, path, source, start_line, end_line, hash, model,"
-                " text, line_map, importance, terms, n_terms, updated_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO files(path, source, hash, mtime, size, decay_ts)"
+                " VALUES (?,?,?,?,?,?)",
+                (path, source, file_hash, mtime, size, decay_ts),
+            )
+            file_id = cur.lastrowid
+        else:
+            file_id = int(row[0])
+            self.conn.execute(
+                "UPDATE files SET hash=?, mtime=?, size=?, decay_ts=? WHERE id=?",
+                (file_hash, mtime, size, decay_ts, file_id),
+            )
+            # The graph rows go with the old content (the caller writes the new ones).
+            graph.clear_file(self.conn, file_id)
+            old = {
+                cid: (rowid, line_map, importance)
+                for rowid, cid, line_map, importance in self.conn.execute(
+                    "SELECT rowid, id, line_map, importance FROM chunks WHERE file_id=?",
+                    (file_id,),
+                )
+            }
+        # Pieces of one long line with the same text share lines and hash, hence the id;
+        # one copy serves search equally well (the reference upserts).
+        unique: dict[str, Chunk] = {}
+        for chunk in chunks:
+            unique.setdefault(chunk_id(source, path, chunk, model), chunk)
+        kept = {
+            cid: old[cid][0]
+            for cid, chunk in unique.items()
+            if cid in old and old[cid][1:] == (_line_map_json(chunk), chunk.importance)
+        }
+        self._delete_chunks([r for cid, (r, _, _) in old.items() if cid not in kept], source)
+        now = time.time()
+        # The rowids AUTOINCREMENT would hand out, given up front so the rows of the whole
+        # file go in by one executemany each (chunk rowids are never reused: the next
+        # one follows the largest ever handed out).
+        (last,) = self.conn.execute(
+            "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name='chunks'), 0),"
+            " COALESCE((SELECT MAX(rowid) FROM chunks), 0))"
+        ).fetchone()
+        rowids: list[int] = []
+        new = 0
+        chunk_rows: list[tuple[Any, ...]] = []
+        term_rows: list[tuple[int, bytes]] = []
+        fts_rows: list[tuple[int, str]] = []
+        for cid, chunk in unique.items():
+            if cid in kept:
+                rowids.append(kept[cid])
+                continue
+            new += 1
+            rowid = last + new
+            hashes, tf, n_terms = term_counts(chunk.text)
+            rowids.append(rowid)
+            chunk_rows.append(
                 (
+                    rowid,
                     cid,
                     file_id,
                     path,
@@ -189,25 +252,28 @@ class IndexStore:
                     chunk.hash,
                     model,
                     chunk.text,
-                    json.dumps(chunk.line_map) if chunk.line_map else None,
+                    _line_map_json(chunk),
                     chunk.importance,
                     b"",  # the hashes live in chunk_terms (see schema migration 3)
                     n_terms,
                     now,
-                ),
-            )
-            assert cur.lastrowid is not None
-            rowids.append(cur.lastrowid)
-            self.conn.execute(
-                "INSERT INTO chunk_terms(chunk_rowid, hashes) VALUES (?, ?)",
-                (cur.lastrowid, np.sort(hashes).astype("<i8").tobytes()),
-            )
-            self.postings_buffer.add(source, cur.lastrowid, hashes, tf, n_terms)
-            if self.fts:
-                self.conn.execute(
-                    "INSERT INTO chunks_fts(rowid, body) VALUES (?, ?)",
-                    (cur.lastrowid, fts_body(chunk.text, self.fts_tokenizer)),
                 )
+            )
+            term_rows.append((rowid, np.sort(hashes).astype("<i8").tobytes()))
+            self.postings_buffer.add(source, rowid, hashes, tf, n_terms)
+            if self.fts:
+                fts_rows.append((rowid, fts_body(chunk.text, self.fts_tokenizer)))
+        self.conn.executemany(
+            "INSERT INTO chunks(rowid, id, file_id, path, source, start_line, end_line, hash,"
+            " model, text, line_map, importance, terms, n_terms, updated_at)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            chunk_rows,
+        )
+        self.conn.executemany(
+            "INSERT INTO chunk_terms(chunk_rowid, hashes) VALUES (?, ?)", term_rows
+        )
+        if fts_rows:
+            self.conn.executemany("INSERT INTO chunks_fts(rowid, body) VALUES (?, ?)", fts_rows)
         if self.postings_buffer.size >= FLUSH_AT:
             self.flush_postings()
         return rowids
