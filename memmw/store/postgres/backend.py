@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memmw.errors import ConfigError, IndexBusyError, IndexCorruptError, IndexStoreError
+from memmw.store.ownership import WriterThread
 from memmw.store.postgres.connection import open_pool, redact_dsn
 from memmw.store.postgres.schema import WRITER_LOCK_CLASS
 from memmw.store.postgres.store import PostgresReader, PostgresWriter
@@ -108,10 +109,9 @@ class PostgresStore:
         self._owns_pool = pool is None
         self._namespace_id: int | None = None
         self._reads = threading.local()
-        self._writer_owner: threading.Thread | None = None
+        self._writer_thread = WriterThread()
         self._lock_conn: psycopg.Connection[Any] | None = None
         self._writer: PostgresWriter | None = None
-        self._writer_depth = 0
         self._closed = False
 
     # -- identity of the store -----------------------------------------------------------
@@ -195,7 +195,7 @@ class PostgresStore:
             finally:
                 current.depth -= 1
             return
-        if self._writer_owner is threading.current_thread() and self._writer is not None:
+        if self._writer_thread.mine() and self._writer is not None:
             # The writer reads its own uncommitted writes.
             yield self._writer
             return
@@ -225,24 +225,20 @@ class PostgresStore:
             IndexBusyError: another process holds it past ``timeout``; the message names
                 its host, pid and job.
         """
-        me = threading.current_thread()
-        if self._writer_owner is me:
-            self._writer_depth += 1
-            try:
-                yield
-            finally:
-                self._writer_depth -= 1
+        if self._writer_thread.mine():
+            yield
             return
         ns = self.namespace_id
         pool = self._ensure_pool()
         try:
             with pool.connection() as conn:
                 self._acquire(conn, ns, timeout, what)
-                self._writer_owner, self._lock_conn, self._writer_depth = me, conn, 1
+                self._lock_conn = conn
                 try:
-                    yield
+                    with self._writer_thread.held():
+                        yield
                 finally:
-                    self._writer_owner, self._lock_conn, self._writer_depth = None, None, 0
+                    self._lock_conn = None
                     self._release(conn, ns)
         except _driver_errors() as exc:
             raise translate(exc, self.location) from exc
@@ -260,7 +256,7 @@ class PostgresStore:
             IndexBusyError: another process holds the lock past ``timeout``; the message
                 names its host and pid.
         """
-        if not exclusive and self._writer_owner is not threading.current_thread():
+        if not exclusive and not self._writer_thread.mine():
             yield from self._small_write(timeout)
             return
         with self.writer_lock(timeout=timeout, what=what):
@@ -392,7 +388,7 @@ class PostgresStore:
         if (
             not isinstance(writer, PostgresWriter)
             or self._writer is not writer
-            or self._writer_owner is not threading.current_thread()
+            or not self._writer_thread.mine()
         ):
             raise IndexStoreError("a rebuild needs the writer lock (call inside write())")
         with writer.conn.transaction():

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from memmw.errors import ConfigError, IndexBusyError, IndexCorruptError, IndexStoreError
+from memmw.store.ownership import WriterThread
 from memmw.store.protocol import LockHolder, StoreHealth, StoreWriter
 from memmw.store.sqlite import sync as sqlite_sync
 from memmw.store.sqlite.db import (
@@ -96,8 +97,7 @@ class SqliteStore:
         self.on_reopen = on_reopen
         self._readers: dict[threading.Thread, _Reader] = {}
         self._readers_lock = threading.Lock()
-        self._writer_owner: threading.Thread | None = None
-        self._writer_depth = 0
+        self._writer_thread = WriterThread()
         self._has_index = False
         self._vec0: SqliteVecIndex | None = None
         self._closed = False
@@ -324,25 +324,18 @@ class SqliteStore:
         Raises:
             IndexBusyError: held elsewhere past ``timeout`` (the message names the holder).
         """
-        me = threading.current_thread()
-        if self._writer_owner is me:
-            self._writer_depth += 1
-            try:
-                yield
-            finally:
-                self._writer_depth -= 1
+        if self._writer_thread.mine():
+            yield
             return
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            with exclusive_lock(self.lock_path, timeout=timeout):
-                self._writer_owner, self._writer_depth = me, 1
+            with exclusive_lock(self.lock_path, timeout=timeout), self._writer_thread.held():
                 self._record_holder(what)
                 try:
                     sqlite_sync.remove_orphans(self.db_path)
                     yield
                 finally:
                     self._clear_holder()
-                    self._writer_owner, self._writer_depth = None, 0
         except TimeoutError as exc:
             holder = self.lock_holder()
             who = holder.describe() if holder is not None else "another process"
@@ -398,7 +391,7 @@ class SqliteStore:
 
     def rebuild(self, writer: StoreWriter) -> contextlib.AbstractContextManager[IndexStore]:
         """Stage a full rebuild in a temporary database, copied over the live one on success."""
-        if self._writer_owner is not threading.current_thread():
+        if not self._writer_thread.mine():
             raise IndexStoreError("a rebuild needs the writer lock (call inside write())")
         if not isinstance(writer, IndexStore):
             raise IndexStoreError("a SQLite rebuild needs this store's own writer")
