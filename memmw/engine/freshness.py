@@ -23,6 +23,11 @@ log = logging.getLogger(__name__)
 
 #: In fallback mode (no watcher), at most one on-search sync per this many seconds.
 FALLBACK_MIN_INTERVAL_S = 1.0
+#: A background sync starts once no search has started for this long: searches come in
+#: bursts (an agent's turn), and a sync hashing notes meanwhile holds the interpreter
+#: the searches need. At most SEARCH_QUIET_MAX_S of waiting, so it always runs.
+SEARCH_QUIET_S = 0.3
+SEARCH_QUIET_MAX_S = 3.0
 
 
 class Freshness:
@@ -81,6 +86,8 @@ class Freshness:
         self._watch_state: WatcherState = "stopped"
         self._watch_error: str | None = None
         self._last_finished = 0.0
+        self._last_search = 0.0
+        self._urgent = False  # a queued request for a known change: no waiting
         self.last_local_sync: float | None = None
         self.background_syncs = 0
         self.failures = 0
@@ -121,23 +128,32 @@ class Freshness:
         Returns:
             True when a background sync was requested (the search does not wait for it).
         """
+        self._last_search = time.monotonic()
         if self.dirty:
-            return self.request()
+            return self.request(after_searches=True)
         if self._watch_state in ("fallback", "failed"):
             with self._cond:
                 recent = time.monotonic() - self._last_finished < FALLBACK_MIN_INTERVAL_S
                 if recent or self._running:
                     return False
             self.mark_dirty()
-            return self.request()
+            return self.request(after_searches=True)
         return False
 
-    def request(self) -> bool:
-        """Ask for a background sync (coalesced with a running or queued one)."""
+    def request(self, *, after_searches: bool = False) -> bool:
+        """Ask for a background sync (coalesced with a running or queued one).
+
+        Args:
+            after_searches: Nothing is known to have changed (a search found the index
+                possibly stale): start once searches pause, at most
+                ``SEARCH_QUIET_MAX_S`` later. A known change (the watcher, a
+                transcript, an explicit request) starts at once.
+        """
         with self._cond:
             if self._stopping:
                 return False
             self._requested = True
+            self._urgent = self._urgent or not after_searches
             self._cond.notify_all()
         self._ensure_thread()
         return True
@@ -198,9 +214,11 @@ class Freshness:
                         self._requested = True
                         break
                     self._cond.wait(remaining)
+                if not self._urgent:
+                    self._wait_for_quiet()
                 if self._stopping:
                     return
-                self._requested = False
+                self._requested = self._urgent = False
                 self._running = True
             if next_tick is not None:
                 next_tick = time.monotonic() + interval
@@ -224,6 +242,16 @@ class Freshness:
                     self._running = False
                     self._last_finished = time.monotonic()
                     self._cond.notify_all()
+
+    def _wait_for_quiet(self) -> None:
+        """Hold a requested sync until searches pause (called with ``_cond`` held)."""
+        deadline = time.monotonic() + SEARCH_QUIET_MAX_S
+        while not self._stopping and not self._urgent:
+            now = time.monotonic()
+            resume = min(self._last_search + SEARCH_QUIET_S, deadline)
+            if now >= resume:
+                return
+            self._cond.wait(resume - now)
 
     # -- watching --------------------------------------------------------------------
     @property

@@ -439,3 +439,41 @@ def _no_leaked_threads() -> Iterator[None]:
     before = set(memmw_threads())
     yield
     assert wait_until(lambda: set(memmw_threads()) <= before, timeout=5), memmw_threads()
+
+
+def test_a_background_sync_waits_for_a_burst_of_searches_to_pause(
+    ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sync a search requests starts once searches pause (not while they compete)."""
+    import memmw.engine.freshness as freshness
+
+    monkeypatch.setattr(freshness, "SEARCH_QUIET_S", 0.3)
+    started: list[float] = []
+    real = Indexer.sync
+
+    def timed_sync(self: Indexer, **kwargs: Any) -> SyncReport:
+        started.append(time.monotonic())
+        return real(self, **kwargs)
+
+    with Memory(ws, tmp_path / "state", config=KEYWORD_ONLY) as mem:
+        mem.sync()
+    monkeypatch.setattr(Indexer, "sync", timed_sync)
+    with Memory(ws, tmp_path / "state", config=KEYWORD_ONLY) as mem:
+        last = 0.0
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:  # a burst of searches for a second
+            mem.search("gateway port")
+            last = time.monotonic()
+            time.sleep(0.05)
+        assert mem.wait_for_sync(10)
+        assert len(started) == 1
+        assert started[0] >= last  # not before the burst ended
+    # Searches that never pause still get their sync, after SEARCH_QUIET_MAX_S.
+    monkeypatch.setattr(freshness, "SEARCH_QUIET_MAX_S", 0.5)
+    started.clear()
+    with Memory(ws, tmp_path / "state", config=KEYWORD_ONLY) as mem:
+        first = time.monotonic()
+        while not started and time.monotonic() < first + 5:
+            mem.search("gateway port")
+            time.sleep(0.05)
+        assert started and started[0] - first < 2.0
