@@ -17,13 +17,6 @@ from memmw.store.vectors import (
 CACHE_LOOKUP_BATCH = 400
 
 
-def load_vectors(
-    conn: sqlite3.Connection, sources: Sequence[str], dims: int | None
-) -> VectorMatrix:
-    """Read every stored vector of ``sources``."""
-    return VectorMatrix(vector_rows(conn, sources), dims)
-
-
 def vector_rows(conn: sqlite3.Connection, sources: Sequence[str]) -> list[tuple[int, bytes]]:
     """``(rowid, blob)`` of every stored vector of ``sources``, by rowid."""
     marks = ",".join("?" * len(sources))
