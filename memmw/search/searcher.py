@@ -77,6 +77,20 @@ def _place(chunk: ChunkRow) -> tuple[str, int, int, str]:
     return (chunk.path, chunk.start_line, chunk.end_line, chunk.id)
 
 
+def _vectors_written(store: StoreReader, sources: Sequence[str]) -> tuple[object, ...]:
+    """What changes whenever the stored vectors of ``sources`` may have (a cache key).
+
+    The epoch is the rebuild id: counters restart after a reset, the epoch never repeats,
+    so a long-lived process never keeps another index's vectors.
+    """
+    return (
+        store.generation(),
+        store.get_meta("vector_generation"),
+        tuple(sources),
+        store.get_meta("epoch"),
+    )
+
+
 class Searcher:
     """Runs searches over one index (keyword statistics and postings are read per query)."""
 
@@ -103,15 +117,7 @@ class Searcher:
         self, store: StoreReader, sources: Sequence[str], dims: int | None
     ) -> VectorMatrix:
         """Stored vectors of the current generation (reloaded when a sync or backfill wrote)."""
-        # The epoch is the rebuild id: counters restart after a reset, the epoch never
-        # repeats, so a long-lived process never keeps another index's vectors.
-        key = (
-            store.generation(),
-            store.get_meta("vector_generation"),
-            tuple(sources),
-            store.get_meta("epoch"),
-            dims,
-        )
+        key = (*_vectors_written(store, sources), dims)
         with self._lock:
             if self._vectors is None or self._vectors_key != key:
                 self._vectors = store.vector_matrix(sources, dims)
@@ -122,12 +128,7 @@ class Searcher:
         """Mean stored vector of ``sources`` when there are enough vectors to search them by
         HNSW in the server (``HNSW_MIN_VECTORS``), else None; cached until a sync or backfill
         writes."""
-        key = (
-            store.generation(),
-            store.get_meta("vector_generation"),
-            tuple(sources),
-            store.get_meta("epoch"),
-        )
+        key = _vectors_written(store, sources)
         with self._lock:
             if self._centroid_key != key:
                 self._centroid = store.vector_centroid(sources)
