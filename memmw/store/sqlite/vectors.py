@@ -52,7 +52,8 @@ def load_matrix(conn: sqlite3.Connection, sources: Sequence[str], dims: int) -> 
                  np.frombuffer(data, dtype="<f4").reshape(-1, dims))
             )  # fmt: skip
     for block in dirty:
-        rows = _block_rows(conn, block, sources, dims)
+        groups = _block_vectors(conn, block)
+        rows = sorted(row for s in sources for row in groups.get((s, dims), []))
         if rows:
             ids = np.fromiter((r for r, _ in rows), dtype=np.int64, count=len(rows))
             joined = b"".join(blob for _, blob in rows)
@@ -68,18 +69,20 @@ def load_matrix(conn: sqlite3.Connection, sources: Sequence[str], dims: int) -> 
     return VectorMatrix.from_arrays(rowids, matrix)
 
 
-def _block_rows(
-    conn: sqlite3.Connection, block: int, sources: Sequence[str], dims: int
-) -> list[tuple[int, bytes]]:
-    marks = ",".join("?" * len(sources))
-    rows: list[tuple[int, bytes]] = conn.execute(
+def _block_vectors(
+    conn: sqlite3.Connection, block: int
+) -> dict[tuple[str, int], list[tuple[int, bytes]]]:
+    """``{(source, dims): [(rowid, blob), ...]}`` of one block, by rowid, from chunk_vectors."""
+    groups: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
+    for source, rowid, blob in conn.execute(
         # CROSS JOIN: walk the block's rowid range, never the chunks of a whole source.
-        "SELECT v.chunk_rowid, v.embedding FROM chunk_vectors v CROSS JOIN chunks c"
+        "SELECT c.source, v.chunk_rowid, v.embedding FROM chunk_vectors v CROSS JOIN chunks c"
         " ON c.rowid = v.chunk_rowid WHERE v.chunk_rowid >= ? AND v.chunk_rowid < ?"
-        f" AND c.source IN ({marks}) AND LENGTH(v.embedding) = ? ORDER BY v.chunk_rowid",
-        (block << BLOCK_BITS, (block + 1) << BLOCK_BITS, *sources, dims * 4),
-    ).fetchall()
-    return rows
+        " ORDER BY v.chunk_rowid",
+        (block << BLOCK_BITS, (block + 1) << BLOCK_BITS),
+    ):
+        groups.setdefault((source, len(blob) // 4), []).append((rowid, blob))
+    return groups
 
 
 def flush_blocks(conn: sqlite3.Connection, *, keep_tail: bool = True) -> None:
@@ -95,14 +98,7 @@ def flush_blocks(conn: sqlite3.Connection, *, keep_tail: bool = True) -> None:
         dirty = dirty[:-1]
     for block in dirty:
         conn.execute("DELETE FROM vector_blocks WHERE block = ?", (block,))
-        groups: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
-        for source, rowid, blob in conn.execute(
-            "SELECT c.source, v.chunk_rowid, v.embedding FROM chunk_vectors v CROSS JOIN chunks c"
-            " ON c.rowid = v.chunk_rowid WHERE v.chunk_rowid >= ? AND v.chunk_rowid < ?"
-            " ORDER BY v.chunk_rowid",
-            (block << BLOCK_BITS, (block + 1) << BLOCK_BITS),
-        ):
-            groups.setdefault((source, len(blob) // 4), []).append((rowid, blob))
+        groups = _block_vectors(conn, block)
         conn.executemany(
             "INSERT INTO vector_blocks(source, block, dims, rowids, data) VALUES (?,?,?,?,?)",
             [
