@@ -46,10 +46,6 @@ class ChunkRow:
         """The chunk's distinct term hashes (int64; for similarity between chunks)."""
         return np.frombuffer(self.terms_blob, dtype="<i8").astype(np.int64)
 
-    def term_set(self) -> frozenset[int]:
-        """The chunk's distinct term hashes as a set."""
-        return frozenset(self.term_hashes().tolist())
-
     def piece_lines(self) -> list[int]:
         """Line number of each ``\\n``-separated piece of ``text``."""
         if self.line_map is not None:
