@@ -11,6 +11,8 @@ from memmw.errors import IndexStoreError
 from memmw.store.sqlite.db import BUSY_TIMEOUT_MS, connect, fts5_available, snapshot, transaction
 from memmw.store.sqlite.schema import DERIVED_TABLES, MIGRATIONS, fts_ddl, migrate, schema_version
 
+from .conftest import schema_at
+
 TABLES = {
     "meta", "files", "chunks", "embedding_cache", "chunk_vectors", "chunks_fts", "postings",
     "keyword_stats", "chunk_terms",
@@ -56,16 +58,7 @@ def test_version_2_index_forgets_its_identity(tmp_path: Path) -> None:
     # serve search, so the migration forgets the identity and the next sync rebuilds.
     conn = connect(tmp_path / "x.sqlite")
     try:
-        conn.execute("BEGIN")
-        for step in MIGRATIONS[:2]:
-            for statement in step.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-        conn.execute(fts_ddl("unicode61"))
-        conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', '2')")
-        conn.execute("INSERT INTO meta(key, value) VALUES ('identity', '{}')")
-        conn.execute("INSERT INTO meta(key, value) VALUES ('workspace', '/ws')")
-        conn.execute("COMMIT")
+        schema_at(conn, 2, identity="{}", workspace="/ws")
         assert migrate(conn, "unicode61") == len(MIGRATIONS)
         assert {"postings", "postings_dead", "keyword_stats"} <= tables(conn)
         keys = {k for (k,) in conn.execute("SELECT key FROM meta")}
@@ -78,15 +71,7 @@ def test_version_3_index_keeps_its_identity(tmp_path: Path) -> None:
     # Migration 4 only adds the postings tombstones: version 3 postings still serve search.
     conn = connect(tmp_path / "x.sqlite")
     try:
-        conn.execute("BEGIN")
-        for step in MIGRATIONS[:3]:
-            for statement in step.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-        conn.execute(fts_ddl("unicode61"))
-        conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', '3')")
-        conn.execute("INSERT INTO meta(key, value) VALUES ('identity', '{}')")
-        conn.execute("COMMIT")
+        schema_at(conn, 3, identity="{}")
         assert migrate(conn, "unicode61") == len(MIGRATIONS)
         assert "postings_dead" in tables(conn)
         assert conn.execute("SELECT value FROM meta WHERE key='identity'").fetchone() == ("{}",)

@@ -11,10 +11,12 @@ from hypothesis import strategies as st
 
 from memmw.store.sqlite import vectors as vsql
 from memmw.store.sqlite.db import connect, transaction
-from memmw.store.sqlite.schema import MIGRATIONS, fts_ddl, migrate, statements
+from memmw.store.sqlite.schema import migrate, statements
 from memmw.store.sqlite.store import IndexStore
 from memmw.store.vectors import VectorMatrix
 from memmw.text.chunking import chunk_text
+
+from .conftest import schema_at
 
 DIMS = 4
 
@@ -135,13 +137,7 @@ def test_an_index_of_schema_5_reads_its_vectors_until_the_blocks_are_built(
     tmp_path: Path,
 ) -> None:
     conn = connect(tmp_path / "x.sqlite")
-    conn.execute("BEGIN")
-    for step in MIGRATIONS[:5]:
-        for statement in statements(step):
-            conn.execute(statement)
-    conn.execute(fts_ddl("unicode61"))
-    conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', '5')")
-    conn.execute("COMMIT")
+    schema_at(conn, 5)
     old = IndexStore(conn, fts=False)
     with transaction(conn):  # as the code of schema 5 wrote: no blocks
         rowids = write(old, "memory/a.md", 3000, "memory")
