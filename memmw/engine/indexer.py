@@ -351,18 +351,9 @@ class Indexer:
             if progress is not None:
                 progress(i, len(files), file.path)
             known = existing.get(file.path)
-            if known is not None and trusted_before is not None and not graph_stale:
-                try:
-                    st = os.stat(file.abs_path)
-                except OSError:
-                    st = None  # the read below reports it
-                if (
-                    st is not None
-                    and (st.st_mtime, st.st_size) == (known[1], known[2])
-                    and known[1] < trusted_before
-                ):
-                    counts.unchanged += 1
-                    continue
+            if not graph_stale and _stat_unchanged(file.abs_path, known, trusted_before):
+                counts.unchanged += 1
+                continue
             try:
                 if known is None:
                     text, digest, mtime, size = read_markdown(file.abs_path)
@@ -513,6 +504,19 @@ class Indexer:
         if store.get_meta(SCAN_ISSUES_KEY) != value:
             with store.transaction():
                 store.set_meta(SCAN_ISSUES_KEY, value)
+
+
+def _stat_unchanged(
+    path: Path, known: tuple[str, float, int] | None, trusted_before: float | None
+) -> bool:
+    """True when a note's size and mtime match its record made before ``trusted_before``."""
+    if known is None or trusted_before is None or known[1] >= trusted_before:
+        return False
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False  # the read reports it
+    return (st.st_mtime, st.st_size) == (known[1], known[2])
 
 
 def _note(source: str, text: str, path: str) -> ParsedNote | None:
