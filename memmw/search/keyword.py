@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memmw.store.arena import FRESH, Arena
 from memmw.store.protocol import Postings, StoreReader
 
 K1 = 1.2
@@ -71,7 +72,9 @@ TABLE_TF = 16
 TABLE_LEN = 1 << 14
 
 
-def _contributions(p: Postings, weight: float, avgdl: float) -> np.ndarray:
+def _contributions(
+    p: Postings, weight: float, avgdl: float, arena: Arena = FRESH
+) -> np.ndarray:
     """One term's BM25 contribution to each chunk of its postings (float32).
 
     Computed element by element in float32 with one formula whether through the table
@@ -82,8 +85,11 @@ def _contributions(p: Postings, weight: float, avgdl: float) -> np.ndarray:
     if integral and top_tf <= TABLE_TF and top_len < TABLE_LEN and len(p) > top_len:
         tf = np.arange(top_tf + 1, dtype=np.float32)[:, None]
         dl = np.arange(top_len + 1, dtype=np.float32)[None, :]
-        table = _formula(weight, tf, dl, avgdl)
-        gathered: np.ndarray = table[p.tf, p.doc_len]
+        table = _formula(weight, tf, dl, avgdl).ravel()
+        # Flat index tf * width + length: one take instead of a two-axis gather.
+        at = np.multiply(p.tf, top_len + 1, out=arena.take(len(p), np.intp), dtype=np.intp)
+        np.add(at, p.doc_len, out=at)
+        gathered: np.ndarray = np.take(table, at, out=arena.take(len(p), np.float32))
         return gathered
     return _formula(weight, p.tf.astype(np.float32), p.doc_len.astype(np.float32), avgdl)
 
@@ -95,7 +101,11 @@ def _formula(weight: float, tf: np.ndarray, dl: np.ndarray, avgdl: float) -> np.
 
 
 def bm25_search(
-    postings: Sequence[Postings], n_docs: int, total_terms: float, limit: int
+    postings: Sequence[Postings],
+    n_docs: int,
+    total_terms: float,
+    limit: int,
+    arena: Arena = FRESH,
 ) -> list[KeywordHit]:
     """Top chunks by BM25 over the query terms' postings (any term may match).
 
@@ -105,6 +115,8 @@ def bm25_search(
         n_docs: Live chunks of the searched sources.
         total_terms: Their total length in terms (the average length normalises tf).
         limit: Chunks wanted.
+        arena: Where the per-posting and per-chunk working arrays are taken from (a
+            search's own arena saves their page faults; see ``memmw.store.arena``).
 
     Returns:
         Hits by descending score. Every chunk tied with the ``limit``-th score is kept
@@ -127,19 +139,26 @@ def bm25_search(
     elif hi - lo < DENSE_SPAN:
         rows = np.arange(lo, hi + 1, dtype=np.int64)
         size = len(rows)
-        slots = [p.rowids - lo for p in lists]
+        slots = [np.subtract(p.rowids, lo, out=arena.take(len(p), np.int64)) for p in lists]
     else:
         rows, inverse = _union(lists)
         size = len(rows)
         ends = np.cumsum([len(p) for p in lists])
         slots = np.split(inverse, ends[:-1])
-    scores = np.zeros(size, dtype=np.float32)
+    scores = arena.zeros(size, np.float32)
     for p, docs in zip(lists, slots, strict=True):
         # float32 throughout, in query-term order: the scores the in-memory matrix gave.
-        scores[docs] += _contributions(p, idf(len(p), n_docs), avgdl)
+        # Each chunk appears once in a term's postings: one float32 addition per chunk.
+        np.add.at(scores, docs, _contributions(p, idf(len(p), n_docs), avgdl, arena))
     if size > limit:
-        kth = np.partition(scores, size - limit)[size - limit]
-        hit = np.flatnonzero(scores >= kth) if kth > 0 else np.flatnonzero(scores)
+        part = arena.take(size, np.float32)
+        np.copyto(part, scores)
+        part.partition(size - limit)
+        kth = part[size - limit]
+        if kth > 0:
+            hit = np.flatnonzero(np.greater_equal(scores, kth, out=arena.take(size, np.bool_)))
+        else:
+            hit = np.flatnonzero(scores)
     else:
         hit = np.flatnonzero(scores)
     # Slots ascend with rowids in every layout, so sorting by slot sorts by rowid.

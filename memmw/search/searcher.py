@@ -16,6 +16,7 @@ from memmw.search.keyword import KeywordHit, bm25_search, bm25_to_score, fts_sea
 from memmw.search.keyword import idf as bm25_idf
 from memmw.search.ranking import decay_multiplier, importance_multiplier, mmr_order
 from memmw.search.snippets import build_snippet
+from memmw.store.arena import Arena
 from memmw.store.protocol import EMPTY_POSTINGS as EMPTY
 from memmw.store.protocol import ChunkRow, StoreReader
 from memmw.store.terms import term_hash
@@ -106,6 +107,15 @@ class Searcher:
         self._centroid: tuple[np.ndarray, int] | None = None
         self._centroid_key: tuple[object, ...] | None = None
         self._lock = threading.Lock()
+        self._local = threading.local()  # each thread's search arena
+
+    def _arena(self) -> Arena:
+        """This thread's search arena, emptied for a new search."""
+        arena: Arena | None = getattr(self._local, "arena", None)
+        if arena is None:
+            arena = self._local.arena = Arena()
+        arena.reset()
+        return arena
 
     def invalidate(self) -> None:
         """Forget the cached vectors (the index file was replaced or its WAL lost)."""
@@ -171,7 +181,10 @@ class Searcher:
 
         # Only the query's terms are read: a fresh process answers as fast as a warm one.
         hashes = [term_hash(t) for t in q_terms]
-        postings = store.postings(hashes, srcs) if q_terms else {}
+        # Postings and BM25's working arrays live in this thread's arena until its next
+        # search: nothing below keeps them past this call.
+        arena = self._arena()
+        postings = store.postings(hashes, srcs, arena) if q_terms else {}
         n_docs, total_terms = store.keyword_stats(srcs) if q_terms else (0, 0.0)
         if vector_only:
             kw_hits = []
@@ -183,6 +196,7 @@ class Searcher:
                 n_docs,
                 total_terms,
                 n_candidates,
+                arena,
             )
         vec_hits = vector_leg(n_candidates) if vector_leg is not None else []
 

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from memmw.store.arena import FRESH, Arena
+
 if TYPE_CHECKING:
     from memmw.graph.syntax import ParsedNote
     from memmw.store.vectors import VectorMatrix
@@ -229,8 +231,14 @@ class StoreReader(Protocol):
         """Chunks of ``sources``."""
         ...
 
-    def postings(self, term_hashes: Sequence[int], sources: Sequence[str]) -> dict[int, Postings]:
-        """Live postings of each term hash present in ``sources`` (absent terms left out)."""
+    def postings(
+        self, term_hashes: Sequence[int], sources: Sequence[str], arena: Arena = FRESH
+    ) -> dict[int, Postings]:
+        """Live postings of each term hash present in ``sources`` (absent terms left out).
+
+        The arrays may live in ``arena``'s memory (valid until its owner resets it); a
+        store may also ignore it and return arrays of its own.
+        """
         ...
 
     def keyword_stats(self, sources: Sequence[str]) -> tuple[int, float]:

@@ -22,6 +22,7 @@ from memmw.search.keyword import (
     fts_search,
     idf,
 )
+from memmw.store.arena import Arena
 from memmw.store.protocol import EMPTY_POSTINGS as EMPTY
 from memmw.store.protocol import Postings
 from memmw.store.sqlite.db import connect
@@ -352,12 +353,14 @@ def reference_bm25(lists: list[Postings], n_docs: int, total: float, limit: int)
     ),
     st.integers(1, 12),
     st.sampled_from([0, 1 << 22, 10**9]),
+    st.sampled_from([0, 300, 1 << 20]),
 )
 def test_bm25_search_equals_the_reference_computation(
-    terms_docs: list[dict[int, tuple[int, int]]], limit: int, offset: int
+    terms_docs: list[dict[int, tuple[int, int]]], limit: int, offset: int, arena_bytes: int
 ) -> None:
     """Same hits, scores (float32 bits), ties and matched counts as the plain computation,
-    whatever the rowids' layout (small, offset past the dense span, or spread out)."""
+    whatever the rowids' layout (small, offset past the dense span, or spread out) and
+    whether the working arrays come from an arena (too small for them, or reused)."""
     lists = []
     for d in terms_docs:
         rows = sorted(d)
@@ -371,7 +374,11 @@ def test_bm25_search_equals_the_reference_computation(
                 np.asarray([(r % 13) * 50 + 20 for r in rows], dtype=np.int32),
             )
         )
-    got = bm25_search(lists, 6_000, 6_000 * 180.0, limit)
-    assert [(h.rowid, h.bm25, h.matched) for h in got] == reference_bm25(
-        lists, 6_000, 6_000 * 180.0, limit
-    )
+    want = reference_bm25(lists, 6_000, 6_000 * 180.0, limit)
+    arena = Arena(max_bytes=arena_bytes)
+    for _ in range(3):  # the second and third searches reuse what the first left
+        arena.reset()
+        arena.take(arena.capacity // 8, np.int64).fill(-1)  # stale values everywhere
+        arena.reset()
+        got = bm25_search(lists, 6_000, 6_000 * 180.0, limit, arena)
+        assert [(h.rowid, h.bm25, h.matched) for h in got] == want

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memmw.store.arena import FRESH, Arena
 from memmw.store.postgres import graph as pg_graph
 from memmw.store.postgres.bulk import StagedPostings, copy_vectors
 from memmw.store.protocol import (
@@ -267,8 +268,11 @@ class PostgresReader:
         ).fetchone()
         return (int(row[0]), float(row[1])) if row else (0, 0.0)
 
-    def postings(self, term_hashes: Sequence[int], sources: Sequence[str]) -> dict[int, Postings]:
-        """Live postings of each term hash present in ``sources``, rowid ascending."""
+    def postings(
+        self, term_hashes: Sequence[int], sources: Sequence[str], arena: Arena = FRESH
+    ) -> dict[int, Postings]:
+        """Live postings of each term hash present in ``sources``, rowid ascending (arrays
+        of their own: rows arrive as Python objects, the arena would save nothing)."""
         wanted = sorted({int(h) for h in term_hashes})
         if not wanted:
             return {}
@@ -549,10 +553,12 @@ class PostgresWriter(PostgresReader):
         self.flush_postings()
         return super().keyword_stats(sources)
 
-    def postings(self, term_hashes: Sequence[int], sources: Sequence[str]) -> dict[int, Postings]:
+    def postings(
+        self, term_hashes: Sequence[int], sources: Sequence[str], arena: Arena = FRESH
+    ) -> dict[int, Postings]:
         """Live postings of each term hash present in ``sources``, buffered rows included."""
         self.flush_postings()
-        return super().postings(term_hashes, sources)
+        return super().postings(term_hashes, sources, arena)
 
     def bm25_search(
         self,

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memmw.store.arena import FRESH, Arena
 from memmw.store.protocol import EMPTY_POSTINGS, Postings
 
 #: Postings per segment row: small enough that appending to a frequent term rewrites
@@ -49,6 +50,9 @@ FLUSH_AT = 2_000_000
 
 _U32 = 2**32
 _WIDTHS = (1, 2, 4)
+_UINT: dict[int, np.dtype[np.unsignedinteger]] = {
+    1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4")
+}
 
 EMPTY = EMPTY_POSTINGS
 
@@ -313,36 +317,54 @@ def _flush_term(
             deletes.append((source, term, seg))
 
 
-def _decode_term(segments: list[tuple[int, bytes]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _decode_term(
+    segments: list[tuple[int, bytes]], arena: Arena = FRESH
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(rowids, tf, lengths)`` of one term's segments (in ``seg`` order), decoded at once.
 
-    One ``cumsum`` over every segment's gaps, then each segment shifted to its own start:
-    a frequent term spans dozens of segments, and numpy's cost per call, not per
-    posting, dominated decoding them one by one.
+    Each array is one cast-and-copy of the segments' stored arrays into memory taken from
+    ``arena``, and nothing else is allocated per posting (a frequent term has ~100k). The
+    rowids are one in-place ``cumsum`` over every segment's gaps, after each segment's
+    first gap has been turned into the step from the previous segment's last rowid to its
+    own first.
     """
-    gaps, tfs, dls, counts = [], [], [], []
-    for _seg, data in segments:
+    gaps, tfs, dls, firsts = [], [], [], []
+    for seg, data in segments:
         wg, wt, wl = data[0], data[1], data[2]
         n = (len(data) - 3) // (wg + wt + wl)
-        gaps.append(np.frombuffer(data, dtype=f"<u{wg}", count=n, offset=3))
-        tfs.append(np.frombuffer(data, dtype=f"<u{wt}", count=n, offset=3 + n * wg))
-        dls.append(np.frombuffer(data, dtype=f"<u{wl}", count=n, offset=3 + n * (wg + wt)))
-        counts.append(n)
-    total = np.cumsum(np.concatenate(gaps), dtype=np.int64)
-    ends = np.cumsum(counts)
-    before = np.zeros(len(segments), dtype=np.int64)
-    before[1:] = total[ends[:-1] - 1]  # gaps summed before each segment
-    starts = np.fromiter((seg for seg, _ in segments), dtype=np.int64, count=len(segments))
-    rows = total + np.repeat(starts - before, counts)
-    tf = np.concatenate(tfs, dtype=np.int32, casting="unsafe")
-    dl = np.concatenate(dls, dtype=np.int32, casting="unsafe")
+        if not n:
+            continue
+        gaps.append(np.frombuffer(data, dtype=_UINT[wg], count=n, offset=3))
+        tfs.append(np.frombuffer(data, dtype=_UINT[wt], count=n, offset=3 + n * wg))
+        dls.append(np.frombuffer(data, dtype=_UINT[wl], count=n, offset=3 + n * (wg + wt)))
+        firsts.append(seg)
+    if not gaps:
+        return EMPTY.rowids, EMPTY.tf, EMPTY.doc_len
+    total = sum(len(g) for g in gaps)
+    rows = np.concatenate(gaps, out=arena.take(total, np.int64), casting="unsafe")
+    if len(gaps) > 1:
+        starts = np.zeros(len(gaps), dtype=np.intp)
+        np.cumsum([len(g) for g in gaps[:-1]], out=starts[1:])
+        step = np.asarray(firsts, dtype=np.int64)
+        last = step + np.add.reduceat(rows, starts)  # each segment's last rowid
+        step[1:] -= last[:-1]  # a step back when sources' segments interleave: still exact
+        rows[starts] += step
+    else:
+        rows[0] += firsts[0]
+    np.cumsum(rows, out=rows)
+    tf = np.concatenate(tfs, out=arena.take(total, np.int32), casting="unsafe")
+    dl = np.concatenate(dls, out=arena.take(total, np.int32), casting="unsafe")
     return rows, tf, dl
 
 
 def read_postings(
-    conn: sqlite3.Connection, term_hashes: Sequence[int], sources: Sequence[str]
+    conn: sqlite3.Connection,
+    term_hashes: Sequence[int],
+    sources: Sequence[str],
+    arena: Arena = FRESH,
 ) -> dict[int, Postings]:
-    """Live postings of each term over ``sources`` (terms with none are absent)."""
+    """Live postings of each term over ``sources`` (terms with none are absent), in
+    memory taken from ``arena``."""
     wanted = list(dict.fromkeys(int(h) for h in term_hashes))
     if not wanted or not sources:
         return {}
@@ -365,10 +387,10 @@ def read_postings(
         segments.setdefault(int(term), []).append((int(seg), data))
     out: dict[int, Postings] = {}
     for term, segs in segments.items():
-        rows, tf, dl = _decode_term(segs)
+        rows, tf, dl = _decode_term(segs, arena)
         if len(sources) > 1:  # segments of several sources interleave
             order = np.argsort(rows, kind="stable")
-            rows, tf, dl = rows[order], tf[order], dl[order]
+            rows, tf, dl = (np.take(a, order, out=arena.take(len(a), a.dtype)) for a in (rows, tf, dl))
         if len(dead):
             # Skip deleted chunks not yet purged (a few thousand at most): look each up.
             at = np.minimum(np.searchsorted(rows, dead), len(rows) - 1)
@@ -376,7 +398,10 @@ def read_postings(
             if len(gone):
                 keep = np.ones(len(rows), dtype=bool)
                 keep[gone] = False
-                rows, tf, dl = rows[keep], tf[keep], dl[keep]
+                n = int(np.count_nonzero(keep))
+                rows, tf, dl = (
+                    np.compress(keep, a, out=arena.take(n, a.dtype)) for a in (rows, tf, dl)
+                )
         if len(rows):
             out[term] = Postings(rows, tf, dl)
     return out

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memmw.store.arena import FRESH, Arena
 from memmw.store.protocol import ChunkRow, GraphRows, Postings, VectorStats, chunk_id
 from memmw.store.sqlite import graph
 from memmw.store.sqlite import vectors as vsql
@@ -298,11 +299,14 @@ class IndexStore:
                 out[row[0]] = _chunk_row(row)
         return out
 
-    def postings(self, term_hashes: Sequence[int], sources: Sequence[str]) -> dict[int, Postings]:
-        """Each term's live postings over ``sources``, rowid ascending (absent: none)."""
+    def postings(
+        self, term_hashes: Sequence[int], sources: Sequence[str], arena: Arena = FRESH
+    ) -> dict[int, Postings]:
+        """Each term's live postings over ``sources``, rowid ascending (absent: none),
+        decoded into ``arena``'s memory."""
         if self.postings_buffer.pending:
             self.flush_postings()  # a writer reading its own transaction
-        return read_postings(self.conn, term_hashes, sources)
+        return read_postings(self.conn, term_hashes, sources, arena)
 
     def keyword_stats(self, sources: Sequence[str]) -> tuple[int, float]:
         """``(live chunks, total terms)`` of ``sources``: the BM25 collection statistics."""

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memmw import Memory, MemoryConfig
+from memmw.store.arena import Arena
 from memmw.store.sqlite import postings as postings_mod
 from memmw.store.sqlite.db import connect, transaction
 from memmw.store.sqlite.postings import PostingsBuffer, decode, encode
@@ -176,6 +177,42 @@ def test_segment_encoding_round_trips(
     small = encode(seg, np.arange(seg, seg + 10, dtype=np.int64), tf[:1].repeat(10) % 200,
                    np.full(10, 100, dtype=np.uint32))
     assert len(small) == 3 + 10 * 3
+
+
+segment_lists = st.lists(
+    st.tuples(
+        st.integers(0, 2**33),  # seg: segments of several sources may overlap or step back
+        st.lists(
+            # Chunk lengths read back as int32 (no chunk holds 2**31 terms).
+            st.tuples(st.integers(0, 2**32 - 1), st.integers(1, 65535), st.integers(1, 2**31 - 1)),
+            min_size=1, max_size=20, unique_by=lambda t: t[0],
+        ),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@given(segment_lists, st.sampled_from([0, 100, 1 << 16]))
+def test_a_terms_segments_decode_at_once_as_one_by_one(
+    segments: list[tuple[int, list[tuple[int, int, int]]]], arena_bytes: int
+) -> None:
+    stored = []
+    for seg, entries in segments:
+        entries.sort()
+        rows = np.asarray([seg + r for r, _, _ in entries], dtype=np.int64)
+        tf = np.asarray([t for _, t, _ in entries], dtype=np.uint16)
+        dl = np.asarray([d for _, _, d in entries], dtype=np.uint32)
+        stored.append((seg, encode(seg, rows, tf, dl)))
+    want = [np.concatenate(parts) for parts in zip(*(decode(s, d) for s, d in stored), strict=True)]
+    arena = Arena(max_bytes=arena_bytes)
+    for _ in range(2):  # the second decode reuses memory holding stale values
+        arena.reset()
+        arena.take(arena.capacity // 8, np.int64).fill(-1)
+        arena.reset()
+        got = postings_mod._decode_term(stored, arena)
+        assert [a.tolist() for a in got] == [a.tolist() for a in want]
+    assert [a.dtype for a in got] == [np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.int32)]
 
 
 def test_postings_read_back_per_term_and_source(tmp_path: Path) -> None:
