@@ -150,17 +150,7 @@ def bm25_search(
         # float32 throughout, in query-term order: the scores the in-memory matrix gave.
         # Each chunk appears once in a term's postings: one float32 addition per chunk.
         np.add.at(scores, docs, _contributions(p, idf(len(p), n_docs), avgdl, arena))
-    if size > limit:
-        part = arena.take(size, np.float32)
-        np.copyto(part, scores)
-        part.partition(size - limit)
-        kth = part[size - limit]
-        if kth > 0:
-            hit = np.flatnonzero(np.greater_equal(scores, kth, out=arena.take(size, np.bool_)))
-        else:
-            hit = np.flatnonzero(scores)
-    else:
-        hit = np.flatnonzero(scores)
+    hit = np.flatnonzero(scores) if size <= limit else _top(slots, scores, limit, arena)
     # Slots ascend with rowids in every layout, so sorting by slot sorts by rowid.
     hit = hit[np.lexsort((hit, -scores[hit]))][: limit + MAX_TIES]
     ids = hit if rows is None else rows[hit]
@@ -173,6 +163,35 @@ def bm25_search(
         KeywordHit(int(r), float(s), int(m))
         for r, s, m in zip(ids.tolist(), scores[hit].tolist(), matched.tolist(), strict=True)
     ]
+
+
+def _top(slots: list[np.ndarray], scores: np.ndarray, limit: int, arena: Arena) -> np.ndarray:
+    """Slots scoring at least the ``limit``-th best score (all nonzero ones when it is 0).
+
+    The ``limit``-th best score among the chunks of the shortest list that has ``limit``
+    of them is a lower bound of the overall one, and few chunks reach it: the exact
+    threshold is then found among those few, not by partitioning every chunk's score.
+    """
+    size = len(scores)
+    floor = 0.0
+    short = [docs for docs in slots if len(docs) >= limit]
+    if short:
+        docs = min(short, key=len)
+        some = np.take(scores, docs, out=arena.take(len(docs), np.float32))
+        some.partition(len(docs) - limit)
+        floor = float(some[len(docs) - limit])
+    if floor <= 0:
+        part = arena.take(size, np.float32)
+        np.copyto(part, scores)
+        part.partition(size - limit)
+        if part[size - limit] <= 0:
+            return np.flatnonzero(scores)
+        floor = float(part[size - limit])
+    above = np.flatnonzero(np.greater_equal(scores, floor, out=arena.take(size, np.bool_)))
+    if len(above) > limit:
+        kth = np.partition(scores[above], len(above) - limit)[len(above) - limit]
+        above = above[scores[above] >= kth]
+    return above
 
 
 def fts_quote(term: str) -> str:
