@@ -89,7 +89,11 @@ def _contributions(
         # Flat index tf * width + length: one take instead of a two-axis gather.
         at = np.multiply(p.tf, top_len + 1, out=arena.take(len(p), np.intp), dtype=np.intp)
         np.add(at, p.doc_len, out=at)
-        gathered: np.ndarray = np.take(table, at, out=arena.take(len(p), np.float32))
+        # Every index is inside the table by construction: "clip" skips the bounds
+        # check that costs "raise" (the default) half the gather's time.
+        gathered: np.ndarray = np.take(
+            table, at, out=arena.take(len(p), np.float32), mode="clip"
+        )
         return gathered
     return _formula(weight, p.tf.astype(np.float32), p.doc_len.astype(np.float32), avgdl)
 
