@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -75,6 +76,11 @@ def lexical_score(hit: KeywordHit, chunk: ChunkRow, n_query: int, path_hits: int
 def _place(chunk: ChunkRow) -> tuple[str, int, int, str]:
     """A chunk's stable tie-break key: path, lines, then its content-derived id."""
     return (chunk.path, chunk.start_line, chunk.end_line, chunk.id)
+
+
+#: A path NFKC case-folded, for the path boost (paths repeat across candidates and
+#: searches).
+_folded_path = lru_cache(maxsize=8192)(normalize)
 
 
 def _choose(
@@ -223,7 +229,7 @@ class Searcher:
             chunk = rows.get(kw.rowid)
             if chunk is None:
                 continue
-            path_norm = normalize(chunk.path)
+            path_norm = _folded_path(chunk.path)
             raw = lexical_score(kw, chunk, len(q_terms), sum(1 for t in q_terms if t in path_norm))
             cands[kw.rowid] = _Candidate(
                 chunk=chunk, text_score=min(1.0, raw), text_rank=rank, keyword_raw=raw

@@ -67,19 +67,21 @@ def _line_scores(
     """
     if not query:
         return [0.0] * len(pieces)
-    if text.isascii():
-        return [_folded_score(line, query, idf) for line in _fold(text).split("\n")]
-    return [
-        _folded_score(_fold(p), query, idf) if p.isascii() else _line_score(p, query, idf)
-        for p in pieces
-    ]
-
-
-def _folded_score(line: str, query: set[str], idf: Callable[[str], float]) -> float:
-    """``_line_score`` of an ASCII line folded by ``_fold``."""
-    present = query.intersection(map(_STEMS.__getitem__, line.split()))
-    # fsum: exact, so the score does not depend on the set's (per-process) order.
-    return math.fsum(idf(t) for t in present) if present else 0.0
+    folded = (
+        _fold(text).split("\n")
+        if text.isascii()
+        else [_fold(p) if p.isascii() else None for p in pieces]
+    )
+    stems, matching = _STEMS.__getitem__, query.intersection
+    scores = []
+    for piece, line in zip(pieces, folded, strict=True):
+        if line is None:
+            scores.append(_line_score(piece, query, idf))
+            continue
+        present = matching(map(stems, line.split()))
+        # fsum: exact, so the score does not depend on the set's (per-process) order.
+        scores.append(math.fsum(map(idf, present)) if present else 0.0)
+    return scores
 
 
 def _cut_long_line(line: str, query: Sequence[str], limit: int) -> str:
