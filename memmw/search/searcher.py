@@ -6,15 +6,16 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from memmw.config import MemoryConfig, candidate_count
 from memmw.search.keyword import KeywordHit, bm25_search, bm25_to_score, fts_search
 from memmw.search.keyword import idf as bm25_idf
-from memmw.search.ranking import decay_multiplier, importance_multiplier, mmr_order
+from memmw.search.ranking import decay_multiplier, importance_multiplier, mmr_picks
 from memmw.search.snippets import build_snippet
 from memmw.store.arena import Arena
 from memmw.store.protocol import EMPTY_POSTINGS as EMPTY
@@ -76,6 +77,33 @@ def lexical_score(hit: KeywordHit, chunk: ChunkRow, n_query: int, path_hits: int
 def _place(chunk: ChunkRow) -> tuple[str, int, int, str]:
     """A chunk's stable tie-break key: path, lines, then its content-derived id."""
     return (chunk.path, chunk.start_line, chunk.end_line, chunk.id)
+
+
+#: A path NFKC case-folded, for the path boost (paths repeat across candidates and
+#: searches).
+_folded_path = lru_cache(maxsize=8192)(normalize)
+
+
+def _choose(
+    ranked: Iterable[_Candidate], limit: int, threshold: float, *, relax: bool
+) -> list[_Candidate]:
+    """The first ``limit`` candidates of ``ranked`` whose score passes ``threshold``.
+
+    ``relax``: keyword relaxation, for the default threshold only: a pure keyword hit can
+    never pass 0.35 on a weighted score, so keyword-leg hits below it fill the remaining
+    slots, in order. An explicit min_score is a strict filter. Reading stops once
+    ``limit`` candidates pass, so a lazy MMR order computes only the picks it shows.
+    """
+    passed: list[_Candidate] = []
+    spare: list[_Candidate] = []
+    for cand in ranked:
+        if cand.score >= threshold:
+            passed.append(cand)
+            if len(passed) == limit:
+                break
+        elif relax and cand.score < threshold and cand.text_score is not None:
+            spare.append(cand)
+    return (passed + spare)[:limit]
 
 
 def _vectors_written(store: StoreReader, sources: Sequence[str]) -> tuple[object, ...]:
@@ -215,7 +243,7 @@ class Searcher:
             chunk = rows.get(kw.rowid)
             if chunk is None:
                 continue
-            path_norm = normalize(chunk.path)
+            path_norm = _folded_path(chunk.path)
             raw = lexical_score(kw, chunk, len(q_terms), sum(1 for t in q_terms if t in path_norm))
             cands[kw.rowid] = _Candidate(
                 chunk=chunk, text_score=min(1.0, raw), text_rank=rank, keyword_raw=raw
@@ -244,21 +272,15 @@ class Searcher:
             cand.score = cand.order if hybrid else math.tanh(cand.order)
 
         ordered = sorted(cands.values(), key=lambda c: (-c.order, -c.score, _place(c.chunk)))
+        ranked: Iterable[_Candidate] = ordered
         if cfg.mmr.enabled:
-            ordered = mmr_order(
-                ordered,
+            picks = mmr_picks(
                 [c.order for c in ordered],
                 [c.chunk.term_hashes() for c in ordered],
                 cfg.mmr.lambda_,
             )
-        strict = [c for c in ordered if c.score >= threshold]
-        if min_score is None:
-            # Keyword relaxation, for the default threshold only: a pure keyword hit can
-            # never pass 0.35 on a weighted score, so keyword-leg hits below it fill the
-            # remaining slots. An explicit min_score is a strict filter.
-            spare = [c for c in ordered if c.score < threshold and c.text_score is not None]
-            strict = strict + spare
-        chosen = strict[:limit]
+            ranked = (ordered[i] for i in picks)
+        chosen = _choose(ranked, limit, threshold, relax=min_score is None)
         # Snippets weigh the query's terms by idf; compute each once per search.
         weights = {
             t: (bm25_idf(len(postings.get(h, EMPTY)), n_docs) if n_docs else 1.0)

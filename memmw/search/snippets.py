@@ -6,7 +6,35 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from memmw.text.analysis import cut_utf16, normalize, terms, utf16_len
+from memmw.text.analysis import cut_utf16, normalize, stem, terms, utf16_len
+
+# ASCII text: case-fold and turn every byte that is not a word character into a space,
+# keeping newlines, in one C pass over a whole chunk. For ASCII, NFKC changes nothing and
+# case folding is ``lower``, so a line's ``split`` gives the words ``terms`` finds, and
+# each word's one term is its ``stem``.
+_FOLD_KEEP_LINES = bytes(
+    ch + 32 if 65 <= ch <= 90 else ch if chr(ch).isalnum() or ch in (10, 95) else 32
+    for ch in range(128)
+) + b" " * 128
+
+
+class _Stems(dict[str, str]):
+    """Word -> its stem, filled on first use, so a line's words map to terms in C.
+
+    Bounded: cleared when it grows past ``limit`` entries (hostile input of ever new
+    words).
+    """
+
+    limit = 200_000
+
+    def __missing__(self, word: str) -> str:
+        if len(self) >= self.limit:
+            self.clear()
+        value = self[word] = stem(word)
+        return value
+
+
+_STEMS = _Stems()
 
 
 @dataclass(frozen=True)
@@ -22,6 +50,38 @@ def _line_score(line: str, query: set[str], idf: Callable[[str], float]) -> floa
     present = query.intersection(terms(line))
     # fsum: exact, so the score does not depend on the set's (per-process) order.
     return math.fsum(idf(t) for t in present)
+
+
+def _fold(line: str) -> str:
+    return line.encode("ascii").translate(_FOLD_KEEP_LINES).decode("ascii")
+
+
+def _line_scores(
+    text: str, pieces: list[str], query: set[str], idf: Callable[[str], float]
+) -> list[float]:
+    """``_line_score`` of each piece of ``text`` (the chunk's ``\\n``-separated lines).
+
+    ASCII lines skip the regular expression and NFKC: they are folded (the whole chunk in
+    one pass when it is all ASCII), split, and their words mapped to stems through a
+    cache, all in C.
+    """
+    if not query:
+        return [0.0] * len(pieces)
+    folded = (
+        _fold(text).split("\n")
+        if text.isascii()
+        else [_fold(p) if p.isascii() else None for p in pieces]
+    )
+    stems, matching = _STEMS.__getitem__, query.intersection
+    scores = []
+    for piece, line in zip(pieces, folded, strict=True):
+        if line is None:
+            scores.append(_line_score(piece, query, idf))
+            continue
+        present = matching(map(stems, line.split()))
+        # fsum: exact, so the score does not depend on the set's (per-process) order.
+        scores.append(math.fsum(map(idf, present)) if present else 0.0)
+    return scores
 
 
 def _cut_long_line(line: str, query: Sequence[str], limit: int) -> str:
@@ -60,33 +120,33 @@ def build_snippet(
     if len(pieces) != len(piece_lines):  # defensive: fall back to consecutive numbering
         piece_lines = list(range(piece_lines[0], piece_lines[0] + len(pieces)))
     qset = set(query)
-    scores = [_line_score(p, qset, idf) if qset else 0.0 for p in pieces]
+    scores = _line_scores(text, pieces, qset, idf)
     best = max(range(len(pieces)), key=lambda i: (scores[i], -i))
-    if utf16_len(pieces[best]) > max_chars:
+    sizes = list(map(len, pieces)) if text.isascii() else [utf16_len(p) for p in pieces]
+    if sizes[best] > max_chars:
         shown = _cut_long_line(pieces[best], list(qset), max_chars)
         return Snippet(shown, piece_lines[best], piece_lines[best])
     lo = hi = best
-    used = utf16_len(pieces[best])
+    used = sizes[best]
+    last = len(pieces) - 1
     while True:
-        options = []
-        if lo > 0:
-            options.append((scores[lo - 1], 0, lo - 1))
-        if hi + 1 < len(pieces):
-            options.append((scores[hi + 1], 1, hi + 1))
-        grown = False
-        # Higher-scoring neighbour first; on a tie, the side with fewer lines so far (the
-        # line after first), so an unmatched context grows evenly around the best line.
-        below, above = hi - best, best - lo
-        for _score, _after, idx in sorted(
-            options, key=lambda o: (-o[0], (below if o[1] else above + 1))
-        ):
-            cost = utf16_len(pieces[idx]) + 1
-            if used + cost <= max_chars:
-                used += cost
-                lo, hi = min(lo, idx), max(hi, idx)
-                grown = True
-                break
-        if not grown:
+        # The next line on each side that still fits (a side that no longer fits stays
+        # closed: the window only grows).
+        before = lo > 0 and used + sizes[lo - 1] + 1 <= max_chars
+        after = hi < last and used + sizes[hi + 1] + 1 <= max_chars
+        if before and after:
+            # Higher-scoring neighbour first; on a tie, the side with fewer lines so far
+            # (the line after first), so an unmatched context grows evenly around the
+            # best line.
+            after = (-scores[hi + 1], hi - best) < (-scores[lo - 1], best - lo + 1)
+            before = not after
+        if before:
+            lo -= 1
+            used += sizes[lo] + 1
+        elif after:
+            hi += 1
+            used += sizes[hi] + 1
+        else:
             break
     shown = "\n".join(pieces[lo : hi + 1]).strip("\n")
     return Snippet(shown, piece_lines[lo], piece_lines[hi])

@@ -45,8 +45,10 @@ class ChunkRow:
     terms_blob: bytes = b""
 
     def term_hashes(self) -> np.ndarray:
-        """The chunk's distinct term hashes (int64; for similarity between chunks)."""
-        return np.frombuffer(self.terms_blob, dtype="<i8").astype(np.int64)
+        """The chunk's distinct term hashes (int64, read-only; for similarity between chunks)."""
+        hashes = np.frombuffer(self.terms_blob, dtype="<i8")
+        # Read-only view of the bytes where int64 is little-endian (no copy), else a copy.
+        return hashes if hashes.dtype == np.int64 else hashes.astype(np.int64)
 
     def piece_lines(self) -> list[int]:
         """Line number of each ``\\n``-separated piece of ``text``."""

@@ -16,6 +16,7 @@ from memmw.search.ranking import (
     importance_multiplier,
     jaccard_matrix,
     mmr_order,
+    mmr_picks,
 )
 from memmw.store.terms import term_hash
 
@@ -125,3 +126,48 @@ def test_mmr_edge_cases() -> None:
     assert sorted(mmr_order(list("abcd"), [0.1, 0.9, 0.5, 0.3], ids(*[set()] * 4), 0.7)) == list(
         "abcd"
     )
+
+
+def reference_mmr(scores: list[float], sets: list[set[int]], lam: float) -> list[int]:
+    """MMR as first written: the whole similarity matrix by the set formula, then greedy."""
+    n = len(scores)
+    if n <= 1 or lam >= 1.0:
+        return sorted(range(n), key=lambda i: -scores[i])
+    lo, hi = min(scores), max(scores)
+    norm = [1.0 if hi == lo else (s - lo) / (hi - lo) for s in scores]
+    similarity = [[len(a & b) / len(a | b) if a or b else 1.0 for b in sets] for a in sets]
+    remaining = list(range(n))
+    chosen: list[int] = []
+    max_sim = [0.0] * n
+    while remaining:
+        best = max(remaining, key=lambda i: (lam * norm[i] - (1 - lam) * max_sim[i], scores[i]))
+        chosen.append(best)
+        remaining.remove(best)
+        for i in remaining:
+            max_sim[i] = max(max_sim[i], similarity[best][i])
+    return chosen
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.lists(
+        st.tuples(
+            st.sampled_from([0.0, 0.25, 0.5, 1.0]) | st.floats(-2.0, 2.0),
+            st.sets(st.integers(0, 12) | st.integers(-(2**63), 2**63 - 1), max_size=8),
+        ),
+        max_size=12,
+    ),
+    lam=st.sampled_from([0.0, 0.3, 0.5, 0.7, 1.0]) | st.floats(0.0, 1.0),
+    taken=st.integers(0, 12),
+)
+def test_mmr_picks_equal_the_reference(
+    data: list[tuple[float, set[int]]], lam: float, taken: int
+) -> None:
+    """Same order as the full-matrix MMR, also when a caller stops after a few picks."""
+    scores = [s for s, _ in data]
+    sets = [t for _, t in data]
+    arrays = [np.asarray(sorted(t), dtype=np.int64) for t in sets]
+    expected = reference_mmr(scores, sets, lam)
+    assert mmr_order(list(range(len(data))), scores, arrays, lam) == expected
+    picks = mmr_picks(scores, arrays, lam)
+    assert [next(picks) for _ in range(min(taken, len(data)))] == expected[:taken]

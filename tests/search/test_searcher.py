@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import calendar
 import math
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memmw import Memory, MemoryConfig, StoreConfig
 from memmw.agent.tools import search_payload
 from memmw.config import MMRConfig, QueryConfig, TemporalDecayConfig
-from memmw.search.searcher import lexical_score
+from memmw.search.searcher import _Candidate, _choose, lexical_score
 from memmw.text.analysis import utf16_len
 
 from ..conftest import write
@@ -416,3 +419,58 @@ def test_normalized_fusion_rescales_each_leg_over_its_own_candidates() -> None:
     # so the much better keyword match now ranks first.
     assert strong_kw.order == pytest.approx(0.5)
     assert strong_cos.order == pytest.approx(0.5 * 0.84)
+
+
+# -- choosing the shown hits -------------------------------------------------------------
+
+
+def _cand(score: float, keyword: bool) -> _Candidate:
+    from memmw.store.protocol import ChunkRow
+
+    chunk = ChunkRow(
+        rowid=1,
+        id="x",
+        path="memory/a.md",
+        source="memory",
+        start_line=1,
+        end_line=1,
+        text="t",
+        line_map=None,
+        importance=None,
+        n_terms=1,
+        decay_ts=None,
+    )
+    return _Candidate(chunk=chunk, text_score=0.5 if keyword else None, score=score)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    cands=st.lists(
+        st.tuples(st.sampled_from([0.0, 0.2, 0.35, 0.5, 1.0, math.nan]), st.booleans()),
+        max_size=12,
+    ),
+    limit=st.integers(-2, 8),
+    threshold=st.sampled_from([0.0, 0.35, 0.5, 1.0]),
+    relax=st.booleans(),
+)
+def test_choose_equals_filtering_the_whole_order(
+    cands: list[tuple[float, bool]], limit: int, threshold: float, relax: bool
+) -> None:
+    """The passing candidates, then (relaxed) the keyword hits below, cut at ``limit``;
+    reading stops at the ``limit``-th passing candidate."""
+    ordered = [_cand(score, keyword) for score, keyword in cands]
+    strict = [c for c in ordered if c.score >= threshold]
+    if relax:
+        strict = strict + [c for c in ordered if c.score < threshold and c.text_score is not None]
+    read: list[_Candidate] = []
+
+    def reading() -> Iterator[_Candidate]:
+        for c in ordered:
+            read.append(c)
+            yield c
+
+    chosen = _choose(reading(), limit, threshold, relax=relax)
+    assert [id(c) for c in chosen] == [id(c) for c in strict[:limit]]
+    passing = [i for i, c in enumerate(ordered) if c.score >= threshold]
+    if limit >= 1 and len(passing) >= limit:
+        assert len(read) == passing[limit - 1] + 1

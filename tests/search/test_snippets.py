@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from memmw.search.snippets import build_snippet
-from memmw.text.analysis import query_terms, utf16_len
+import math
+from collections.abc import Callable
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memmw.search.snippets import _cut_long_line, build_snippet
+from memmw.text.analysis import query_terms, terms, utf16_len
 
 
 def flat_idf(_term: str) -> float:
@@ -112,3 +118,104 @@ def test_line_scores_do_not_depend_on_the_hash_seed() -> None:
         for seed in range(8)
     }
     assert len(outputs) == 1
+
+
+# -- the fast line scoring equals the straightforward one --------------------------------
+
+
+def reference_snippet(
+    text: str,
+    piece_lines: list[int],
+    query: list[str],
+    idf: Callable[[str], float],
+    max_chars: int,
+) -> tuple[str, int, int]:
+    """The snippet as first written: ``terms`` of every line, options sorted each step."""
+    pieces = text.split("\n")
+    if len(pieces) != len(piece_lines):
+        piece_lines = list(range(piece_lines[0], piece_lines[0] + len(pieces)))
+    qset = set(query)
+    scores = [
+        math.fsum(idf(t) for t in qset.intersection(terms(p))) if qset else 0.0 for p in pieces
+    ]
+    best = max(range(len(pieces)), key=lambda i: (scores[i], -i))
+    if utf16_len(pieces[best]) > max_chars:
+        shown = _cut_long_line(pieces[best], list(qset), max_chars)
+        return shown, piece_lines[best], piece_lines[best]
+    lo = hi = best
+    used = utf16_len(pieces[best])
+    while True:
+        options = []
+        if lo > 0:
+            options.append((scores[lo - 1], 0, lo - 1))
+        if hi + 1 < len(pieces):
+            options.append((scores[hi + 1], 1, hi + 1))
+        grown = False
+        below, above = hi - best, best - lo
+        for _score, _after, idx in sorted(
+            options, key=lambda o: (-o[0], (below if o[1] else above + 1))
+        ):
+            cost = utf16_len(pieces[idx]) + 1
+            if used + cost <= max_chars:
+                used += cost
+                lo, hi = min(lo, idx), max(hi, idx)
+                grown = True
+                break
+        if not grown:
+            break
+    return "\n".join(pieces[lo : hi + 1]).strip("\n"), piece_lines[lo], piece_lines[hi]
+
+
+# Stem families, case variants, punctuation glued to words; then (not ASCII) accents,
+# combining marks, ligatures and full-width letters (NFKC turns "ﬁ" into "fi" and "Ｐ"
+# into "P"), CJK and emoji.
+_ASCII_WORDS = (
+    "paint painted painting Paints PAINT happy happiness happily ties tied tie the a "
+    "caroline Caroline's support_group 2023 x1 cafe fish strasse"
+).split()
+_OTHER_WORDS = "é café cafe\u0301 ﬁsh Ｐaint 東京 会議 😀 straße ΣΙΣΥΦΟΣ".split()
+_ASCII_GLUE = [" ", "  ", ", ", ". ", "-", "_", "'", "\t", "\r", "!"]
+
+
+@st.composite
+def _chunk(draw: st.DrawFn) -> str:
+    """Chunk text: all ASCII (the fast path) or not, with a few odd characters."""
+    ascii_only = draw(st.booleans())
+    words = st.sampled_from(_ASCII_WORDS if ascii_only else _ASCII_WORDS + _OTHER_WORDS)
+    glue = st.sampled_from(_ASCII_GLUE if ascii_only else [*_ASCII_GLUE, " — ", "\u00a0"])
+    extra = st.text(st.characters(max_codepoint=127 if ascii_only else 0x10FFFF), max_size=3)
+    longest = draw(st.sampled_from([2, 5, 12]))  # words per line: short lines tie often
+    lines = [
+        "".join(w + g for w, g in draw(st.lists(st.tuples(words, glue), max_size=longest)))
+        + draw(extra)
+        for _ in range(draw(st.integers(1, 14)))
+    ]
+    return "\n".join(lines)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=_chunk(),
+    query=st.lists(st.sampled_from(_ASCII_WORDS + _OTHER_WORDS), max_size=4),
+    weights=st.lists(
+        st.floats(0.0, 10.0) | st.sampled_from([1e-17, 0.1, 0.2, 0.3]), min_size=8, max_size=8
+    ),
+    max_chars=st.integers(1, 200) | st.just(700),
+    shift=st.integers(0, 1),
+)
+def test_build_snippet_equals_the_reference(
+    text: str, query: list[str], weights: list[float], max_chars: int, shift: int
+) -> None:
+    """Same text, lines and citations as scoring every line with ``terms``."""
+    q_terms = query_terms(" ".join(query))
+    table = {t: weights[i % len(weights)] for i, t in enumerate(q_terms)}
+
+    def idf(term: str) -> float:
+        return table.get(term, 0.0)
+
+    # shift=1: a line map of the wrong length (the defensive consecutive numbering).
+    piece_lines = list(range(3, 3 + text.count("\n") + 1 + shift))
+    snip = build_snippet(text, piece_lines, q_terms, idf=idf, max_chars=max_chars)
+    assert (snip.text, snip.start_line, snip.end_line) == reference_snippet(
+        text, piece_lines, q_terms, idf, max_chars
+    )
