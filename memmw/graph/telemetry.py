@@ -8,7 +8,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,15 @@ class TelemetryLog:
         self.enabled = enabled
         self._lock = threading.Lock()
 
+    def _open(self) -> IO[str]:
+        """The log opened for appending; its folder is made only when missing (a
+        ``mkdir`` that finds the folder costs more than the append itself)."""
+        try:
+            return open(self.path, "a", encoding="utf-8")
+        except FileNotFoundError:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return open(self.path, "a", encoding="utf-8")
+
     def record(self, event: str, **fields: Any) -> None:
         """Append ``{"ts": ..., "event": event, **fields}``."""
         if not self.enabled:
@@ -41,14 +50,15 @@ class TelemetryLog:
         line = json.dumps({"ts": round(time.time(), 3), "event": event, **fields}, default=str)
         try:
             with self._lock:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fh = self._open()
                 try:
-                    if self.path.stat().st_size > MAX_BYTES:
+                    if os.fstat(fh.fileno()).st_size > MAX_BYTES:
+                        fh.close()
                         os.replace(self.path, self.path.with_name(self.path.name + ".1"))
-                except FileNotFoundError:
-                    pass
-                with open(self.path, "a", encoding="utf-8") as fh:
+                        fh = self._open()
                     fh.write(line + "\n")
+                finally:
+                    fh.close()
         except OSError as exc:
             # A read-only or full state folder: say so once, then stop trying.
             log.warning("telemetry disabled: cannot write %s (%s)", self.path, type(exc).__name__)
