@@ -15,6 +15,7 @@ from memmw import Memory, MemoryConfig, StoreConfig
 from memmw.agent.tools import search_payload
 from memmw.config import MMRConfig, QueryConfig, TemporalDecayConfig
 from memmw.search.searcher import _Candidate, _choose, lexical_score
+from memmw.store.protocol import ChunkRow
 from memmw.text.analysis import utf16_len
 
 from ..conftest import write
@@ -187,8 +188,6 @@ def test_keyword_relaxation_fills_slots_below_min_score(ws: Path, tmp_path: Path
 
 def test_lexical_score_formula() -> None:
     from memmw.search.keyword import KeywordHit
-    from memmw.store.protocol import ChunkRow
-
     chunk = ChunkRow(
         rowid=1,
         id="x",
@@ -370,24 +369,10 @@ def test_a_fresh_process_ranks_like_a_warm_one(ws: Path, tmp_path: Path) -> None
 
 def test_normalized_fusion_rescales_each_leg_over_its_own_candidates() -> None:
     from memmw.config import HybridConfig
-    from memmw.search.searcher import Searcher, _Candidate
-    from memmw.store.protocol import ChunkRow
+    from memmw.search.searcher import Searcher
 
     def cand(rowid: int, raw: float | None, cos: float | None) -> _Candidate:
-        chunk = ChunkRow(
-            rowid=rowid,
-            id=str(rowid),
-            path="memory/x.md",
-            source="memory",
-            start_line=1,
-            end_line=1,
-            text="x",
-            line_map=None,
-            importance=None,
-            n_terms=1,
-            decay_ts=None,
-        )
-        c = _Candidate(chunk=chunk, vector_score=cos)
+        c = _Candidate(chunk=_one_line_chunk(rowid), vector_score=cos)
         if raw is not None:
             c.text_score, c.keyword_raw = min(1.0, raw), raw
         return c
@@ -424,23 +409,24 @@ def test_normalized_fusion_rescales_each_leg_over_its_own_candidates() -> None:
 # -- choosing the shown hits -------------------------------------------------------------
 
 
-def _cand(score: float, keyword: bool) -> _Candidate:
-    from memmw.store.protocol import ChunkRow
-
-    chunk = ChunkRow(
-        rowid=1,
-        id="x",
-        path="memory/a.md",
+def _one_line_chunk(rowid: int) -> ChunkRow:
+    return ChunkRow(
+        rowid=rowid,
+        id=str(rowid),
+        path="memory/x.md",
         source="memory",
         start_line=1,
         end_line=1,
-        text="t",
+        text="x",
         line_map=None,
         importance=None,
         n_terms=1,
         decay_ts=None,
     )
-    return _Candidate(chunk=chunk, text_score=0.5 if keyword else None, score=score)
+
+
+def _cand(score: float, keyword: bool) -> _Candidate:
+    return _Candidate(chunk=_one_line_chunk(1), text_score=0.5 if keyword else None, score=score)
 
 
 @settings(max_examples=300, deadline=None)
