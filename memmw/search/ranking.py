@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import TypeVar
 
 import numpy as np
 
@@ -91,21 +90,6 @@ class _Overlap:
         return similarity
 
 
-def jaccard_matrix(token_sets: Sequence[np.ndarray]) -> np.ndarray:
-    """Pairwise Jaccard similarity of sets of distinct integers (term hashes).
-
-    Two empty sets are identical (1.0); an empty set shares nothing with another (0.0).
-    Each ratio is the same division of integers a per-pair ``len(a & b) / len(a | b)``
-    does, so the values are exact.
-    """
-    n = len(token_sets)
-    overlap = _Overlap(token_sets)
-    return np.asarray([overlap.row(i) for i in range(n)], dtype=np.float64).reshape(n, n)
-
-
-T = TypeVar("T")
-
-
 def mmr_picks(
     scores: Sequence[float], token_sets: Sequence[np.ndarray], lam: float
 ) -> Iterator[int]:
@@ -140,10 +124,3 @@ def mmr_picks(
         for i in remaining:
             if row[i] > max_sim[i]:
                 max_sim[i] = row[i]
-
-
-def mmr_order(
-    items: Sequence[T], scores: Sequence[float], token_sets: Sequence[np.ndarray], lam: float
-) -> list[T]:
-    """``items`` in greedy maximal-marginal-relevance order (see :func:`mmr_picks`)."""
-    return [items[i] for i in mmr_picks(scores, token_sets, lam)]

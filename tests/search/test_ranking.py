@@ -12,10 +12,9 @@ from hypothesis import strategies as st
 from memmw.config import TemporalDecayConfig
 from memmw.search.ranking import (
     DAY_S,
+    _Overlap,
     decay_multiplier,
     importance_multiplier,
-    jaccard_matrix,
-    mmr_order,
     mmr_picks,
 )
 from memmw.store.terms import term_hash
@@ -83,6 +82,20 @@ def test_evergreen_future_and_disabled() -> None:
 )
 def test_importance_multiplier(importance: int | None, expected: float) -> None:
     assert importance_multiplier(importance) == pytest.approx(expected)
+
+
+def jaccard_matrix(token_sets: list[np.ndarray]) -> np.ndarray:
+    """Every row MMR can ask for, as one matrix."""
+    n = len(token_sets)
+    overlap = _Overlap(token_sets)
+    return np.asarray([overlap.row(i) for i in range(n)], dtype=np.float64).reshape(n, n)
+
+
+def mmr_order(
+    items: list[str] | list[int], scores: list[float], token_sets: list[np.ndarray], lam: float
+) -> list[object]:
+    """``items`` in the order ``mmr_picks`` gives."""
+    return [items[i] for i in mmr_picks(scores, token_sets, lam)]
 
 
 def ids(*sets: set[str]) -> list[np.ndarray]:
