@@ -6,16 +6,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from memmw.text.analysis import cut_utf16, normalize, stem, terms, utf16_len
-
-# ASCII text: case-fold and turn every byte that is not a word character into a space,
-# keeping newlines, in one C pass over a whole chunk. For ASCII, NFKC changes nothing and
-# case folding is ``lower``, so a line's ``split`` gives the words ``terms`` finds, and
-# each word's one term is its ``stem``.
-_FOLD_KEEP_LINES = bytes(
-    ch + 32 if 65 <= ch <= 90 else ch if chr(ch).isalnum() or ch in (10, 95) else 32
-    for ch in range(128)
-) + b" " * 128
+from memmw.text.analysis import cut_utf16, fold_ascii, normalize, stem, terms, utf16_len
 
 
 class _Stems(dict[str, str]):
@@ -52,10 +43,6 @@ def _line_score(line: str, query: set[str], idf: Callable[[str], float]) -> floa
     return math.fsum(idf(t) for t in present)
 
 
-def _fold(line: str) -> str:
-    return line.encode("ascii").translate(_FOLD_KEEP_LINES).decode("ascii")
-
-
 def _line_scores(
     text: str, pieces: list[str], query: set[str], idf: Callable[[str], float]
 ) -> list[float]:
@@ -68,9 +55,9 @@ def _line_scores(
     if not query:
         return [0.0] * len(pieces)
     folded = (
-        _fold(text).split("\n")
+        fold_ascii(text).split("\n")
         if text.isascii()
-        else [_fold(p) if p.isascii() else None for p in pieces]
+        else [fold_ascii(p) if p.isascii() else None for p in pieces]
     )
     stems, matching = _STEMS.__getitem__, query.intersection
     scores = []

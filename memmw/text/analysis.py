@@ -179,13 +179,21 @@ def query_terms(text: str) -> list[str]:
     return list(dict.fromkeys(kept or every))
 
 
-# ASCII text: case-fold and turn every byte that is not a word character into a space in
-# one C pass, so ``split`` finds the same words as ``\w+`` on NFKC-case-folded text (for
-# ASCII, NFKC changes nothing and case folding is ``lower``) at a fraction of the cost.
+# ASCII text: case-fold and turn every byte that is not a word character (or a newline)
+# into a space in one C pass, so ``split`` finds the same words as ``\w+`` on
+# NFKC-case-folded text (for ASCII, NFKC changes nothing and case folding is ``lower``)
+# at a fraction of the cost.
 _ASCII_FOLD = bytes(
-    ch + 32 if 65 <= ch <= 90 else ch if chr(ch).isalnum() or ch == 95 else 32
+    ch + 32 if 65 <= ch <= 90 else ch if chr(ch).isalnum() or ch in (10, 95) else 32
     for ch in range(128)
 ) + b" " * 128
+
+
+def fold_ascii(text: str) -> str:
+    """ASCII ``text`` lowercased, each character that is not a letter, digit, ``_`` or
+    newline made a space: its ``split()`` gives the words :func:`terms` finds, and its
+    lines stay where they were."""
+    return text.encode("ascii").translate(_ASCII_FOLD).decode("ascii")
 
 
 def split_words(text: str) -> tuple[list[str], bool]:
@@ -196,7 +204,7 @@ def split_words(text: str) -> tuple[list[str], bool]:
     through a cache instead of deriving terms word by word.
     """
     if text.isascii():
-        return text.encode("ascii").translate(_ASCII_FOLD).decode("ascii").split(), False
+        return fold_ascii(text).split(), False
     norm = normalize(text)
     return _WORD.findall(norm), _HAS_CJK.search(norm) is not None
 
