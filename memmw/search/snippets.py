@@ -6,26 +6,18 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from memmw.text.analysis import cut_utf16, fold_ascii, normalize, stem, terms, utf16_len
+from memmw.text.analysis import (
+    WordMemo,
+    cut_utf16,
+    fold_ascii,
+    normalize,
+    stem,
+    terms,
+    utf16_len,
+)
 
-
-class _Stems(dict[str, str]):
-    """Word -> its stem, filled on first use, so a line's words map to terms in C.
-
-    Bounded: cleared when it grows past ``limit`` entries (hostile input of ever new
-    words).
-    """
-
-    limit = 200_000
-
-    def __missing__(self, word: str) -> str:
-        if len(self) >= self.limit:
-            self.clear()
-        value = self[word] = stem(word)
-        return value
-
-
-_STEMS = _Stems()
+#: Word -> its stem, so a line's words map to terms in C.
+_STEMS: WordMemo[str] = WordMemo(stem, 200_000)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from memmw.text.analysis import split_words, stem, term_frequencies
+from memmw.text.analysis import WordMemo, split_words, stem, term_frequencies
 
 #: Bumped when term extraction or the postings layout changes (part of the index identity).
 TERMS_VERSION = 4
@@ -22,25 +22,12 @@ def term_hash(term: str) -> int:
     )
 
 
-class _WordHashes(dict[str, int]):
-    """Word -> hash of its one term (its stem), filled on first use.
-
-    A corpus has far fewer distinct words than word occurrences, so stemming and hashing
-    once per word, then mapping a chunk's words through this dict in C, takes the
-    per-word Python work out of indexing. Bounded: cleared when it grows past
-    ``limit`` entries (hostile input of ever new words).
-    """
-
-    limit = 1_000_000
-
-    def __missing__(self, word: str) -> int:
-        if len(self) >= self.limit:
-            self.clear()
-        value = self[word] = term_hash(stem(word))
-        return value
+def _word_hash(word: str) -> int:
+    return term_hash(stem(word))
 
 
-_WORD_HASHES = _WordHashes()
+#: Word -> hash of its one term (its stem): stemmed and hashed once per distinct word.
+_WORD_HASHES: WordMemo[int] = WordMemo(_word_hash, 1_000_000)
 
 
 def term_counts(text: str) -> tuple[np.ndarray, np.ndarray, int]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from functools import lru_cache
 from itertools import chain
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 #: The one CJK table: the code point ranges the reference weighs as "non-Latin" (about
 #: one token per character): CJK radicals, punctuation, kana, bopomofo, compatibility
@@ -207,6 +208,30 @@ def split_words(text: str) -> tuple[list[str], bool]:
         return fold_ascii(text).split(), False
     norm = normalize(text)
     return _WORD.findall(norm), _HAS_CJK.search(norm) is not None
+
+
+_V = TypeVar("_V")
+
+
+class WordMemo(dict[str, _V], Generic[_V]):
+    """``fn(word)`` of each word, computed on first use and kept.
+
+    A corpus has far fewer distinct words than word occurrences, so mapping words through
+    a memo (``map(memo.__getitem__, words)``, a dict lookup in C per word) takes the
+    per-word Python work out of hot loops; twice as fast as an ``lru_cache`` hit here.
+    Bounded: cleared when it holds ``limit`` entries (hostile input of ever new words).
+    """
+
+    def __init__(self, fn: Callable[[str], _V], limit: int) -> None:
+        super().__init__()
+        self._fn = fn
+        self._limit = limit
+
+    def __missing__(self, word: str) -> _V:
+        if len(self) >= self._limit:
+            self.clear()
+        value = self[word] = self._fn(word)
+        return value
 
 
 def term_frequencies(text: str) -> dict[str, int]:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from memmw.store import terms as terms_module
 from memmw.store.terms import term_counts, term_hash
-from memmw.text.analysis import terms
+from memmw.text.analysis import WordMemo, terms
 
 _TEXT = st.text(
     st.sampled_from(list("ab Zé’-_ 1\n\tPaint painted PAINTS\x00\x7f中文猫ミケ한국𠀀ꀀ\u3000ﬁＡ")) | st.characters(),
@@ -46,8 +46,7 @@ def test_counts_clamp_at_uint16() -> None:
 
 
 def test_word_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    cache = terms_module._WordHashes()
-    monkeypatch.setattr(cache, "limit", 3)
+    cache = WordMemo(terms_module._word_hash, 3)
     monkeypatch.setattr(terms_module, "_WORD_HASHES", cache)
     for word in ("alpha", "beta", "gamma", "delta", "epsilon"):
         assert term_counts(word)[0].tolist() == [term_hash(terms(word)[0])]
