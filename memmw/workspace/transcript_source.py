@@ -22,6 +22,8 @@ SESSIONS_PREFIX = "sessions"
 
 _ROLES = {"user": "User", "assistant": "Assistant"}
 _WS = re.compile(r"\s+")
+#: Half a surrogate pair (JSON may escape one, e.g. an emoji cut in two): not encodable.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _DELTA_READ = 64 * 1024
 
 
@@ -67,7 +69,7 @@ def session_document(path: str | os.PathLike[str]) -> SessionDocument:
         label = _ROLES.get(message.role)
         if label is None:
             continue
-        text = collapse_whitespace(redactor.redact(message.text))
+        text = collapse_whitespace(redactor.redact(_LONE_SURROGATE.sub("\ufffd", message.text)))
         if not text:
             continue
         lines.append(f"{label}: {text}")

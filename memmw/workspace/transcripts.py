@@ -25,6 +25,11 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+=-]{0,199}$")
 SESSIONS_INDEX = "sessions.json"
 #: A transcript line longer than this (bytes) is skipped and reported, not parsed.
 MAX_TRANSCRIPT_LINE_BYTES = 16 * 1024 * 1024
+#: A transcript line whose JSON nests deeper than this is skipped and reported. Checked
+#: before parsing, so the answer does not depend on how deep the caller's stack is (the
+#: parser's own limit is the interpreter's recursion limit, shared with the caller).
+MAX_JSON_DEPTH = 256
+_JSON_NESTING = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
 def check_session_id(session_id: str) -> str:
@@ -151,14 +156,35 @@ def _parse_line(data: bytes) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _BadLine(f"not valid UTF-8 (byte {exc.start})") from exc
+    if _nests_deeper(data, MAX_JSON_DEPTH):
+        raise _BadLine(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         return json.loads(text)
-    except RecursionError as exc:
+    except RecursionError as exc:  # a caller already deep in its stack
         raise _BadLine("JSON nested too deeply") from exc
     except ValueError as exc:  # JSONDecodeError, and huge integer literals
         raise _BadLine(f"not JSON ({exc})"[:200]) from exc
     except MemoryError as exc:
         raise _BadLine("too large to parse") from exc
+
+
+def _nests_deeper(data: bytes, limit: int) -> bool:
+    """True when the JSON in ``data`` opens more than ``limit`` arrays/objects at once.
+
+    Brackets inside strings do not count. Lines with few brackets are not scanned.
+    """
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    depth = 0
+    for m in _JSON_NESTING.finditer(data):
+        token = m.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return False
 
 
 def _message(record: Any, lineno: int) -> TranscriptMessage | None:

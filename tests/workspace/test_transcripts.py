@@ -109,7 +109,7 @@ def test_unreadable_lines_are_skipped_and_named(tmp_path: Path, monkeypatch) -> 
     assert texts[0] == "first" and texts[-1] == "last" and "ok" in texts
     assert [m.line for m in scan.messages if m.text in ("first", "ok", "last")] == [1, 6, 9]
     reasons = {s.line: s.reason for s in scan.skipped}
-    assert reasons[2] == "JSON nested too deeply"
+    assert reasons[2] == "JSON nested deeper than 256 levels"
     assert reasons[3] == "not valid UTF-8 (byte 57)"
     assert reasons[4].startswith("not JSON")
     assert reasons[5] == "longer than 20000 bytes"
