@@ -51,6 +51,3 @@ def count_lines(text: str) -> int:
         return 0
     breaks = text.count("\n") + text.count("\r") - text.count("\r\n")
     return breaks + (0 if text.endswith(("\n", "\r")) else 1)
-
-
-__all__ = ["LINE_BREAKS", "NOT_LINE_BREAKS", "count_lines", "split_line_bytes", "split_lines"]

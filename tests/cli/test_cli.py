@@ -378,6 +378,27 @@ def test_one_bad_transcript_line_exits_0_and_status_lists_it(
     assert any("line 2 of sessions/s1.jsonl" in d["what"] for d in data["degraded"])  # type: ignore[union-attr,index]
 
 
+def test_mcp_token_is_printed_and_replaced(
+    capsys: pytest.CaptureFixture[str], ws: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("mcp", reason="the MCP server needs the mcp extra")
+    where = ("-w", str(ws), "--state-dir", str(tmp_path / "st"))
+    code, out, err = run(capsys, "mcp", "--print-token", *where)
+    token = out.strip()
+    assert code == EXIT_OK and len(token) >= 40 and "mcp-token" in err
+    token_file = tmp_path / "st" / "mcp-token"
+    assert token_file.read_text().strip() == token and (token_file.stat().st_mode & 0o777) == 0o600
+    assert run(capsys, "mcp", "--print-token", *where)[1].strip() == token  # stable
+    code, out, err = run(capsys, "mcp", "--new-token", *where)
+    assert code == EXIT_OK and out == "" and "new MCP HTTP token" in err
+    code, out, _err = run(capsys, "mcp", "--print-token", *where)
+    assert out.strip() not in ("", token) and out.strip() == token_file.read_text().strip()
+    token_file.chmod(0o640)
+    code, _out, err = run(capsys, "mcp", "--print-token", *where)
+    assert code == EXIT_ERROR
+    assert "accessible to other users" in err
+
+
 # -- reset ----------------------------------------------------------------------------------
 def test_reset(capsys: pytest.CaptureFixture[str], ws: Path) -> None:
     code, out, _ = run(capsys, "reset", "-w", str(ws), "--yes")

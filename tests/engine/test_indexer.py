@@ -30,8 +30,8 @@ from memmw.engine.indexer import Indexer, decay_timestamp, read_markdown
 from memmw.errors import FileReadError, IndexBusyError, IndexStoreError
 from memmw.store.protocol import chunk_id
 from memmw.store.sqlite.store import IndexStore
-from memmw.text.lines import NOT_LINE_BREAKS
 from memmw.text.chunking import chunk_text
+from memmw.text.lines import NOT_LINE_BREAKS
 from memmw.types import ReadResult, SyncReport
 from memmw.workspace.files import WorkspaceFile
 from memmw.workspace.locks import exclusive_lock
@@ -955,7 +955,7 @@ def _note_lines(draw: st.DrawFn) -> tuple[list[str], str]:
     for i in range(1, len(lines)):  # "\r" + an empty line ended by "\n" would be one CRLF
         if ends[i - 1] == "\r" and lines[i] == "" and ends[i] == "\n":
             ends[i] = "\r\n"
-    return lines, "".join(line + end for line, end in zip(lines, ends))
+    return lines, "".join(line + end for line, end in zip(lines, ends, strict=True))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -983,7 +983,7 @@ def test_indexer_chunks_citations_and_memory_get_count_the_same_lines(
             numbers = json.loads(line_map) if line_map else list(range(start, end + 1))
             pieces = body.split("\n")
             assert len(pieces) == len(numbers) and 1 <= start <= end <= len(lines)
-            for number, piece in zip(numbers, pieces):
+            for number, piece in zip(numbers, pieces, strict=True):
                 assert piece == lines[number - 1]
                 covered.add(number)
         assert {n for n, line in enumerate(lines, 1) if line.strip()} <= covered
