@@ -44,10 +44,3 @@ def split_line_bytes(data: bytes) -> list[bytes]:
         lines.pop()
     return lines
 
-
-def count_lines(text: str) -> int:
-    """``len(split_lines(text))`` without building the list."""
-    if not text:
-        return 0
-    breaks = text.count("\n") + text.count("\r") - text.count("\r\n")
-    return breaks + (0 if text.endswith(("\n", "\r")) else 1)
