@@ -9,7 +9,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from memmw.workspace.transcript_source import (
     session_document,
     session_index_path,
 )
+from memmw.workspace.transcripts import SkippedLine
 
 log = logging.getLogger(__name__)
 
@@ -572,7 +573,7 @@ def skip_reason(exc: BaseException) -> str:
     return text[:300]
 
 
-def _skipped_lines(path: str, skipped: Any) -> list[FileIssue]:
+def _skipped_lines(path: str, skipped: Sequence[SkippedLine]) -> list[FileIssue]:
     """Issues for a transcript's skipped lines: at most :data:`MAX_LINE_ISSUES`."""
     lines = list(skipped)
     out = [FileIssue(path=path, reason=s.reason, line=s.line) for s in lines[:MAX_LINE_ISSUES]]
