@@ -17,10 +17,14 @@ the indexer's line numbers and citations all split with :func:`split_lines` (or
 
 from __future__ import annotations
 
+import re
+
 #: Line terminators, longest first.
 LINE_BREAKS = ("\r\n", "\r", "\n")
 #: Characters :meth:`str.splitlines` treats as line breaks that are NOT line breaks here.
 NOT_LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+_LINE_WITH_END = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
 def split_lines(text: str) -> list[str]:
@@ -44,3 +48,14 @@ def split_line_bytes(data: bytes) -> list[bytes]:
         lines.pop()
     return lines
 
+
+def split_lines_keepends(text: str) -> list[str]:
+    """:func:`split_lines` with each line's own terminator kept, for rewriting a line.
+
+    ``"".join(split_lines_keepends(text)) == text``, and stripping the terminators gives
+    :func:`split_lines`, so a writer can replace line ``n`` and keep every other byte.
+
+    >>> split_lines_keepends("a\\r\\nb\\u2028c\\rd")
+    ['a\\r\\n', 'b\\u2028c\\r', 'd']
+    """
+    return _LINE_WITH_END.findall(text)

@@ -12,6 +12,7 @@ from memmw.text.lines import (
     NOT_LINE_BREAKS,
     split_line_bytes,
     split_lines,
+    split_lines_keepends,
 )
 
 #: Text made mostly of every character anyone might call a line break.
@@ -45,3 +46,11 @@ def test_bytes_and_text_are_cut_at_the_same_places(text: str) -> None:
     # Joining the lines back with any terminator gives the same lines.
     assert split_lines("\n".join(lines) + ("\n" if lines else "")) == lines
     assert all("\n" not in line and "\r" not in line for line in lines)
+
+
+@settings(max_examples=300, deadline=None)
+@given(BREAKY)
+def test_lines_with_their_ends_rebuild_the_text(text: str) -> None:
+    kept = split_lines_keepends(text)
+    assert "".join(kept) == text
+    assert [line.rstrip("\r\n") for line in kept] == split_lines(text)
