@@ -149,10 +149,25 @@ class ReadResult:
 
 @dataclass(frozen=True, kw_only=True)
 class FileIssue:
-    """A file that could not be indexed, and why (it is skipped; the others index)."""
+    """A file, or a line of one, that could not be indexed, and why.
+
+    Attributes:
+        path: The file (workspace-relative, or ``sessions/<name>`` for a transcript).
+        reason: Why it was skipped.
+        line: The skipped line when only that line was left out (the rest of the file is
+            indexed); None when the whole file was skipped (the others index).
+    """
 
     path: str
     reason: str
+    line: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"path", "reason"}``, plus ``"line"`` for a skipped line."""
+        out: dict[str, Any] = {"path": self.path, "reason": self.reason}
+        if self.line is not None:
+            out["line"] = self.line
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -232,6 +247,6 @@ class Status:
             "model": self.model,
             "lastSync": self.last_sync,
             "custom": {"searchMode": self.mode},
-            "scan": {"issues": [asdict(i) for i in self.issues]},
+            "scan": {"issues": [i.to_dict() for i in self.issues]},
             **self.details,
         }

@@ -27,6 +27,7 @@ from memmw.embeddings.remote import (
 )
 from memmw.embeddings.retry import RetryPolicy
 from memmw.errors import ProviderError, ProviderUnavailableError
+from memmw.text.lines import split_lines
 
 logger = logging.getLogger(__name__)
 
@@ -285,7 +286,7 @@ def _parse_batch_output(text: str, count: int) -> list[list[float]]:
     """Map the output JSONL back to input order by ``custom_id``."""
     found: dict[int, list[float]] = {}
     failures: list[str] = []
-    for line in text.splitlines():
+    for line in split_lines(text):  # JSONL: a raw U+2028 inside a record is not a break
         if not line.strip():
             continue
         record = json.loads(line)

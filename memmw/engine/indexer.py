@@ -9,7 +9,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from memmw.graph.syntax import GRAPH_VERSION, ParsedNote, mask_retracted, parse_
 from memmw.store.factory import create_store
 from memmw.store.protocol import FileRecords, Store, StoreWriter
 from memmw.store.terms import TERMS_VERSION
-from memmw.text.chunking import CHUNKING_VERSION, chunk_text
+from memmw.text.chunking import CHUNKING_VERSION, Chunk, chunk_text
 from memmw.types import FileIssue, SyncReport
 from memmw.workspace.files import (
     MAX_NOTE_BYTES,
@@ -37,6 +37,7 @@ from memmw.workspace.transcript_source import (
     session_document,
     session_index_path,
 )
+from memmw.workspace.transcripts import SkippedLine
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,14 @@ WRITER_LOCK_TIMEOUT_S = 120.0
 SCAN_ISSUES_KEY = "scan_issues"
 #: Meta key: when the last sync that looked at every note started (epoch seconds).
 SCANNED_AT_KEY = "scanned_at"
+#: Meta key with the transcript reader's version the session rows were made with; when it
+#: differs from :data:`SESSIONS_VERSION` every transcript is read again (no stat shortcut).
+SESSIONS_VERSION_KEY = "sessions_version"
+#: 2: JSONL lines are cut as :func:`memmw.text.lines.split_lines` cuts (U+2028 and U+0085
+#: inside a record no longer split it); unreadable lines are reported.
+SESSIONS_VERSION = "2"
+#: Skipped lines reported per transcript (the last one counts the rest).
+MAX_LINE_ISSUES = 10
 #: A note whose recorded mtime is this close to (or after) the sync that recorded it is
 #: read again: it may have changed again within the file system's mtime resolution.
 RACY_WINDOW_S = 2.0
@@ -354,52 +363,35 @@ class Indexer:
             if not graph_stale and _stat_unchanged(file.abs_path, known, trusted_before):
                 counts.unchanged += 1
                 continue
-            try:
-                if known is None:
-                    text, digest, mtime, size = read_markdown(file.abs_path)
-                else:
-                    # Bytes that were indexed decoded then: hash first, decode what changed
-                    # (or what the graph needs again).
-                    data, digest, mtime, size = read_note_bytes(file.abs_path)
-                    text = decode_note(data) if digest != known[0] or graph_stale else ""
-            except FileReadError as exc:
-                counts.issues.append(FileIssue(path=file.path, reason=str(exc)))
-                log.warning("skipping %s: %s", file.path, exc)
+            try:  # the one place a note is read and parsed: a bad note is a reported skip
+                read = self._read_note(file, known, graph_stale)
+            except Exception as exc:
+                counts.issues.append(FileIssue(path=file.path, reason=skip_reason(exc)))
+                log.warning("skipping %s: %s", file.path, skip_reason(exc))
                 continue
-            if known is not None and known[0] == digest:
+            mtime, size = read.mtime, read.size
+            if read.chunks is None:  # same bytes as indexed
                 counts.unchanged += 1
-                if (known[1], known[2]) != (mtime, size):
+                if known is not None and (known[1], known[2]) != (mtime, size):
                     # Same content, touched: keep the stat current so status can tell
                     # changed files by a stat alone.
                     store.update_file_stat(file.path, file.source, mtime=mtime, size=size)
                 if graph_stale:
-                    store.replace_note_graph(
-                        path=file.path, source=file.source, note=_note(file.source, text, file.path)
-                    )
+                    store.replace_note_graph(path=file.path, source=file.source, note=read.note)
                 continue
-            chunks = chunk_text(
-                # Retracted entries stay in the note but are not searchable.
-                mask_retracted(text),
-                tokens=self.config.chunking.tokens,
-                overlap=self.config.chunking.overlap,
-                per_entry=is_curated(file.path),
-            )
             written = store.replace_file(
                 path=file.path,
                 source=file.source,
-                file_hash=digest,
+                file_hash=read.digest,
                 mtime=mtime,
                 size=size,
                 decay_ts=decay_timestamp(file, mtime),
-                chunks=chunks,
+                chunks=read.chunks,
                 model=self.provider.model,
             )
             # replace_file dropped the old graph rows of the file.
             store.replace_note_graph(
-                path=file.path,
-                source=file.source,
-                note=_note(file.source, text, file.path),
-                fresh=True,
+                path=file.path, source=file.source, note=read.note, fresh=True
             )
             counts.chunks += len(written)
             if file.path in existing:
@@ -422,6 +414,34 @@ class Indexer:
             progress(len(files), len(files), "")
         return counts
 
+    def _read_note(
+        self, file: WorkspaceFile, known: tuple[str, float, int] | None, graph_stale: bool
+    ) -> _NoteRead:
+        """Read, decode, chunk and parse one note; any exception means a bad note.
+
+        ``chunks`` is None when the bytes are the ones indexed (``note`` is then parsed
+        only when the graph is stale). Touches no store.
+        """
+        if known is None:
+            text, digest, mtime, size = read_markdown(file.abs_path)
+        else:
+            # Bytes that were indexed decoded then: hash first, decode what changed
+            # (or what the graph needs again).
+            data, digest, mtime, size = read_note_bytes(file.abs_path)
+            if digest == known[0]:
+                note = _note(file.source, decode_note(data), file.path) if graph_stale else None
+                return _NoteRead(digest=digest, mtime=mtime, size=size, chunks=None, note=note)
+            text = decode_note(data)
+        chunks = chunk_text(
+            # Retracted entries stay in the note but are not searchable.
+            mask_retracted(text),
+            tokens=self.config.chunking.tokens,
+            overlap=self.config.chunking.overlap,
+            per_entry=is_curated(file.path),
+        )
+        note = _note(file.source, text, file.path)
+        return _NoteRead(digest=digest, mtime=mtime, size=size, chunks=chunks, note=note)
+
     def _index_sessions(self, store: StoreWriter, counts: _Counts) -> None:
         """Index the JSONL transcripts as source ``sessions`` (paths ``sessions/<name>``).
 
@@ -431,6 +451,9 @@ class Indexer:
         if "sessions" not in self.config.sources or self.sessions_dir is None:
             return
         existing = store.file_records("sessions")
+        # Skipped lines of transcripts not read again this time are still skipped.
+        previous = _line_issues(store.get_meta(SCAN_ISSUES_KEY))
+        trust_stat = store.get_meta(SESSIONS_VERSION_KEY) == SESSIONS_VERSION
         seen: set[str] = set()
         for file in list_session_files(self.sessions_dir):
             path = session_index_path(file)
@@ -440,10 +463,25 @@ class Indexer:
             except OSError:
                 continue
             known = existing.get(path)
-            if known is not None and known[1] == st.st_mtime and known[2] == st.st_size:
+            if (
+                trust_stat
+                and known is not None
+                and known[1] == st.st_mtime
+                and known[2] == st.st_size
+            ):
                 counts.unchanged += 1
+                counts.issues.extend(previous.get(path, ()))
                 continue
-            doc = session_document(file)
+            try:  # the one place a transcript is read and parsed: bad input is a skip
+                doc = session_document(file)
+                chunks = doc.chunks(
+                    tokens=self.config.chunking.tokens, overlap=self.config.chunking.overlap
+                )
+            except Exception as exc:
+                counts.issues.append(FileIssue(path=path, reason=skip_reason(exc)))
+                log.warning("skipping %s: %s", path, skip_reason(exc))
+                continue
+            counts.issues.extend(_skipped_lines(path, doc.skipped))
             if known is not None and known[0] == doc.hash:
                 store.update_file_stat(path, "sessions", mtime=st.st_mtime, size=st.st_size)
                 counts.unchanged += 1
@@ -455,9 +493,7 @@ class Indexer:
                 mtime=st.st_mtime,
                 size=st.st_size,
                 decay_ts=st.st_mtime,
-                chunks=doc.chunks(
-                    tokens=self.config.chunking.tokens, overlap=self.config.chunking.overlap
-                ),
+                chunks=chunks,
                 model=self.provider.model,
             )
             counts.chunks += len(written)
@@ -468,6 +504,8 @@ class Indexer:
         for path in existing.keys() - seen:
             store.delete_file(path, "sessions")
             counts.removed += 1
+        if not trust_stat:
+            store.set_meta(SESSIONS_VERSION_KEY, SESSIONS_VERSION)
 
     def _incremental(self, store: StoreWriter, progress: Progress | None) -> _Counts:
         with store.transaction():
@@ -500,10 +538,67 @@ class Indexer:
 
     def _record_issues(self, store: StoreWriter, issues: list[FileIssue]) -> None:
         """Keep the last sync's skipped paths in the index so ``status`` can list them."""
-        value = json.dumps([{"path": i.path, "reason": i.reason} for i in issues[:200]])
+        value = json.dumps([i.to_dict() for i in issues[:200]])
         if store.get_meta(SCAN_ISSUES_KEY) != value:
             with store.transaction():
                 store.set_meta(SCAN_ISSUES_KEY, value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _NoteRead:
+    """A note as read: its bytes' identity, its chunks (None: unchanged) and its graph."""
+
+    digest: str
+    mtime: float
+    size: int
+    chunks: list[Chunk] | None
+    note: ParsedNote | None
+
+
+def skip_reason(exc: BaseException) -> str:
+    """The reason a bad file is skipped, for ``status`` (one line, at most 300 characters).
+
+    A :class:`FileReadError` says it in its own words; any other exception (a parser's
+    ``RecursionError``, ``MemoryError``, ``ValueError``...) is named with its message.
+    """
+    if isinstance(exc, FileReadError):
+        text = str(exc)
+    elif isinstance(exc, RecursionError):
+        text = "could not be parsed: nested too deeply (RecursionError)"
+    elif isinstance(exc, MemoryError):
+        text = "could not be parsed: too large for memory (MemoryError)"
+    else:
+        detail = " ".join(str(exc).split())
+        text = f"could not be parsed ({type(exc).__name__}{': ' + detail if detail else ''})"
+    return text[:300]
+
+
+def _skipped_lines(path: str, skipped: Sequence[SkippedLine]) -> list[FileIssue]:
+    """Issues for a transcript's skipped lines: at most :data:`MAX_LINE_ISSUES`."""
+    lines = list(skipped)
+    out = [FileIssue(path=path, reason=s.reason, line=s.line) for s in lines[:MAX_LINE_ISSUES]]
+    if len(lines) > MAX_LINE_ISSUES:
+        last = out[-1]
+        more = len(lines) - MAX_LINE_ISSUES
+        out[-1] = FileIssue(
+            path=path, line=last.line, reason=f"{last.reason} (and {more} more skipped lines)"
+        )
+    return out
+
+
+def _line_issues(raw: str | None) -> dict[str, list[FileIssue]]:
+    """The skipped-line issues recorded by the last sync, by path."""
+    out: dict[str, list[FileIssue]] = {}
+    try:
+        items = json.loads(raw or "[]")
+    except ValueError:
+        return out
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, dict) and isinstance(item.get("line"), int):
+            issue = FileIssue(path=str(item.get("path")), reason=str(item.get("reason")),
+                              line=item["line"])
+            out.setdefault(issue.path, []).append(issue)
+    return out
 
 
 def _stat_unchanged(

@@ -26,6 +26,7 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from memmw.text.chunking import strip_carriers
+from memmw.text.lines import split_lines
 
 #: Bump when the parser changes what it extracts: indexes then re-derive the graph.
 GRAPH_VERSION = "4"
@@ -564,8 +565,7 @@ def parse_note(text: str, path: str) -> ParsedNote:
     """
     parser = _Parser(path)
     in_fence = False
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    for number, raw in enumerate(lines, start=1):
+    for number, raw in enumerate(split_lines(text), start=1):
         # The string tests first: most lines hold no fence or heading, and a regex call
         # per line and pattern was most of the parse.
         if ("```" in raw or "~~~" in raw) and _FENCE.match(raw):
@@ -593,10 +593,10 @@ def mask_retracted(text: str) -> str:
     if "~~" not in text:
         return text
     out = []
-    for raw in text.split("\n"):
-        b = _BULLET.match(strip_carriers(raw.rstrip("\r"))[0])
+    for raw in split_lines(text):  # the chunker's lines: numbers are kept
+        b = _BULLET.match(strip_carriers(raw)[0])
         out.append("" if b and _RETRACTED.match(b.group(2).strip()) else raw)
-    return "\n".join(out)
+    return "\n".join(out) + ("\n" if text.endswith(("\n", "\r")) else "")
 
 
 def retract_line(line: str, *, day: str, reason: str = "") -> str:

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from memmw.text.analysis import weight
+from memmw.text.lines import split_lines
 
 #: Bumped whenever chunk boundaries or text change for the same input (index identity).
 CHUNKING_VERSION = 6
@@ -105,16 +106,14 @@ def chunk_text(
     searched together with its first entry instead of as a chunk of its own.
 
     Args:
-        text: File content; CRLF and CR line endings are normalised.
+        text: File content; lines as :func:`memmw.text.lines.split_lines` cuts them.
         tokens: Chunk size in tokens (4 weighted characters each).
         overlap: Overlap in tokens, clamped to ``tokens - 1``.
         per_entry: Use per-entry boundaries.
     """
     max_chars = max(32, tokens * 4)
     overlap_chars = max(0, min(overlap, tokens - 1) * 4)
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # a trailing newline adds no line
+    lines = split_lines(text)  # the one definition of a line (memmw.text.lines)
 
     segments: list[_Segment] = []
     entry = 0

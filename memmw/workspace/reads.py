@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from memmw.text.analysis import cut_utf16, utf16_len
+from memmw.text.lines import split_lines
 from memmw.types import ReadResult
 
 
@@ -28,9 +29,7 @@ def read_window(
     Returns:
         The window, with a ``[truncated: ...]`` notice and ``next_from`` when more follows.
     """
-    all_lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    if all_lines and all_lines[-1] == "":
-        all_lines.pop()
+    all_lines = split_lines(text)  # the lines the chunker numbered (memmw.text.lines)
     total = len(all_lines)
     start = max(1, int(from_line or 1))
     want = min(max_lines, max(1, int(lines))) if lines is not None else max_lines

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from memmw.redaction import StreamRedactor
 from memmw.text.chunking import Chunk, chunk_text
-from memmw.workspace.transcripts import read_transcript
+from memmw.workspace.transcripts import SkippedLine, scan_transcript
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +22,8 @@ SESSIONS_PREFIX = "sessions"
 
 _ROLES = {"user": "User", "assistant": "Assistant"}
 _WS = re.compile(r"\s+")
+#: Half a surrogate pair (JSON may escape one, e.g. an emoji cut in two): not encodable.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _DELTA_READ = 64 * 1024
 
 
@@ -40,12 +42,15 @@ class SessionDocument:
         line_map: ``line_map[i]`` is the JSONL line (1-based) of ``text`` line ``i + 1``.
         hash: sha256 of the text plus the line map (the file's identity in the index).
         messages: Number of indexed messages.
+        skipped: Lines that could not be read (too long, not UTF-8, not JSON, nested too
+            deeply); the rest of the transcript is indexed.
     """
 
     text: str
     line_map: tuple[int, ...]
     hash: str
     messages: int
+    skipped: tuple[SkippedLine, ...] = ()
 
     def chunks(self, *, tokens: int = 400, overlap: int = 80) -> list[Chunk]:
         """Chunk the text (no per-entry mode) with line numbers mapped to JSONL lines."""
@@ -59,11 +64,12 @@ def session_document(path: str | os.PathLike[str]) -> SessionDocument:
     # One redactor for the whole transcript: a key pasted over two messages is hidden
     # whole. Redaction runs before whitespace is collapsed so multi-line blocks match.
     redactor = StreamRedactor()
-    for message in read_transcript(path):
+    scan = scan_transcript(path)
+    for message in scan.messages:
         label = _ROLES.get(message.role)
         if label is None:
             continue
-        text = collapse_whitespace(redactor.redact(message.text))
+        text = collapse_whitespace(redactor.redact(_LONE_SURROGATE.sub("\ufffd", message.text)))
         if not text:
             continue
         lines.append(f"{label}: {text}")
@@ -72,7 +78,13 @@ def session_document(path: str | os.PathLike[str]) -> SessionDocument:
     digest = hashlib.sha256(
         (body + "\n" + ",".join(map(str, line_map))).encode("utf-8")
     ).hexdigest()
-    return SessionDocument(text=body, line_map=tuple(line_map), hash=digest, messages=len(lines))
+    return SessionDocument(
+        text=body,
+        line_map=tuple(line_map),
+        hash=digest,
+        messages=len(lines),
+        skipped=tuple(scan.skipped),
+    )
 
 
 def map_chunks(chunks: Iterable[Chunk], line_map: tuple[int, ...]) -> list[Chunk]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from memmw.errors import ConfigError
+from memmw.text.lines import split_line_bytes
 from memmw.text.tokens import content_text
 from memmw.workspace.files import atomic_write_text
 from memmw.workspace.locks import exclusive_lock, lock_path_for
@@ -22,6 +23,13 @@ log = logging.getLogger(__name__)
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+=-]{0,199}$")
 SESSIONS_INDEX = "sessions.json"
+#: A transcript line longer than this (bytes) is skipped and reported, not parsed.
+MAX_TRANSCRIPT_LINE_BYTES = 16 * 1024 * 1024
+#: A transcript line whose JSON nests deeper than this is skipped and reported. Checked
+#: before parsing, so the answer does not depend on how deep the caller's stack is (the
+#: parser's own limit is the interpreter's recursion limit, shared with the caller).
+MAX_JSON_DEPTH = 256
+_JSON_NESTING = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
 def check_session_id(session_id: str) -> str:
@@ -70,44 +78,132 @@ class TranscriptMessage:
         return content_text(self.content)
 
 
+@dataclass(frozen=True, kw_only=True)
+class SkippedLine:
+    """A transcript line that could not be read (the other lines are read).
+
+    Attributes:
+        line: 1-based line number (lines as :func:`memmw.text.lines.split_lines` counts).
+        reason: Why, e.g. ``JSON nested too deeply``.
+    """
+
+    line: int
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class TranscriptScan:
+    """A transcript as read: its message records and the lines that could not be read."""
+
+    messages: list[TranscriptMessage]
+    skipped: list[SkippedLine]
+
+
 def read_transcript(path: str | os.PathLike[str]) -> list[TranscriptMessage]:
     """Read the message records of a JSONL transcript; bad lines are skipped.
 
-    A missing file reads as an empty transcript.
+    A missing file reads as an empty transcript. :func:`scan_transcript` also tells
+    which lines were skipped and why.
+    """
+    return scan_transcript(path).messages
+
+
+def scan_transcript(path: str | os.PathLike[str]) -> TranscriptScan:
+    """Read a JSONL transcript line by line; a line that cannot be read is skipped.
+
+    Lines are cut as :func:`memmw.text.lines.split_lines` cuts text (``\\n``, ``\\r\\n``,
+    ``\\r``; a raw U+2028 inside a JSON string stays in its record), so ``line`` numbers
+    match ``memory_get``, editors and ``wc -l``. Each line is decoded and parsed on its
+    own: one longer than :data:`MAX_TRANSCRIPT_LINE_BYTES`, not UTF-8, not JSON, or
+    nested too deeply for the parser is listed in ``skipped``; blank lines and records
+    that are not messages are passed over silently. A missing file reads as empty.
     """
     p = Path(path)
     try:
-        raw = p.read_text(encoding="utf-8", errors="replace")
+        raw = p.read_bytes()
     except FileNotFoundError:
-        return []
+        return TranscriptScan(messages=[], skipped=[])
     out: list[TranscriptMessage] = []
-    for lineno, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
+    skipped: list[SkippedLine] = []
+    for lineno, data in enumerate(split_line_bytes(raw), start=1):
+        if not data.strip():
             continue
         try:
-            record = json.loads(line)
-        except ValueError:
-            log.debug("skipping malformed transcript line %s:%d", p.name, lineno)
-            continue
-        if not isinstance(record, dict) or record.get("type") != "message":
-            continue
-        message = record.get("message")
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            continue
-        calls = message.get("tool_calls") or ()
-        out.append(
-            TranscriptMessage(
-                role=message["role"],
-                content=message.get("content"),
-                timestamp=str(record.get("timestamp") or ""),
-                line=lineno,
-                tool_calls=tuple(c for c in calls if isinstance(c, Mapping)),
-                extra={
-                    k: v for k, v in message.items() if k not in ("role", "content", "tool_calls")
-                },
+            message = _message(_parse_line(data), lineno)
+        except Exception as exc:  # any bad input skips this line only
+            reason = str(exc) if isinstance(exc, _BadLine) else (
+                f"not a readable record ({type(exc).__name__})"
             )
-        )
-    return out
+            log.debug("skipping transcript line %s:%d: %s", p.name, lineno, reason)
+            skipped.append(SkippedLine(line=lineno, reason=reason))
+            continue
+        if message is not None:
+            out.append(message)
+    return TranscriptScan(messages=out, skipped=skipped)
+
+
+class _BadLine(ValueError):
+    """A transcript line that cannot be parsed (the message says why)."""
+
+
+def _parse_line(data: bytes) -> Any:
+    """One JSONL line's value. Raises :class:`_BadLine` for any line that cannot be read."""
+    if len(data) > MAX_TRANSCRIPT_LINE_BYTES:
+        limit = MAX_TRANSCRIPT_LINE_BYTES
+        size = f"{limit >> 20} MiB" if limit % (1 << 20) == 0 else f"{limit} bytes"
+        raise _BadLine(f"longer than {size}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _BadLine(f"not valid UTF-8 (byte {exc.start})") from exc
+    if _nests_deeper(data, MAX_JSON_DEPTH):
+        raise _BadLine(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text)
+    except RecursionError as exc:  # a caller already deep in its stack
+        raise _BadLine("JSON nested too deeply") from exc
+    except ValueError as exc:  # JSONDecodeError, and huge integer literals
+        raise _BadLine(f"not JSON ({exc})"[:200]) from exc
+    except MemoryError as exc:
+        raise _BadLine("too large to parse") from exc
+
+
+def _nests_deeper(data: bytes, limit: int) -> bool:
+    """True when the JSON in ``data`` opens more than ``limit`` arrays/objects at once.
+
+    Brackets inside strings do not count. Lines with few brackets are not scanned.
+    """
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    depth = 0
+    for m in _JSON_NESTING.finditer(data):
+        token = m.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return False
+
+
+def _message(record: Any, lineno: int) -> TranscriptMessage | None:
+    """The message of a parsed record, or None for other records."""
+    if not isinstance(record, dict) or record.get("type") != "message":
+        return None
+    message = record.get("message")
+    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+        return None
+    calls = message.get("tool_calls")
+    calls = calls if isinstance(calls, (list, tuple)) else ()
+    return TranscriptMessage(
+        role=message["role"],
+        content=message.get("content"),
+        timestamp=str(record.get("timestamp") or ""),
+        line=lineno,
+        tool_calls=tuple(c for c in calls if isinstance(c, Mapping)),
+        extra={k: v for k, v in message.items() if k not in ("role", "content", "tool_calls")},
+    )
 
 
 class TranscriptStore:

@@ -347,6 +347,58 @@ def test_status_degraded_exit_4(
     assert "Degraded:" in out and "fix:" in out
 
 
+def test_one_bad_transcript_line_exits_0_and_status_lists_it(
+    capsys: pytest.CaptureFixture[str], ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMMW__SOURCES", '["memory", "sessions"]')
+    state = tmp_path / "state"
+    sessions = state / "agents" / "main" / "sessions"
+    sessions.mkdir(parents=True)
+    good = {"type": "message", "message": {"role": "user", "content": "the otter ledger"}}
+    sep = {"type": "message", "message": {"role": "user", "content": "PDF\u2028capybara"}}
+    (sessions / "s1.jsonl").write_bytes(
+        json.dumps(good).encode() + b"\n" + b"[" * 1000 + b"]" * 1000 + b"\n"
+        + json.dumps(sep, ensure_ascii=False).encode() + b"\n"
+    )
+    where = ("-w", str(ws), "--state-dir", str(state))
+    code, _out, err = run(capsys, "index", *where)
+    assert code == EXIT_OK, err
+    assert "skipped sessions/s1.jsonl line 2: JSON nested deeper than 256 levels" in err
+    code, data = run_json(capsys, "search", "otter ledger", "--corpus", "sessions", *where)
+    assert code == EXIT_OK
+    assert [r["path"] for r in data["results"]] == ["sessions/s1.jsonl"]  # type: ignore[index]
+    code, data = run_json(capsys, "search", "capybara", "--corpus", "all", *where)
+    assert code == EXIT_OK
+    (hit,) = data["results"]  # type: ignore[misc]
+    assert hit["endLine"] == 3 and "capybara" in hit["snippet"]
+    _code, data = run_json(capsys, "status", *where)
+    assert data["scan"]["issues"] == [  # type: ignore[index]
+        {"path": "sessions/s1.jsonl", "line": 2, "reason": "JSON nested deeper than 256 levels"}
+    ]
+    assert any("line 2 of sessions/s1.jsonl" in d["what"] for d in data["degraded"])  # type: ignore[union-attr,index]
+
+
+def test_mcp_token_is_printed_and_replaced(
+    capsys: pytest.CaptureFixture[str], ws: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("mcp", reason="the MCP server needs the mcp extra")
+    where = ("-w", str(ws), "--state-dir", str(tmp_path / "st"))
+    code, out, err = run(capsys, "mcp", "--print-token", *where)
+    token = out.strip()
+    assert code == EXIT_OK and len(token) >= 40 and "mcp-token" in err
+    token_file = tmp_path / "st" / "mcp-token"
+    assert token_file.read_text().strip() == token and (token_file.stat().st_mode & 0o777) == 0o600
+    assert run(capsys, "mcp", "--print-token", *where)[1].strip() == token  # stable
+    code, out, err = run(capsys, "mcp", "--new-token", *where)
+    assert code == EXIT_OK and out == "" and "new MCP HTTP token" in err
+    code, out, _err = run(capsys, "mcp", "--print-token", *where)
+    assert out.strip() not in ("", token) and out.strip() == token_file.read_text().strip()
+    token_file.chmod(0o640)
+    code, _out, err = run(capsys, "mcp", "--print-token", *where)
+    assert code == EXIT_ERROR
+    assert "accessible to other users" in err
+
+
 # -- reset ----------------------------------------------------------------------------------
 def test_reset(capsys: pytest.CaptureFixture[str], ws: Path) -> None:
     code, out, _ = run(capsys, "reset", "-w", str(ws), "--yes")

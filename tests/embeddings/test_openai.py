@@ -330,3 +330,15 @@ def test_an_error_body_that_echoes_the_key_is_redacted(
     with pytest.raises(ProviderError) as info:
         p.embed_query("hi")
     assert key not in str(info.value) and "401" in str(info.value)
+
+
+def test_batch_output_lines_are_jsonl_lines_not_unicode_line_breaks() -> None:
+    from memmw.embeddings.openai import _parse_batch_output
+
+    def record(i: int, vector: list[float], note: str) -> str:
+        body = {"data": [{"embedding": vector}], "note": note}
+        return json.dumps({"custom_id": str(i), "response": {"status_code": 200, "body": body}},
+                          ensure_ascii=False)
+
+    text = record(0, [1.0, 0.0], "a\u2028b") + "\r\n" + record(1, [0.0, 1.0], "c\x85d") + "\n"
+    assert _parse_batch_output(text, 2) == [[1.0, 0.0], [0.0, 1.0]]

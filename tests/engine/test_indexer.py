@@ -5,6 +5,7 @@ from __future__ import annotations
 import calendar
 import contextlib
 import hashlib
+import json
 import os
 import signal
 import sqlite3
@@ -13,10 +14,13 @@ import sys
 import textwrap
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import memmw
 from memmw import Memory, MemoryConfig, StoreConfig
@@ -27,9 +31,11 @@ from memmw.errors import FileReadError, IndexBusyError, IndexStoreError
 from memmw.store.protocol import chunk_id
 from memmw.store.sqlite.store import IndexStore
 from memmw.text.chunking import chunk_text
-from memmw.types import SyncReport
+from memmw.text.lines import NOT_LINE_BREAKS
+from memmw.types import ReadResult, SyncReport
 from memmw.workspace.files import WorkspaceFile
 from memmw.workspace.locks import exclusive_lock
+from memmw.workspace.transcripts import sessions_dir
 
 from ..conftest import write
 
@@ -782,3 +788,343 @@ def test_a_same_size_rewrite_within_the_mtime_resolution_is_still_seen(
         assert mem.search("kuberneteZ"), "stat unchanged and outside the window: not re-read"
         mem.sync(force=True)  # a forced sync reads everything
         assert not mem.search("kuberneteZ")
+
+
+# -- one bad input never stops the whole index ---------------------------------------------
+
+SESSIONS = MemoryConfig(provider="none", sources=("memory", "sessions"))
+
+
+def _message(text: str, role: str = "user") -> bytes:
+    record = {"type": "message", "message": {"role": role, "content": text}}
+    return json.dumps(record, ensure_ascii=False).encode("utf-8")
+
+
+def _transcript(state: Path, name: str, lines: list[bytes], end: bytes = b"\n") -> Path:
+    path = sessions_dir(state, "main") / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(line + end for line in lines))
+    return path
+
+
+def test_a_deeply_nested_transcript_line_is_skipped_and_the_rest_syncs(ws: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    _transcript(state, "s1.jsonl", [
+        _message("we chose postgres for the ledger"),
+        b"[" * 1000 + b"]" * 1000,
+        _message("the ledger ships friday", "assistant"),
+    ])
+    with open_memory(ws, state, SESSIONS) as mem:
+        report = mem.sync()
+        assert [(i.path, i.line, i.reason) for i in report.issues] == [
+            ("sessions/s1.jsonl", 2, "JSON nested deeper than 256 levels")
+        ]
+        hits = mem.search("ledger ships friday")
+        assert [(h.path, h.end_line) for h in hits] == [("sessions/s1.jsonl", 3)]
+        assert [h.path for h in mem.search("kubernetes")] == ["memory/2026-01-02.md"]
+        # status keeps listing the skipped line while the transcript is unchanged.
+        mem.sync()
+        assert [(i.path, i.line) for i in mem.status().issues] == [("sessions/s1.jsonl", 2)]
+
+
+def test_line_separators_in_transcripts_are_indexed_and_cited_on_their_line(ws: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    path = _transcript(state, "s1.jsonl", [
+        _message("pasted from the PDF:\u2028the vendor is zephyrcorp"),
+        _message("next\x85paragraph mentions quokkas"),
+        _message("the last line is about wombats", "assistant"),
+    ])
+    n_lines = path.read_bytes().count(b"\n")
+    with open_memory(ws, state, SESSIONS) as mem:
+        assert mem.sync().issues == ()
+        (chunk,) = mem.search("zephyrcorp quokkas wombats")
+        # One message a line: the chunk's pieces are the messages, on their JSONL lines.
+        assert (chunk.path, chunk.chunk_start_line, chunk.chunk_end_line) == ("sessions/s1.jsonl", 1, 3)
+        assert n_lines == 3
+        for word in ("zephyrcorp", "quokkas", "wombats"):
+            (hit,) = mem.search(word)
+            assert word in hit.snippet and hit.end_line <= n_lines
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [RecursionError("deep"), MemoryError(), ValueError("bad"),
+     UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), KeyError("k")],
+    ids=lambda e: type(e).__name__,
+)
+def test_any_parse_failure_of_a_note_is_a_reported_skip(
+    ws: Path, tmp_path: Path, monkeypatch, exc: BaseException
+) -> None:
+    write(ws / "memory" / "poison.md", "POISON pill\n")
+    real = sync_mod.chunk_text
+
+    def chunk_text(text: str, **kw: object):
+        if "POISON" in text:
+            raise exc
+        return real(text, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sync_mod, "chunk_text", chunk_text)
+    with open_memory(ws, tmp_path / "state") as mem:
+        report = mem.sync()
+        assert [(i.path, i.line) for i in report.issues] == [("memory/poison.md", None)]
+        assert type(exc).__name__ in report.issues[0].reason
+        assert [h.path for h in mem.search("basil")] == ["memory/topics/garden.md"]
+        assert [i.path for i in mem.status().issues] == ["memory/poison.md"]
+
+
+@pytest.mark.parametrize("where", ["session_document", "chunks"])
+def test_any_parse_failure_of_a_transcript_is_a_reported_skip(
+    ws: Path, tmp_path: Path, monkeypatch, where: str
+) -> None:
+    state = tmp_path / "state"
+    _transcript(state, "bad.jsonl", [_message("doomed words")])
+    _transcript(state, "good.jsonl", [_message("the heron database")])
+    real = sync_mod.session_document
+
+    def session_document(path: Path):
+        if path.name == "bad.jsonl" and where == "session_document":
+            raise RecursionError("maximum recursion depth exceeded")
+        doc = real(path)
+        if path.name == "bad.jsonl":
+            def boom(**_kw: object) -> None:
+                raise MemoryError
+            object.__setattr__(doc, "chunks", boom)
+        return doc
+
+    monkeypatch.setattr(sync_mod, "session_document", session_document)
+    with open_memory(ws, state, SESSIONS) as mem:
+        report = mem.sync()
+        assert [(i.path, i.line) for i in report.issues] == [("sessions/bad.jsonl", None)]
+        assert [h.path for h in mem.search("heron database")] == ["sessions/good.jsonl"]
+        assert mem.search("doomed") == []
+
+
+def test_transcripts_indexed_before_the_line_fix_are_read_again(
+    ws: Path, tmp_path: Path, monkeypatch
+) -> None:
+    state = tmp_path / "state"
+    reads: list[str] = []
+    real = sync_mod.session_document
+
+    def counting(path: Path):
+        reads.append(path.name)
+        return real(path)
+
+    _transcript(state, "s1.jsonl", [_message("a\u2028b"), _message("tapir facts")])
+    with open_memory(ws, state, SESSIONS) as mem:
+        mem.sync()
+        assert [h.end_line for h in mem.search("tapir")] == [2]
+        # An index made by the old reader (rows with shifted lines) has no version mark.
+        with mem.store.write() as writer, writer.transaction():
+            writer.set_meta(sync_mod.SESSIONS_VERSION_KEY, "1")
+        monkeypatch.setattr(sync_mod, "session_document", counting)
+        mem.sync()
+        assert reads == ["s1.jsonl"]  # read again although its size and mtime did not change
+        mem.sync()
+        assert reads == ["s1.jsonl"]  # then trusted again
+        with mem.store.read() as reader:
+            assert reader.get_meta(sync_mod.SESSIONS_VERSION_KEY) == sync_mod.SESSIONS_VERSION
+
+
+# -- every surface counts the same lines -----------------------------------------------------
+
+_WORDS = ["alpha", "beta", "gamma", "delta", "café", "字", "", " "]
+_ODD = list(NOT_LINE_BREAKS)  # characters str.splitlines breaks on and memmw does not
+
+
+def _shown(result: ReadResult) -> str:
+    """The lines a memory_get window shows, without its ``[truncated: ...]`` notice."""
+    if result.truncated:
+        return result.text[: result.text.rindex("\n\n[truncated: ")]
+    return result.text
+
+
+@st.composite
+def _note_lines(draw: st.DrawFn) -> tuple[list[str], str]:
+    """Lines (each with a unique marker word, or blank) and the file text joining them."""
+    n = draw(st.integers(min_value=1, max_value=40))
+    lines: list[str] = []
+    for i in range(n):
+        if draw(st.integers(0, 5)) == 0:
+            lines.append(draw(st.sampled_from(["", " ", *_ODD])))
+            continue
+        parts = draw(st.lists(st.sampled_from(_WORDS + _ODD), max_size=6))
+        marker = "mk" + "".join(chr(ord("a") + int(d)) for d in f"{i:02d}")
+        lines.append(" ".join([*parts[:3], marker, *parts[3:]]))
+    ends = [draw(st.sampled_from(["\n", "\r\n", "\r"])) for _ in lines]
+    for i in range(1, len(lines)):  # "\r" + an empty line ended by "\n" would be one CRLF
+        if ends[i - 1] == "\r" and lines[i] == "" and ends[i] == "\n":
+            ends[i] = "\r\n"
+    return lines, "".join(line + end for line, end in zip(lines, ends, strict=True))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=_note_lines(), curated=st.booleans())
+def test_indexer_chunks_citations_and_memory_get_count_the_same_lines(
+    tmp_path: Path, case: tuple[list[str], str], curated: bool
+) -> None:
+    lines, text = case
+    root = tmp_path / f"ws-{uuid.uuid4().hex}"
+    rel = "MEMORY.md" if curated else "memory/notes.md"
+    (root / "memory").mkdir(parents=True)
+    (root / rel).write_bytes(text.encode("utf-8"))
+    config = MemoryConfig(provider="none", chunking=ChunkingConfig(tokens=40, overlap=10))
+    with Memory(workspace=root, state_dir=root.with_suffix(".state"), config=config) as mem:
+        assert mem.sync().issues == ()
+        # memory_get: the oracle's lines, one at a time and as a whole.
+        whole = mem.get(rel, 1, len(lines) + 5)
+        assert whole.total_lines == len(lines) and whole.text == "\n".join(lines)
+        for n, line in enumerate(lines, start=1):
+            assert _shown(mem.get(rel, n, 1)) == line
+        # The indexer's chunks: every piece is the oracle's line of its number.
+        rows = db_rows(mem.db_path, "SELECT start_line, end_line, text, line_map FROM chunks")
+        covered: set[int] = set()
+        for start, end, body, line_map in rows:
+            numbers = json.loads(line_map) if line_map else list(range(start, end + 1))
+            pieces = body.split("\n")
+            assert len(pieces) == len(numbers) and 1 <= start <= end <= len(lines)
+            for number, piece in zip(numbers, pieces, strict=True):
+                assert piece == lines[number - 1]
+                covered.add(number)
+        assert {n for n, line in enumerate(lines, 1) if line.strip()} <= covered
+        # Citations: the hit for a line's marker cites a range holding that line, and
+        # memory_get of the cited range shows the snippet.
+        for n, line in enumerate(lines, start=1):
+            marker = next((w for w in line.split(" ") if w.startswith("mk")), None)
+            if marker is None:
+                continue
+            hits = [h for h in mem.search(marker, max_results=50) if marker in h.snippet]
+            assert hits, (marker, line)
+            hit = hits[0]
+            assert hit.chunk_start_line <= n <= hit.chunk_end_line
+            assert hit.start_line <= n <= hit.end_line <= len(lines)
+            window = _shown(mem.get(rel, hit.start_line, hit.end_line - hit.start_line + 1))
+            assert hit.snippet.strip() in window
+
+
+# -- hostile input: generated bad files and transcript lines among good ones ---------------
+
+#: Transcript lines that must be skipped and listed (kind -> the line's bytes).
+_BAD_LINES = {
+    "deep": st.integers(257, 4000).map(lambda d: b"[" * d + b"]" * d),
+    "deep-content": st.integers(256, 3000).map(
+        lambda d: b'{"type":"message","message":{"role":"user","content":'
+        + b"[" * d + b"]" * d + b"}}"
+    ),
+    "not-utf8": st.sampled_from([b"\xff", b"\xc3(", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80"]).map(
+        lambda bad: b'{"type":"message","message":{"role":"user","content":"x' + bad + b'"}}'
+    ),
+    "not-json": st.binary(min_size=1, max_size=40)
+    .map(lambda b: b"{" + b.replace(b"\n", b"").replace(b"\r", b""))
+    .filter(lambda b: b.strip() != b""),
+    "huge-int": st.just(b'{"type":"message","n":' + b"9" * 5000 + b"}"),
+    "too-long": st.just(
+        b'{"type":"message","message":{"role":"user","content":"' + b"y" * 9000 + b'"}}'
+    ),
+}
+#: Odd lines that parse: skipped or indexed, but never fatal (not necessarily listed).
+_ODD_LINES = st.sampled_from([
+    b"",
+    b"   ",
+    b"[]",
+    b"null",
+    b'"just a string"',
+    b'{"type":"message"}',
+    b'{"type":"message","message":[]}',
+    b'{"type":"message","message":{"role":5,"content":"r"}}',
+    b'{"type":"message","message":{"role":"user","content":7,"tool_calls":5}}',
+    b'{"type":"message","message":{"role":"user","content":{"text":["x"]}}}',
+    b'{"type":"message","message":{"role":"user","content":"lone \\ud83d half emoji"}}',
+    b'{"type":"message","message":{"role":"user","content":"nul \\u0000 byte"}}',
+    b'{"type":"message","message":{"role":"assistant","content":NaN}}',
+    b'{"type":"message","timestamp":' + b"[" * 900 + b"]" * 900
+    + b',"message":{"role":"user","content":"deep stamp"}}',
+])
+#: Markdown files that must be skipped and listed.
+_BAD_NOTES = st.sampled_from([
+    b"\x89PNG\r\n\x1a\n\x00\x00",
+    "caf\u00e9 cr\u00e8me\n".encode("latin-1"),
+    b"ok start \xff\xfe then garbage\n",
+    b"x" * 5000,  # over the patched size limit
+])
+_ODD_NOTES = st.sampled_from([
+    b"",
+    b"\xef\xbb\xbf# BOM only\n",
+    ("  " * 2000 + "- deeply indented\n").encode(),
+    ("- a\n" + "  - b\n" * 500).encode(),
+    ("<!-- importance: 9 -->" * 300 + "\n").encode(),
+    ("#" * 5000 + " title\n").encode(),
+    ("~~" * 2000 + "\n").encode(),
+    "\u2028\u2029\x85\x0b\x0c\x1c\x1d\x1e\n".encode(),
+    b"\r\r\r\n\n\r",
+])
+
+
+@st.composite
+def _hostile_workspace(draw: st.DrawFn) -> dict[str, object]:
+    transcripts: dict[str, list[tuple[str, bytes]]] = {}
+    for t in range(draw(st.integers(1, 3))):
+        lines: list[tuple[str, bytes]] = []
+        for i in range(draw(st.integers(1, 8))):
+            kind = draw(st.sampled_from(["good", "good", "bad", "odd"]))
+            if kind == "good":
+                sep = draw(st.sampled_from(["", *NOT_LINE_BREAKS]))
+                marker = f"tk{chr(97 + t)}{chr(97 + i)}"
+                role = draw(st.sampled_from(["user", "assistant"]))
+                lines.append((marker, _message(f"note{sep}about {marker} {sep}here", role)))
+            elif kind == "bad":
+                bad_kind = draw(st.sampled_from(sorted(_BAD_LINES)))
+                lines.append(("bad:" + bad_kind, draw(_BAD_LINES[bad_kind])))
+            else:
+                lines.append(("odd", draw(_ODD_LINES)))
+        transcripts[f"s{t}.jsonl"] = lines
+    notes = {
+        f"memory/bad{i}.md": draw(_BAD_NOTES) for i in range(draw(st.integers(0, 2)))
+    }
+    odd = {f"memory/odd{i}.md": draw(_ODD_NOTES) for i in range(draw(st.integers(0, 2)))}
+    end = draw(st.sampled_from([b"\n", b"\r\n"]))
+    return {"transcripts": transcripts, "bad_notes": notes, "odd_notes": odd, "end": end}
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=_hostile_workspace())
+def test_hostile_files_and_lines_never_stop_the_sync(
+    tmp_path: Path, case: dict[str, object]
+) -> None:
+    from memmw.workspace import transcripts as transcripts_mod
+
+    root = tmp_path / f"ws-{uuid.uuid4().hex}"
+    state = root.with_suffix(".state")
+    write(root / "memory" / "2026-01-02.md", "# Jan 2\nWe planned the kubernetes migration.\n")
+    for rel, data in {**case["bad_notes"], **case["odd_notes"]}.items():  # type: ignore[dict-item]
+        (root / rel).write_bytes(data)
+    end: bytes = case["end"]  # type: ignore[assignment]
+    transcripts: dict[str, list[tuple[str, bytes]]] = case["transcripts"]  # type: ignore[assignment]
+    for name, lines in transcripts.items():
+        _transcript(state, name, [data for _kind, data in lines], end)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sync_mod, "MAX_FILE_BYTES", 4096)
+        mp.setattr(transcripts_mod, "MAX_TRANSCRIPT_LINE_BYTES", 8192)
+        with Memory(workspace=root, state_dir=state, config=SESSIONS) as mem:
+            report = mem.sync()  # never raises
+            listed = {(i.path, i.line) for i in mem.status().issues}
+            assert {(i.path, i.line) for i in report.issues} == listed
+            assert [h.path for h in mem.search("kubernetes")] == ["memory/2026-01-02.md"]
+            for rel in case["bad_notes"]:  # type: ignore[attr-defined]
+                assert (rel, None) in listed
+            for name, lines in transcripts.items():
+                path = f"sessions/{name}"
+                n_lines = len(lines)
+                for number, (kind, _data) in enumerate(lines, start=1):
+                    if kind.startswith("bad:"):
+                        assert (path, number) in listed, kind
+                    elif kind.startswith("tk"):
+                        hits = [h for h in mem.search(kind, max_results=20) if kind in h.snippet]
+                        assert [h.path for h in hits] == [path], kind
+                        assert hits[0].chunk_start_line <= number <= hits[0].chunk_end_line
+                        assert hits[0].end_line <= n_lines
+                    assert (path, None) not in listed  # one bad line never costs the file

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from memmw.workspace.transcripts import TranscriptStore, check_session_id, read_transcript
+from memmw.text.lines import NOT_LINE_BREAKS
+from memmw.workspace import transcripts as transcripts_mod
+from memmw.workspace.transcripts import (
+    TranscriptStore,
+    check_session_id,
+    read_transcript,
+    scan_transcript,
+)
 
 
 def test_append_writes_the_original_line_shape(tmp_path: Path) -> None:
@@ -56,3 +63,55 @@ def test_rotate_and_session_index(tmp_path: Path) -> None:
 def test_unsafe_session_ids_are_rejected(bad: str) -> None:
     with pytest.raises(ValueError):
         check_session_id(bad)
+
+
+# -- bad input: one line never costs the others ---------------------------------------
+
+
+def _message_line(text: str, role: str = "user") -> bytes:
+    record = {"type": "message", "message": {"role": role, "content": text}}
+    return json.dumps(record, ensure_ascii=False).encode("utf-8")
+
+
+def test_line_separators_inside_a_record_keep_it_whole_and_numbered(tmp_path: Path) -> None:
+    # json.dumps(ensure_ascii=False) writes U+2028 / U+0085 raw: still one JSONL line.
+    path = tmp_path / "s.jsonl"
+    texts = [f"pasted{ch}from a PDF" for ch in NOT_LINE_BREAKS]
+    path.write_bytes(b"\n".join(_message_line(t) for t in texts) + b"\n")
+    scan = scan_transcript(path)
+    assert [m.text for m in scan.messages] == texts
+    assert [m.line for m in scan.messages] == list(range(1, len(texts) + 1))
+    assert scan.skipped == []
+    # The numbering is the file's: line n is the n-th newline-terminated line.
+    raw_lines = path.read_bytes().split(b"\n")
+    for m in scan.messages:
+        assert json.loads(raw_lines[m.line - 1])["message"]["content"] == m.text
+
+
+def test_unreadable_lines_are_skipped_and_named(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(transcripts_mod, "MAX_TRANSCRIPT_LINE_BYTES", 20_000)
+    path = tmp_path / "s.jsonl"
+    lines = [
+        _message_line("first"),
+        b"[" * 5000 + b"]" * 5000,  # RecursionError in json.loads
+        b'{"type":"message","message":{"role":"user","content":"caf\xe9"}}',  # latin-1
+        b"not json",
+        _message_line("x" * 30_000),  # too long
+        b'{"type":"message","message":{"role":"user","content":"ok","tool_calls":5}}',
+        b'{"type":"message","timestamp":' + b"[" * 900 + b"]" * 900
+        + b',"message":{"role":"user","content":"deep stamp"}}',
+        b"",
+        _message_line("last"),
+    ]
+    path.write_bytes(b"\r\n".join(lines) + b"\r\n")
+    scan = scan_transcript(path)
+    texts = [m.text for m in scan.messages]
+    assert texts[0] == "first" and texts[-1] == "last" and "ok" in texts
+    assert [m.line for m in scan.messages if m.text in ("first", "ok", "last")] == [1, 6, 9]
+    reasons = {s.line: s.reason for s in scan.skipped}
+    assert reasons[2] == "JSON nested deeper than 256 levels"
+    assert reasons[3] == "not valid UTF-8 (byte 57)"
+    assert reasons[4].startswith("not JSON")
+    assert reasons[5] == "longer than 20000 bytes"
+    assert set(reasons) <= {2, 3, 4, 5, 7}  # line 7 parses or is skipped, never fatal
+    assert read_transcript(path) == scan.messages

@@ -101,7 +101,7 @@ def report_dict(report: SyncReport) -> dict[str, Any]:
         "filesUnchanged": report.files_unchanged,
         "chunksIndexed": report.chunks_indexed,
         "chunksTotal": report.chunks_total,
-        "issues": [{"path": i.path, "reason": i.reason} for i in report.issues],
+        "issues": [i.to_dict() for i in report.issues],
         "seconds": round(report.seconds, 3),
     }
 
@@ -179,7 +179,9 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
     provider = mem.provider
     total = time.perf_counter() - started
     fallback_from = getattr(provider, "fallback_from", None) or mem.selection.fallback_from
-    degraded = bool(report.issues) or bool(embed_error and pending) or bool(fallback_from)
+    # A skipped line leaves the rest of its file indexed: listed, but not degraded.
+    skipped_files = [i for i in report.issues if i.line is None]
+    degraded = bool(skipped_files) or bool(embed_error and pending) or bool(fallback_from)
     if s.json:
         emit_json(
             {
@@ -212,7 +214,8 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
             out(f"warning: {fallback_from} failed; the fallback {provider.id} embedded the index "
                 "(see 'memmw status')", err=True)
         for issue in report.issues:
-            out(f"  skipped {issue.path}: {issue.reason}", err=True)
+            where = issue.path if issue.line is None else f"{issue.path} line {issue.line}"
+            out(f"  skipped {where}: {issue.reason}", err=True)
         info(f"Done in {total:.2f}s.")
     if embed_error == EMBEDDING_BUSY and pending:
         return EXIT_BUSY  # the other process embeds them; nothing is wrong

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from memmw.cli.common import EXIT_OK, command, info, with_memory
+from memmw.cli.common import EXIT_OK, command, info, out, with_memory
 from memmw.engine.memory import Memory
 
 HELP = """Serve memory_search, memory_get, memory_append and memory_facts over MCP (stdio).
@@ -14,10 +14,16 @@ index is synced at start (vectors are embedded in the background) and kept fresh
 the server runs (file watches when 'memmw[watch]' is installed, else a sync on search).
 Logs go to stderr; stdout carries the protocol.
 
+With --http every request must carry 'Authorization: Bearer <token>' (401 otherwise).
+The token is made on first use and kept in '<state dir>/mcp-token' (mode 0600, readable
+by you only); --print-token prints it, --new-token replaces it (clients need the new one).
+Only loopback addresses are bound. stdio needs no token: the client starts the server.
+
 \b
 Examples:
   memmw -w ~/agent mcp                       # stdio, for Claude Desktop / Cursor
   memmw -w ~/agent mcp --http --port 8765    # Streamable HTTP at http://127.0.0.1:8765/mcp
+  memmw -w ~/agent mcp --print-token         # the bearer token for client configs
 """
 
 
@@ -27,24 +33,43 @@ Examples:
               help="Loopback address to bind with --http (127.0.0.1 or ::1).")
 @click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True,
               help="Port with --http.")
+@click.option("--print-token", "print_token", is_flag=True,
+              help="Print the HTTP bearer token (made if missing) to stdout and exit.")
+@click.option("--new-token", "new_token", is_flag=True,
+              help="Replace the HTTP bearer token with a new one (old clients get 401).")
 @with_memory(one_shot=False)
-def mcp(mem: Memory, use_http: bool, host: str, port: int) -> int:
+def mcp(
+    mem: Memory, use_http: bool, host: str, port: int, print_token: bool, new_token: bool
+) -> int:
     """Run the server until the client disconnects or Ctrl-C."""
     import anyio
 
     from memmw.adapters import mcp as mcpserver
 
+    if print_token or new_token:
+        token = mcpserver.http_token(mem.state_dir, rotate=new_token)
+        info(f"{'new ' if new_token else ''}MCP HTTP token in "
+             f"{mcpserver.token_path(mem.state_dir)}")
+        if print_token:
+            out(token)
+            return EXIT_OK
+        if not use_http:
+            return EXIT_OK
     if use_http and host not in mcpserver.LOOPBACK:
         raise click.BadParameter(
             f"{host!r}: only a loopback address (127.0.0.1, ::1, localhost) is served; the "
-            "tools read and write the workspace and have no authentication",
+            "tools read and write the workspace and the token travels unencrypted",
             param_hint="--host",
         )
     mcpserver.build_server(mem)  # fails early, with one line, when mcp is not installed
+    token = mcpserver.http_token(mem.state_dir) if use_http else ""
     fresh = mcpserver.keep_fresh(mem)
     if use_http:
-        info(f"memmw MCP server on http://{host}:{port}/mcp ({mem.workspace}; {fresh})")
-        mcpserver.serve_http(mem, host=host, port=port)
+        url_host = f"[{host}]" if ":" in host else host
+        info(f"memmw MCP server on http://{url_host}:{port}/mcp ({mem.workspace}; {fresh}); "
+             f"bearer token in {mcpserver.token_path(mem.state_dir)} "
+             "('memmw mcp --print-token')")
+        mcpserver.serve_http(mem, token=token, host=host, port=port)
     else:
         info(f"memmw MCP server on stdio ({mem.workspace}; {fresh})")
         anyio.run(mcpserver.serve_stdio, mem)

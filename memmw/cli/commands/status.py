@@ -68,6 +68,14 @@ def assess(data: dict[str, Any]) -> tuple[list[dict[str, str]], list[str]]:
     issues = (data.get("scan") or {}).get("issues") or []
     for issue in issues:
         missing_extra = issue.get("reason") == "extra path does not exist"
+        if issue.get("line") is not None:
+            degraded.append({
+                "what": f"line {issue['line']} of {issue.get('path')} (skipped; the rest of "
+                        "the file is indexed)",
+                "why": str(issue.get("reason")),
+                "fix": "fix or remove that line if it should be searchable",
+            })
+            continue
         degraded.append({
             "what": f"{'extra path' if missing_extra else 'file'} {issue.get('path')}",
             "why": str(issue.get("reason")),

@@ -137,3 +137,30 @@ def test_a_large_namespace_answers_the_vector_leg_from_hnsw_without_reading_vect
         assert {h[:3] for h in pg} == {h[:3] for h in lite}
         assert all(0.0 <= h[3] <= 1.0 for h in pg)
     assert answers["postgres"][0][0][0] == "MEMORY.md"
+
+
+def test_a_bad_transcript_line_on_postgres_is_a_listed_skip(
+    pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from memmw.workspace.transcripts import sessions_dir
+
+    monkeypatch.setenv("MEMMW_STORE_DSN", pg_database)
+    ws = _workspace(tmp_path / "ws")
+    state = tmp_path / "state"
+    folder = sessions_dir(state, "bad-lines")
+    folder.mkdir(parents=True)
+    good = {"type": "message", "message": {"role": "user", "content": "the\u2028okapi plan"}}
+    (folder / "s1.jsonl").write_bytes(
+        b"[" * 2000 + b"]" * 2000 + b"\n" + json.dumps(good, ensure_ascii=False).encode() + b"\n"
+    )
+    config = MemoryConfig(
+        provider="none", sources=("memory", "sessions"), store=StoreConfig(backend="postgres")
+    )
+    with Memory(workspace=ws, state_dir=state, agent_id="bad-lines", config=config) as mem:
+        for _ in range(2):  # listed again by the sync that does not re-read the file
+            mem.sync()
+            assert [(i.path, i.line) for i in mem.status().issues] == [("sessions/s1.jsonl", 1)]
+        (hit,) = mem.search("okapi")
+        assert (hit.path, hit.start_line, hit.end_line) == ("sessions/s1.jsonl", 2, 2)
