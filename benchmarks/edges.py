@@ -10,10 +10,12 @@ Usage::
   Reported: lines written by each side, lines found, lines lost, and whether the bytes
   written before the run are unchanged.
 * ``hang``: a fake OpenAI-compatible provider on 127.0.0.1 that answers until told to
-  hang (it then holds every request open far past the timeout). With
-  ``remote.timeout_s = 0.5``: how long a sync waits on the hung provider (bound:
-  ``timeout_s`` x tries plus backoff), the latency of the searches that open the
-  breaker, and median/p95/max search latency over 50 searches after it opened.
+  hang (it then holds every request open until the run ends). At DEFAULT settings
+  (``remote.timeout_s`` 60 s, ``remote.query_timeout_s`` 3 s, ``remote.sync_wait_s``
+  10 s, the default breaker): the first search's latency (keyword results, ``partial``),
+  median/p95/max over 50 later searches, a fresh second process's first search (it reads
+  the open breaker from the state folder), and how long a sync waits on the hung provider
+  with a closed breaker (fresh state folder) against its bound ``remote.sync_wait_s``.
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ class _Provider:
 
     def __init__(self) -> None:
         self.hang = threading.Event()
+        self.release = threading.Event()  # set at the end: the held requests then end
         self.requests = 0
         provider = self
 
@@ -107,7 +110,7 @@ class _Provider:
                 provider.requests += 1
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
                 if provider.hang.is_set():
-                    time.sleep(30)  # far past the client's timeout
+                    provider.release.wait(900)  # far past every timeout (60 s per request)
                     return
                 inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 data = [
@@ -133,12 +136,28 @@ class _Provider:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
 
-def bench_hang() -> dict[str, Any]:
-    """Sync and search latency against a provider that hangs, with the breaker."""
-    from memmw.embeddings.breaker import BreakerPolicy
+_SECOND_PROCESS = """
+import json, sys, time
+started = time.perf_counter()
+sys.path.insert(0, sys.argv[1])
+from memmw import Memory, MemoryConfig
+from memmw.agent.tools import search_payload
+from memmw.config import RemoteConfig
+ws, state, url = sys.argv[2:5]
+config = MemoryConfig(provider="openai", remote=RemoteConfig(base_url=url, api_key="sk-test"))
+with Memory(ws, state, config=config) as mem:
+    t0 = time.perf_counter()
+    payload = search_payload(mem, "kubernetes gateway")
+    search_s = time.perf_counter() - t0
+print(json.dumps({"searchS": search_s, "processS": time.perf_counter() - started,
+                  "mode": payload["mode"], "results": len(payload["results"]),
+                  "warning": payload.get("warning")}))
+"""
 
+
+def bench_hang() -> dict[str, Any]:
+    """Search and sync latency against a provider that hangs, at default settings."""
     provider = _Provider()
-    timeout_s = 0.5
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp) / "ws"
         (ws / "memory").mkdir(parents=True)
@@ -146,36 +165,59 @@ def bench_hang() -> dict[str, Any]:
             (ws / "memory" / f"2026-01-{i + 1:02d}.md").write_text(
                 f"Day {i}: we discussed topic {i}, the gateway and the kubernetes migration.\n"
             )
+        # Default settings: only where the provider is.
         config = MemoryConfig(
-            provider="openai",
-            remote=RemoteConfig(base_url=provider.url, api_key="sk-test", timeout_s=timeout_s),
+            provider="openai", remote=RemoteConfig(base_url=provider.url, api_key="sk-test")
         )
-        mem = Memory(ws, Path(tmp) / "state", config=config)
-        mem.breaker_policy = BreakerPolicy(failure_threshold=2, probe_interval_s=600)
+        defaults = config.remote
+        state = Path(tmp) / "state"
+        mem = Memory(ws, state, config=config)
         mem.sync()
         healthy = [_timed(lambda: search_payload(mem, "kubernetes gateway")) for _ in range(5)]
         provider.hang.set()
-        (ws / "memory" / "2026-02-01.md").write_text("A new note about the heron.\n")
-        sync_s, _ = _timed_value(mem.sync)
-        opening = []
-        while not (mem._breaker and mem._breaker.is_open) and len(opening) < 5:
-            opening.append(_timed(lambda: search_payload(mem, "kubernetes gateway")))
-        after = [_timed(lambda: search_payload(mem, "kubernetes gateway")) for _ in range(50)]
+        first_s, first = _timed_value(lambda: search_payload(mem, "kubernetes gateway"))
+        later = [_timed(lambda: search_payload(mem, "kubernetes gateway")) for _ in range(50)]
         payload = search_payload(mem, "kubernetes gateway")
+        second = json.loads(
+            subprocess.run(
+                [sys.executable, "-c", _SECOND_PROCESS, str(ROOT), str(ws), str(state),
+                 provider.url],
+                capture_output=True, text=True, check=True, timeout=600,
+            ).stdout.strip().splitlines()[-1]
+        )
+        (ws / "memory" / "2026-02-01.md").write_text("A new note about the heron.\n")
         sync_open_s, _ = _timed_value(mem.sync)
         mem.close()
+        # A sync on the hung provider with a closed breaker: a fresh state folder.
+        fresh = Memory(ws, Path(tmp) / "state-fresh", config=config)
+        sync_s, report = _timed_value(fresh.sync)
+        fresh_hits = fresh.search("heron")
+        fresh.close()
+    provider.release.set()
     provider.server.shutdown()
     return {
-        "timeoutS": timeout_s,
-        "tries": 3,
-        "boundS": round(timeout_s * 3 + 0.6 + 1.2, 2),
+        "settings": {
+            "timeoutS": defaults.timeout_s,
+            "queryTimeoutS": defaults.query_timeout_s,
+            "syncWaitS": defaults.sync_wait_s,
+        },
         "healthySearchMedianMs": round(statistics.median(healthy) * 1000, 1),
-        "syncOnHungProviderS": round(sync_s, 2),
-        "searchesWhileOpeningS": [round(x, 2) for x in opening],
-        "afterOpen": _summary(after),
-        "afterOpenMode": payload["mode"],
-        "afterOpenWarning": payload.get("warning"),
+        "firstSearchS": round(first_s, 2),
+        "firstSearchMode": first["mode"],
+        "firstSearchPartial": first.get("partial", False),
+        "firstSearchResults": len(first["results"]),
+        "laterSearches": _summary(later),
+        "laterMode": payload["mode"],
+        "laterWarning": payload.get("warning"),
+        "secondProcessFirstSearchMs": round(second["searchS"] * 1000, 2),
+        "secondProcessWallS": round(second["processS"], 2),
+        "secondProcessMode": second["mode"],
+        "secondProcessResults": second["results"],
         "syncWhileOpenS": round(sync_open_s, 3),
+        "syncClosedBreakerS": round(sync_s, 2),
+        "syncBoundS": defaults.sync_wait_s,
+        "syncWarning": report.warning,
+        "syncNewNoteFound": bool(fresh_hits),
     }
 
 
