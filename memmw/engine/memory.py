@@ -29,7 +29,13 @@ from memmw.embeddings.breaker import (
 )
 from memmw.embeddings.query import QueryEmbedder, QueryTimeoutError, is_remote
 from memmw.embeddings.registry import ProviderSelection, create_provider
-from memmw.engine.backfill import EMBEDDING_ERROR_KEY, Backfill, BackfillReport
+from memmw.engine.backfill import (
+    EMBEDDING_ERROR_KEY,
+    Backfill,
+    BackfillReport,
+    BoundedEmbedding,
+    pending_warning,
+)
 from memmw.engine.freshness import Freshness
 from memmw.engine.indexer import (
     SCAN_ISSUES_KEY,
@@ -90,13 +96,6 @@ def _keyword_only_warning(exc: Exception) -> str:
     if isinstance(exc, QueryTimeoutError):
         return f"the vector leg timed out ({redact_secrets(str(exc))}); keyword-only results"
     return f"embedding provider failed ({type(exc).__name__}); keyword-only results"
-
-
-def _pending_warning(report: BackfillReport | None) -> str | None:
-    """What a sync says when its embedding stopped with chunks left pending."""
-    if report is None or not report.error or not report.remaining:
-        return None
-    return f"{report.remaining} chunks stay keyword-only until embedded: {report.error}"
 
 
 def default_db_path(state_dir: Path, agent_id: str, template: str | None) -> Path:
@@ -441,41 +440,19 @@ class Memory:
             return None, None
         if not is_remote(provider) or self.config.remote.batch.enabled:
             report = self.embed_pending(progress=progress)
-            return report, _pending_warning(report)
-        wait = self.config.remote.sync_wait_s
-        box: dict[str, BackfillReport | None] = {}
-        done = [0]
-
-        def counted(finished: int, total: int) -> None:
-            done[0] = finished
-            if progress is not None:
-                progress(finished, total)
-
-        def work() -> None:
-            try:
-                box["report"] = self.embed_pending(progress=counted)
-            except Exception:  # logged; the sync has its keyword index already
-                log.exception("embedding after sync failed")
-
-        thread = threading.Thread(target=work, name="memmw-embed", daemon=True)
-        thread.start()
+            return report, pending_warning(report)
+        run = BoundedEmbedding(
+            lambda counted: self.embed_pending(progress=counted),
+            wait_s=self.config.remote.sync_wait_s,
+            progress=progress,
+        )
         previous = self._backfill_thread
         if previous is None or not previous.is_alive():
-            self._backfill_thread = thread  # ``close`` gives it its grace period
-        thread.join(wait)
-        if not thread.is_alive():
-            report = box.get("report")
-            return report, _pending_warning(report)
-        if done[0] == 0:
-            self._provider_breaker(provider).failure(
-                ProviderError(f"no embedding batch came back within remote.sync_wait_s ({wait:g}s)")
-            )
-        warning = (
-            f"the embedding provider did not finish within remote.sync_wait_s ({wait:g}s); "
-            "the new chunks are keyword-searchable now and get their vectors in the background"
-        )
-        log.warning("sync: %s", warning)
-        return BackfillReport(embedded=done[0], error=warning), warning
+            self._backfill_thread = run.thread  # ``close`` gives it its grace period
+        report, warning = run.wait()
+        if run.stalled:  # not one batch came back: the provider counts as failing
+            self._provider_breaker(provider).failure(ProviderError(warning))
+        return report, warning
 
     def sync(
         self,
