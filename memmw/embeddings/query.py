@@ -82,8 +82,11 @@ class QueryEmbedder:
         self._late: _Call | None = None
         self._answers: OrderedDict[tuple[str, str, str], list[float]] = OrderedDict()
 
-    def embed(self, query: str) -> list[float]:
+    def embed(self, query: str, *, reuse_late: bool = True) -> list[float]:
         """The query's vector, or an error at once or after ``timeout_s`` at most.
+
+        ``reuse_late=False`` always asks the provider (a health probe must not be
+        answered by a kept late answer).
 
         Raises:
             CircuitOpenError: the breaker is open (here or in another process).
@@ -91,7 +94,7 @@ class QueryEmbedder:
                 still out past its own.
             ProviderError: the provider failed.
         """
-        kept = self._kept(query)
+        kept = self._kept(query) if reuse_late else None
         if kept is not None:
             return kept
         provider = self.provider
