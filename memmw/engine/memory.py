@@ -366,6 +366,13 @@ class Memory:
 
         A provider failure stops the run without touching the rest of the index: those
         chunks stay keyword-searchable and are embedded by a later call.
+
+        Bounded against a hung remote provider: a request that timed out is retried
+        only if the provider answered another request meanwhile, the requests of a
+        failed batch not yet sent are dropped, the failure counts once on the (shared)
+        breaker and the run stops. A provider that never answers costs one
+        ``remote.timeout_s`` (60 s at defaults) plus the file pass; one that stops
+        answering mid-run, at most about twice that after its last answer.
         """
         provider = self.provider
         if provider is None or not self.config.store.vector_enabled:
@@ -905,20 +912,30 @@ class Memory:
         if self._breaker is not None:
             embedding["circuit"] = self._breaker.to_dict()
         if deep and provider is not None:
-            started = time.perf_counter()
-            try:
-                probe = provider.embed_query("memmw status probe")
-                embedding["probe"] = {
-                    "ok": True,
-                    "dims": len(probe),
-                    "ms": round((time.perf_counter() - started) * 1000, 1),
-                }
-            except Exception as exc:
-                embedding["probe"] = {
-                    "ok": False,
-                    "error": redact_secrets(f"{type(exc).__name__}: {exc}"),
-                }
+            embedding["probe"] = self.probe_embedding("memmw status probe")
         return {"embedding": embedding, "vector": vector, "cache": cache}
+
+    def probe_embedding(self, text: str = "memmw health probe") -> dict[str, Any]:
+        """Embed ``text`` the way a search embeds its query: a bounded health probe.
+
+        Through the breaker (an open circuit, here or in another process of the state
+        folder, answers at once) and within the search's deadline
+        (``remote.query_timeout_s``), so ``status --deep`` and ``doctor`` never hang
+        on a hung provider. Returns ``{ok, dims, ms}`` or ``{ok: False, error}``.
+        """
+        provider = self.provider
+        if provider is None:
+            return {"ok": False, "error": "no embedding provider (keyword-only)"}
+        started = time.perf_counter()
+        try:
+            vector = self._query_embedding(provider).embed(text, reuse_late=False)
+        except Exception as exc:
+            return {"ok": False, "error": redact_secrets(f"{type(exc).__name__}: {exc}")}
+        return {
+            "ok": True,
+            "dims": len(vector),
+            "ms": round((time.perf_counter() - started) * 1000, 1),
+        }
 
     # -- knowledge graph (issue 13) ----------------------------------------------------
     def facts(

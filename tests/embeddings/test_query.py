@@ -336,3 +336,76 @@ def _wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline
         time.sleep(0.01)
+
+
+# -- the explicit embedding run and the health probes are bounded too ---------------------
+
+
+def _big_workspace(tmp_path: Path, notes: int = 40) -> Path:
+    """Notes of ~1.2 kB: one backfill batch (32 chunks) is several requests of <= 8 kB."""
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    for i in range(notes):
+        line = f"Day {i}: the heron {i} nests by the lake with the kubernetes gateway. "
+        (ws / "memory" / f"2026-01-{i % 28 + 1:02d}-n{i}.md").write_text(line * 16 + "\n")
+    return ws
+
+
+def test_embed_pending_on_a_hung_provider_sends_one_wave_then_stops_and_leaves_chunks_pending(
+    hangable: Hangable, tmp_path: Path
+) -> None:
+    """At the default 3 tries and 4 requests in flight, a hung provider used to get every
+    request of the batch three times (timeout_s x 3 plus backoff, ~3 minutes at defaults)."""
+    state = tmp_path / "state"
+    config = _config(hangable, timeout_s=0.5)
+    with Memory(_big_workspace(tmp_path), state, config=config) as mem:
+        mem.breaker_policy = BreakerPolicy(failure_threshold=2, probe_interval_s=600)
+        mem.sync(embeddings="skip")
+        pending = mem.status().details["vector"]["pending"]
+        assert pending >= 32
+        hangable.hang.set()
+        sent = hangable.embedding_requests()
+        report = mem.embed_pending()
+        assert report is not None and report.embedded == 0
+        assert report.remaining == pending  # nothing lost, nothing half-written
+        assert report.error is not None and "Timeout" in report.error
+        # One request per slot of the first wave, none retried, no second wave.
+        first_wave = hangable.embedding_requests() - sent
+        assert 1 <= first_wave <= config.remote.non_batch_concurrency
+        # The failure is shared with the other processes of the state folder.
+        (entry,) = json.loads((state / SHARED_CIRCUIT_FILE).read_text()).values()
+        assert entry["failures"] == 1 and "Timeout" in entry["lastError"]
+        hits = mem.search("heron nests lake")
+        assert hits and mem.status().details["vector"]["pending"] == pending
+
+        # A second run opens the breaker; a third sends nothing at all.
+        second = mem.embed_pending()
+        assert second is not None and second.remaining == pending
+        assert mem.status().details["embedding"]["circuit"]["state"] == "open"
+        sent = hangable.embedding_requests()
+        third = mem.embed_pending()
+        assert third is not None and third.remaining == pending
+        assert third.error is not None and "circuit open" in third.error
+        assert hangable.embedding_requests() == sent
+
+
+def test_status_deep_probes_within_the_query_deadline(
+    hangable: Hangable, tmp_path: Path
+) -> None:
+    # timeout_s of 5 s x 3 tries: the unbounded probe took ~16 s and said APITimeoutError.
+    config = _config(hangable, timeout_s=5.0)
+    with _embedded(Memory(_workspace(tmp_path), tmp_path / "state", config=config)) as mem:
+        probe = mem.status(deep=True).details["embedding"]["probe"]
+        assert probe["ok"] is True and probe["dims"] > 0
+        hangable.hang.set()
+        sent = hangable.embedding_requests()
+        probe = mem.status(deep=True).details["embedding"]["probe"]
+        assert probe["ok"] is False and "remote.query_timeout_s" in probe["error"]
+        assert hangable.embedding_requests() == sent + 1
+        assert hangable.held, "the probe returned while the provider still held its request"
+        # A probe is never answered by a kept late answer: it asks the provider again.
+        hangable.release.set()  # the late answer comes back and clears the failure
+        _wait_for(lambda: mem.status().details["embedding"]["circuit"]["failures"] == 0)
+        probe = mem.status(deep=True).details["embedding"]["probe"]
+        assert probe["ok"] is True
+        assert hangable.embedding_requests() == sent + 2
