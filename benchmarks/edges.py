@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/edges.py [--only append,hang] [--seconds 60] [--json OUT]
+    python benchmarks/edges.py [--only append,hang,hang-index] [--seconds 60] [--json OUT]
 
 * ``append``: one agent calls ``memory_append`` every 50 ms while another process
   appends lines to the same note with the shell's ``>>`` (a ``sh`` loop) for
@@ -17,12 +17,19 @@ Usage::
   the open breaker from the state folder; the provider's start-up, the OpenAI SDK import,
   is timed apart), and how long a sync waits on the hung provider
   with a closed breaker (fresh state folder) against its bound ``remote.sync_wait_s``.
+  Then ``hang-index`` (also run by ``hang``): ``memmw index`` as a new process against
+  the hung provider, DEFAULT settings, a fresh state folder (closed breaker) and 40
+  notes of ~1.2 kB (the first batch is several requests): its wall time and exit code
+  three times in a row (the second run's timeout opens the shared breaker, the third
+  fails fast), against the bound ``remote.timeout_s``; and ``memmw status --deep`` and
+  ``memmw doctor`` wall times (their probe's bound is ``remote.query_timeout_s``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -227,6 +234,62 @@ def bench_hang() -> dict[str, Any]:
     }
 
 
+def _cli(args: list[str], url: str) -> tuple[float, int, str]:
+    """Run ``memmw ARGS`` as a new process at default settings but the provider's URL."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMMW")}
+    env.update({"PYTHONPATH": str(ROOT), "MEMMW__PROVIDER": "openai",
+                "MEMMW__REMOTE__BASE_URL": url, "MEMMW__REMOTE__API_KEY": "sk-test"})
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "memmw", *args], capture_output=True,
+                          text=True, env=env, timeout=1800)
+    return time.perf_counter() - started, proc.returncode, proc.stdout + proc.stderr
+
+
+def bench_hang_index() -> dict[str, Any]:
+    """``memmw index``, ``status --deep`` and ``doctor`` against a hung provider, defaults."""
+    provider = _Provider()
+    provider.hang.set()
+    defaults = RemoteConfig()
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Path(tmp) / "ws"
+        (ws / "memory").mkdir(parents=True)
+        for i in range(40):
+            line = f"Day {i}: the heron {i} nests by the lake with the kubernetes gateway. "
+            (ws / "memory" / f"2026-01-{i % 28 + 1:02d}-n{i}.md").write_text(line * 16 + "\n")
+        state = str(Path(tmp) / "state")
+        for _ in range(3):
+            before = provider.requests
+            wall, code, output = _cli(["index", "-w", str(ws), "--state-dir", state, "--json"],
+                                      provider.url)
+            data = json.loads(output[output.index("{"): output.rindex("}") + 1])
+            runs.append({"wallS": round(wall, 2), "exit": code, "requests": provider.requests - before,
+                         "embedSeconds": data["embedSeconds"],
+                         "pendingVectors": data["pendingVectors"],
+                         "embedError": data["embedError"]})
+        fresh = str(Path(tmp) / "state-probe")
+        status_s, status_code, _ = _cli(["status", "-w", str(ws), "--state-dir", fresh, "--deep"],
+                                        provider.url)
+        doctor_s, doctor_code, doctor_out = _cli(
+            ["doctor", "-w", str(ws), "--state-dir", str(Path(tmp) / "state-doctor"), "--json"],
+            provider.url,
+        )
+        probe = next(c for c in json.loads(doctor_out[doctor_out.index("{"):])["checks"]
+                     if c["name"] == "embedding probe")
+    provider.release.set()
+    provider.server.shutdown()
+    return {
+        "settings": {"timeoutS": defaults.timeout_s, "queryTimeoutS": defaults.query_timeout_s},
+        "indexBoundS": defaults.timeout_s,
+        "indexRuns": runs,
+        "statusDeepS": round(status_s, 2),
+        "statusDeepExit": status_code,
+        "doctorS": round(doctor_s, 2),
+        "doctorExit": doctor_code,
+        "doctorProbe": probe["detail"],
+    }
+
+
 def _timed(fn: Any) -> float:
     started = time.perf_counter()
     fn()
@@ -264,6 +327,9 @@ def main() -> None:
     if "hang" in wanted:
         results["hang"] = bench_hang()
         print("hang:", json.dumps(results["hang"]), flush=True)
+    if "hang" in wanted or "hang-index" in wanted:
+        results["hangIndex"] = bench_hang_index()
+        print("hang-index:", json.dumps(results["hangIndex"]), flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

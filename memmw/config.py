@@ -409,7 +409,10 @@ class RemoteConfig(_Section):
         api_key: Key; when unset the provider reads its environment variable.
         headers: Extra HTTP headers sent with every request.
         dimensions: Requested output dimensionality (Gemini, OpenAI v3 models).
-        timeout_s: Per-request timeout.
+        timeout_s: Per-request timeout. A request that times out is retried only if the
+            provider answered another request meanwhile, so a provider that answers
+            nothing stops an embedding run (``memmw index``) after about one
+            ``timeout_s``; rate limits, 5xx and connection errors keep their retries.
         query_timeout_s: Longest a search waits for its query embedding; past it the
             search answers keyword-only (``partial``, with a warning) and the late
             embedding, if it comes, serves the next identical query.
