@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/edges.py [--only append,hang] [--seconds 60] [--json OUT]
+    python benchmarks/edges.py [--only append,hang,hang-index] [--seconds 60] [--json OUT]
 
 * ``append``: one agent calls ``memory_append`` every 50 ms while another process
   appends lines to the same note with the shell's ``>>`` (a ``sh`` loop) for
@@ -10,16 +10,26 @@ Usage::
   Reported: lines written by each side, lines found, lines lost, and whether the bytes
   written before the run are unchanged.
 * ``hang``: a fake OpenAI-compatible provider on 127.0.0.1 that answers until told to
-  hang (it then holds every request open far past the timeout). With
-  ``remote.timeout_s = 0.5``: how long a sync waits on the hung provider (bound:
-  ``timeout_s`` x tries plus backoff), the latency of the searches that open the
-  breaker, and median/p95/max search latency over 50 searches after it opened.
+  hang (it then holds every request open until the run ends). At DEFAULT settings
+  (``remote.timeout_s`` 60 s, ``remote.query_timeout_s`` 3 s, ``remote.sync_wait_s``
+  10 s, the default breaker): the first search's latency (keyword results, ``partial``),
+  median/p95/max over 50 later searches, a fresh second process's first search (it reads
+  the open breaker from the state folder; the provider's start-up, the OpenAI SDK import,
+  is timed apart), and how long a sync waits on the hung provider
+  with a closed breaker (fresh state folder) against its bound ``remote.sync_wait_s``.
+  Then ``hang-index`` (also run by ``hang``): ``memmw index`` as a new process against
+  the hung provider, DEFAULT settings, a fresh state folder (closed breaker) and 40
+  notes of ~1.2 kB (the first batch is several requests): its wall time and exit code
+  three times in a row (the second run's timeout opens the shared breaker, the third
+  fails fast), against the bound ``remote.timeout_s``; and ``memmw status --deep`` and
+  ``memmw doctor`` wall times (their probe's bound is ``remote.query_timeout_s``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -97,6 +107,7 @@ class _Provider:
 
     def __init__(self) -> None:
         self.hang = threading.Event()
+        self.release = threading.Event()  # set at the end: the held requests then end
         self.requests = 0
         provider = self
 
@@ -107,7 +118,7 @@ class _Provider:
                 provider.requests += 1
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
                 if provider.hang.is_set():
-                    time.sleep(30)  # far past the client's timeout
+                    provider.release.wait(900)  # far past every timeout (60 s per request)
                     return
                 inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 data = [
@@ -133,12 +144,32 @@ class _Provider:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
 
-def bench_hang() -> dict[str, Any]:
-    """Sync and search latency against a provider that hangs, with the breaker."""
-    from memmw.embeddings.breaker import BreakerPolicy
+_SECOND_PROCESS = """
+import json, sys, time
+started = time.perf_counter()
+sys.path.insert(0, sys.argv[1])
+from memmw import Memory, MemoryConfig
+from memmw.agent.tools import search_payload
+from memmw.config import RemoteConfig
+ws, state, url = sys.argv[2:5]
+config = MemoryConfig(provider="openai", remote=RemoteConfig(base_url=url, api_key="sk-test"))
+with Memory(ws, state, config=config) as mem:
+    t0 = time.perf_counter()
+    mem.selection  # the provider object (imports the OpenAI SDK); no request is sent
+    start_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    payload = search_payload(mem, "kubernetes gateway")
+    search_s = time.perf_counter() - t0
+print(json.dumps({"searchS": search_s, "providerStartS": start_s,
+                  "processS": time.perf_counter() - started,
+                  "mode": payload["mode"], "results": len(payload["results"]),
+                  "warning": payload.get("warning")}))
+"""
 
+
+def bench_hang() -> dict[str, Any]:
+    """Search and sync latency against a provider that hangs, at default settings."""
     provider = _Provider()
-    timeout_s = 0.5
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp) / "ws"
         (ws / "memory").mkdir(parents=True)
@@ -146,36 +177,116 @@ def bench_hang() -> dict[str, Any]:
             (ws / "memory" / f"2026-01-{i + 1:02d}.md").write_text(
                 f"Day {i}: we discussed topic {i}, the gateway and the kubernetes migration.\n"
             )
+        # Default settings: only where the provider is.
         config = MemoryConfig(
-            provider="openai",
-            remote=RemoteConfig(base_url=provider.url, api_key="sk-test", timeout_s=timeout_s),
+            provider="openai", remote=RemoteConfig(base_url=provider.url, api_key="sk-test")
         )
-        mem = Memory(ws, Path(tmp) / "state", config=config)
-        mem.breaker_policy = BreakerPolicy(failure_threshold=2, probe_interval_s=600)
+        defaults = config.remote
+        state = Path(tmp) / "state"
+        mem = Memory(ws, state, config=config)
         mem.sync()
         healthy = [_timed(lambda: search_payload(mem, "kubernetes gateway")) for _ in range(5)]
         provider.hang.set()
-        (ws / "memory" / "2026-02-01.md").write_text("A new note about the heron.\n")
-        sync_s, _ = _timed_value(mem.sync)
-        opening = []
-        while not (mem._breaker and mem._breaker.is_open) and len(opening) < 5:
-            opening.append(_timed(lambda: search_payload(mem, "kubernetes gateway")))
-        after = [_timed(lambda: search_payload(mem, "kubernetes gateway")) for _ in range(50)]
+        first_s, first = _timed_value(lambda: search_payload(mem, "kubernetes gateway"))
+        later = [_timed(lambda: search_payload(mem, "kubernetes gateway")) for _ in range(50)]
         payload = search_payload(mem, "kubernetes gateway")
+        second = json.loads(
+            subprocess.run(
+                [sys.executable, "-c", _SECOND_PROCESS, str(ROOT), str(ws), str(state),
+                 provider.url],
+                capture_output=True, text=True, check=True, timeout=600,
+            ).stdout.strip().splitlines()[-1]
+        )
+        (ws / "memory" / "2026-02-01.md").write_text("A new note about the heron.\n")
         sync_open_s, _ = _timed_value(mem.sync)
         mem.close()
+        # A sync on the hung provider with a closed breaker: a fresh state folder.
+        fresh = Memory(ws, Path(tmp) / "state-fresh", config=config)
+        sync_s, report = _timed_value(fresh.sync)
+        fresh_hits = fresh.search("heron")
+        fresh.close()
+    provider.release.set()
     provider.server.shutdown()
     return {
-        "timeoutS": timeout_s,
-        "tries": 3,
-        "boundS": round(timeout_s * 3 + 0.6 + 1.2, 2),
+        "settings": {
+            "timeoutS": defaults.timeout_s,
+            "queryTimeoutS": defaults.query_timeout_s,
+            "syncWaitS": defaults.sync_wait_s,
+        },
         "healthySearchMedianMs": round(statistics.median(healthy) * 1000, 1),
-        "syncOnHungProviderS": round(sync_s, 2),
-        "searchesWhileOpeningS": [round(x, 2) for x in opening],
-        "afterOpen": _summary(after),
-        "afterOpenMode": payload["mode"],
-        "afterOpenWarning": payload.get("warning"),
+        "firstSearchS": round(first_s, 2),
+        "firstSearchMode": first["mode"],
+        "firstSearchPartial": first.get("partial", False),
+        "firstSearchResults": len(first["results"]),
+        "laterSearches": _summary(later),
+        "laterMode": payload["mode"],
+        "laterWarning": payload.get("warning"),
+        "secondProcessProviderStartMs": round(second["providerStartS"] * 1000, 1),
+        "secondProcessFirstSearchMs": round(second["searchS"] * 1000, 2),
+        "secondProcessWallS": round(second["processS"], 2),
+        "secondProcessMode": second["mode"],
+        "secondProcessResults": second["results"],
         "syncWhileOpenS": round(sync_open_s, 3),
+        "syncClosedBreakerS": round(sync_s, 2),
+        "syncBoundS": defaults.sync_wait_s,
+        "syncWarning": report.warning,
+        "syncNewNoteFound": bool(fresh_hits),
+    }
+
+
+def _cli(args: list[str], url: str) -> tuple[float, int, str]:
+    """Run ``memmw ARGS`` as a new process at default settings but the provider's URL."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMMW")}
+    env.update({"PYTHONPATH": str(ROOT), "MEMMW__PROVIDER": "openai",
+                "MEMMW__REMOTE__BASE_URL": url, "MEMMW__REMOTE__API_KEY": "sk-test"})
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "memmw", *args], capture_output=True,
+                          text=True, env=env, timeout=1800)
+    return time.perf_counter() - started, proc.returncode, proc.stdout + proc.stderr
+
+
+def bench_hang_index() -> dict[str, Any]:
+    """``memmw index``, ``status --deep`` and ``doctor`` against a hung provider, defaults."""
+    provider = _Provider()
+    provider.hang.set()
+    defaults = RemoteConfig()
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Path(tmp) / "ws"
+        (ws / "memory").mkdir(parents=True)
+        for i in range(40):
+            line = f"Day {i}: the heron {i} nests by the lake with the kubernetes gateway. "
+            (ws / "memory" / f"2026-01-{i % 28 + 1:02d}-n{i}.md").write_text(line * 16 + "\n")
+        state = str(Path(tmp) / "state")
+        for _ in range(3):
+            before = provider.requests
+            wall, code, output = _cli(["index", "-w", str(ws), "--state-dir", state, "--json"],
+                                      provider.url)
+            data = json.loads(output[output.index("{"): output.rindex("}") + 1])
+            runs.append({"wallS": round(wall, 2), "exit": code, "requests": provider.requests - before,
+                         "embedSeconds": data["embedSeconds"],
+                         "pendingVectors": data["pendingVectors"],
+                         "embedError": data["embedError"]})
+        fresh = str(Path(tmp) / "state-probe")
+        status_s, status_code, _ = _cli(["status", "-w", str(ws), "--state-dir", fresh, "--deep"],
+                                        provider.url)
+        doctor_s, doctor_code, doctor_out = _cli(
+            ["doctor", "-w", str(ws), "--state-dir", str(Path(tmp) / "state-doctor"), "--json"],
+            provider.url,
+        )
+        probe = next(c for c in json.loads(doctor_out[doctor_out.index("{"):])["checks"]
+                     if c["name"] == "embedding probe")
+    provider.release.set()
+    provider.server.shutdown()
+    return {
+        "settings": {"timeoutS": defaults.timeout_s, "queryTimeoutS": defaults.query_timeout_s},
+        "indexBoundS": defaults.timeout_s,
+        "indexRuns": runs,
+        "statusDeepS": round(status_s, 2),
+        "statusDeepExit": status_code,
+        "doctorS": round(doctor_s, 2),
+        "doctorExit": doctor_code,
+        "doctorProbe": probe["detail"],
     }
 
 
@@ -216,6 +327,9 @@ def main() -> None:
     if "hang" in wanted:
         results["hang"] = bench_hang()
         print("hang:", json.dumps(results["hang"]), flush=True)
+    if "hang" in wanted or "hang-index" in wanted:
+        results["hangIndex"] = bench_hang_index()
+        print("hang-index:", json.dumps(results["hangIndex"]), flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -409,7 +409,16 @@ class RemoteConfig(_Section):
         api_key: Key; when unset the provider reads its environment variable.
         headers: Extra HTTP headers sent with every request.
         dimensions: Requested output dimensionality (Gemini, OpenAI v3 models).
-        timeout_s: Per-request timeout.
+        timeout_s: Per-request timeout. A request that times out is retried only if the
+            provider answered another request meanwhile, so a provider that answers
+            nothing stops an embedding run (``memmw index``) after about one
+            ``timeout_s``; rate limits, 5xx and connection errors keep their retries.
+        query_timeout_s: Longest a search waits for its query embedding; past it the
+            search answers keyword-only (``partial``, with a warning) and the late
+            embedding, if it comes, serves the next identical query.
+        sync_wait_s: Longest ``Memory.sync()`` waits for new chunks' vectors; past it the
+            sync returns, the chunks stay keyword-searchable (pending) and embedding
+            goes on in the background.
         non_batch_concurrency: Parallel requests outside the batch APIs.
     """
 
@@ -419,6 +428,8 @@ class RemoteConfig(_Section):
     headers: Mapping[str, str] = field(default_factory=dict)
     dimensions: int | None = None
     timeout_s: float = 60.0
+    query_timeout_s: float = 3.0
+    sync_wait_s: float = 10.0
     non_batch_concurrency: int = 4
     batch: BatchConfig = field(default_factory=BatchConfig)
 
@@ -426,6 +437,8 @@ class RemoteConfig(_Section):
         if self.dimensions is not None:
             self._int_range("dimensions", 1, 65536)
         self._float_range("timeout_s", 0.001)
+        self._float_range("query_timeout_s", 0.001)
+        self._float_range("sync_wait_s", 0.0)
         self._int_range("non_batch_concurrency", 1, 64)
         object.__setattr__(self, "headers", dict(self.headers))
 
@@ -437,6 +450,7 @@ class RemoteConfig(_Section):
             f"RemoteConfig(base_url={_mask_url(self.base_url)!r}, "
             f"api_key={'***' if self.api_key else None!r}, headers={headers!r}, "
             f"dimensions={self.dimensions!r}, timeout_s={self.timeout_s!r}, "
+            f"query_timeout_s={self.query_timeout_s!r}, sync_wait_s={self.sync_wait_s!r}, "
             f"non_batch_concurrency={self.non_batch_concurrency!r}, batch={self.batch!r})"
         )
 

@@ -19,10 +19,11 @@
         │   └── MissingApiKeyError         (memmw.embeddings.exceptions)
         ├── BatchUnavailableError          (memmw.embeddings.exceptions)
         ├── CircuitOpenError               (memmw.embeddings.breaker)
+        ├── QueryTimeoutError              (memmw.embeddings.query)
         └── InvalidVectorError             (memmw.store.vectors)
 
 Errors in parentheses after a name are standard exceptions a class also derives from, so
-code that caught them before keeps working. The four provider subclasses at the bottom
+code that caught them before keeps working. The five provider subclasses at the bottom
 live beside the code that raises them; every other class is defined here and re-exported
 from the top-level ``memmw`` package. Internal module.
 """

@@ -94,6 +94,8 @@ class SearchResult:
         fallback_from: The provider that failed when a fallback answered, else None.
         fallback_reason: Why it failed.
         warning: Why the vector leg was skipped for this search, if it was.
+        partial: True when the vector leg timed out (no query embedding within
+            ``remote.query_timeout_s``): the hits are keyword-only and ``warning`` says so.
     """
 
     hits: list[SearchHit]
@@ -103,6 +105,7 @@ class SearchResult:
     fallback_from: str | None = None
     fallback_reason: str | None = None
     warning: str | None = None
+    partial: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,6 +186,8 @@ class SyncReport:
         embedded: Chunks embedded (vectors written) in this sync.
         issues: Files skipped with their reason.
         seconds: Wall time.
+        warning: Why vectors are still pending after a sync that waited for them (the
+            provider failed, or did not finish within ``remote.sync_wait_s``), or None.
     """
 
     full_rebuild: bool = False
@@ -196,6 +201,7 @@ class SyncReport:
     embedded: int = 0
     issues: tuple[FileIssue, ...] = ()
     seconds: float = 0.0
+    warning: str | None = None
 
     @property
     def changed(self) -> bool:

@@ -245,8 +245,8 @@ def search_payload(
 ) -> Payload:
     """Search ``memory`` and render the ``memory_search`` success payload.
 
-    ``{results, provider, model, fallback, citations, mode, warning?}``, the reference's
-    shape; ``memmw search --json`` prints it too.
+    ``{results, provider, model, fallback, citations, mode, warning?, partial?}``, the
+    reference's shape; ``memmw search --json`` prints it too.
     """
     result = memory.search_result(query, max_results, min_score)
     payload: Payload = {
@@ -263,6 +263,8 @@ def search_payload(
     }
     if result.warning:
         payload["warning"] = result.warning
+    if result.partial:  # the vector leg timed out: keyword-only hits (the reference's key)
+        payload["partial"] = True
     return payload
 
 

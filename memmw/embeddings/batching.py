@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -149,6 +150,10 @@ def mean_vector(
     return normalize(total)
 
 
+class _Dropped(Exception):
+    """A request not sent because another request of the same call failed."""
+
+
 def embed_with_limits(
     texts: Sequence[str],
     embed_batch: EmbedBatch,
@@ -168,7 +173,8 @@ def embed_with_limits(
         embed_batch: Embeds one request's texts and returns one vector per text, in order.
         max_input_bytes: The model's input limit.
         max_request_bytes: Budget per request (an oversize piece goes alone).
-        concurrency: Requests in flight at once (threads).
+        concurrency: Requests in flight at once (threads); once one fails, the requests
+            not yet sent are dropped and the error is raised.
 
     Returns:
         One vector per input text, in order.
@@ -178,15 +184,37 @@ def embed_with_limits(
         return []
     groups = group_by_bytes(pieces, max_request_bytes)
 
+    failed = threading.Event()
+
     def run(group: list[int]) -> list[list[float]]:
-        vectors = embed_batch([pieces[k] for k in group])
+        if failed.is_set():
+            # A request of this call failed: the ones not yet sent are dropped, so a
+            # provider that just timed out is not sent a second wave (the caller
+            # retries later, whole).
+            raise _Dropped
+        try:
+            vectors = embed_batch([pieces[k] for k in group])
+        except BaseException:
+            failed.set()
+            raise
         if len(vectors) != len(group):
             raise ValueError(f"provider returned {len(vectors)} vectors for {len(group)} inputs")
         return vectors
 
     if concurrency > 1 and len(groups) > 1:
         with ThreadPoolExecutor(max_workers=min(concurrency, len(groups))) as pool:
-            results = list(pool.map(run, groups))
+            futures = [pool.submit(run, g) for g in groups]
+            results = []
+            error: BaseException | None = None
+            for future in futures:
+                try:
+                    results.append(future.result())
+                except _Dropped:
+                    continue
+                except BaseException as exc:  # the first real failure is raised
+                    error = error or exc
+            if error is not None:
+                raise error
     else:
         results = [run(g) for g in groups]
     piece_vectors: list[list[float]] = [[] for _ in pieces]

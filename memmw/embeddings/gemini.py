@@ -157,6 +157,7 @@ class GeminiEmbeddingProvider(RemoteSettings):
                         model=self.model, contents=part, config=self._config(task)
                     ),
                     what="gemini embed_content",
+                    liveness=self._liveness,
                 )
             except Exception as exc:
                 raise provider_error("gemini", exc) from exc

@@ -58,7 +58,9 @@ class OpenAIEmbeddingProvider(RemoteSettings):
     """Embeddings from the OpenAI API or any OpenAI-compatible endpoint.
 
     Inputs over the model's byte limit are split and averaged; plain requests hold at most
-    8000 UTF-8 bytes and are retried on rate limits, 5xx and network errors. With
+    8000 UTF-8 bytes and are retried on rate limits, 5xx and network errors; a request
+that timed out is retried only if the endpoint answered another request meanwhile (a
+hung endpoint costs one ``timeout_s``, not three plus backoff). With
     ``batch.enabled`` document embeddings go through the files + batches API, falling back
     to plain requests when it fails (disabled for the run after two failures).
 
@@ -146,7 +148,9 @@ class OpenAIEmbeddingProvider(RemoteSettings):
             kwargs["dimensions"] = self._dimensions
         try:
             response = self._retry.call(
-                lambda: self._client.embeddings.create(**kwargs), what="openai embeddings"
+                lambda: self._client.embeddings.create(**kwargs),
+                what="openai embeddings",
+                liveness=self._liveness,
             )
         except Exception as exc:
             raise provider_error("openai", exc) from exc

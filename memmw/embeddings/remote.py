@@ -12,7 +12,7 @@ from memmw.config import BatchConfig, MemoryConfig
 from memmw.embeddings import retry as retry_mod
 from memmw.embeddings.batchapi import BatchGuard
 from memmw.embeddings.batching import max_input_bytes_for
-from memmw.embeddings.retry import RetryPolicy
+from memmw.embeddings.retry import Liveness, RetryPolicy
 from memmw.errors import ProviderError
 from memmw.redaction import redact_secrets
 
@@ -98,4 +98,7 @@ class RemoteSettings:
         self._concurrency = max(1, concurrency)
         self._batch = batch or BatchConfig()
         self._retry = retry if retry is not None else retry_mod.DEFAULT_RETRY
+        # Answers of this provider: a request that timed out is retried only if the
+        # provider answered another one meanwhile (a hung provider costs one timeout_s).
+        self._liveness = Liveness()
         self.batch_guard = BatchGuard(self._batch.enabled, provider=provider_id)

@@ -8,6 +8,7 @@ import logging
 import math
 import random
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,47 @@ _QUOTA_TEXT = re.compile(
     r"insufficient_quota|exceeded your current quota|billing hard limit", re.IGNORECASE
 )
 _RETRYABLE_TYPE_WORDS = ("timeout", "connection", "connecterror", "readerror", "remoteprotocol")
+
+
+def is_timeout(exc: BaseException) -> bool:
+    """True when the call got no answer at all within its timeout (read or connect).
+
+    ``TimeoutError`` and SDK classes named like one (``APITimeoutError``,
+    ``httpx.ReadTimeout``, ``ConnectTimeout``).
+
+    Args:
+        exc: The error raised by a provider call.
+    """
+    if isinstance(exc, TimeoutError):
+        return True
+    return any("timeout" in cls.__name__.lower() for cls in type(exc).__mro__)
+
+
+class Liveness:
+    """Whether a provider answered anything lately: a count of its answers (thread-safe).
+
+    An answer is any HTTP response, success or error status. A request that timed out
+    is retried only if the count grew while it waited (:meth:`RetryPolicy.call`): the
+    provider is alive and that request was unlucky. A provider that answered nothing
+    during a whole request timeout is hung; trying again would only wait another full
+    timeout, so the error surfaces at once (after one ``timeout_s``, not ``attempts``
+    of them plus backoff).
+    """
+
+    def __init__(self) -> None:
+        self._answers = 0
+        self._lock = threading.Lock()
+
+    @property
+    def answers(self) -> int:
+        """Answers seen so far."""
+        with self._lock:
+            return self._answers
+
+    def answered(self) -> None:
+        """Count one answer."""
+        with self._lock:
+            self._answers += 1
 
 
 def _status_of(exc: BaseException) -> int | None:
@@ -142,20 +184,43 @@ class RetryPolicy:
         base = min(self.base_delay_s * (2.0 ** max(failures - 1, 0)), self.max_delay_s)
         return base * (1.0 + self.jitter * self.rng())
 
-    def call(self, fn: Callable[[], T], *, what: str = "embedding request") -> T:
+    def call(
+        self,
+        fn: Callable[[], T],
+        *,
+        what: str = "embedding request",
+        liveness: Liveness | None = None,
+    ) -> T:
         """Run ``fn``, retrying retryable errors; the last error is re-raised unchanged.
+
+        With ``liveness`` (the provider's), a timed-out try is retried only when the
+        provider answered some other request while this one waited; otherwise the
+        provider is hung and the timeout is raised at once.
 
         Args:
             fn: The call to make.
             what: Short description for log messages (never the texts themselves).
+            liveness: The provider's answer count (success and error responses).
         """
         failures = 0
         while True:
+            seen = liveness.answers if liveness is not None else 0
             try:
-                return fn()
+                result = fn()
             except Exception as exc:
                 failures += 1
+                answered = _status_of(exc) is not None  # an error status is an answer too
+                timed_out = is_timeout(exc) and not answered
+                if liveness is not None and answered:
+                    liveness.answered()
                 if failures >= self.attempts or not is_retryable(exc):
+                    raise
+                if timed_out and liveness is not None and liveness.answers == seen:
+                    logger.warning(
+                        "%s: no answer within the request timeout and none to any other "
+                        "request meanwhile; not retried (the provider looks hung)",
+                        what,
+                    )
                     raise
                 wait = self.delay(failures)
                 asked = retry_after_s(exc)
@@ -178,6 +243,10 @@ class RetryPolicy:
                     wait,
                 )
                 self.sleep(wait)
+                continue
+            if liveness is not None:
+                liveness.answered()
+            return result
 
 
 DEFAULT_RETRY = RetryPolicy()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -241,3 +242,65 @@ class Backfill:
             with self.store.write(what="embed") as writer, writer.transaction():
                 if not writer.prune_embedding_cache(self.cache_max_entries, PRUNE_BATCH):
                     return
+
+
+def pending_warning(report: BackfillReport | None) -> str | None:
+    """What a sync says when its embedding stopped with chunks left pending."""
+    if report is None or not report.error or not report.remaining:
+        return None
+    return f"{report.remaining} chunks stay keyword-only until embedded: {report.error}"
+
+
+class BoundedEmbedding:
+    """One embedding run in its own thread, waited for at most ``wait_s`` (a sync's wait).
+
+    A hung provider must not hold the caller: past ``wait_s`` :meth:`wait` returns with
+    a warning while the run goes on (its chunks stay pending, keyword-searchable, until
+    their vectors land); ``stalled`` then says whether no batch came back at all.
+
+    Args:
+        embed: Runs the embedding with a ``(done, total)`` progress callback.
+        wait_s: Longest wait (``remote.sync_wait_s``).
+        progress: The caller's own progress callback (called from the thread).
+    """
+
+    def __init__(
+        self,
+        embed: Callable[[Callable[[int, int], None]], BackfillReport | None],
+        *,
+        wait_s: float,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.wait_s = wait_s
+        self.done = 0
+        self.stalled = False
+        self._report: BackfillReport | None = None
+        self._embed = embed
+        self._progress = progress
+        self.thread = threading.Thread(target=self._work, name="memmw-embed", daemon=True)
+        self.thread.start()
+
+    def _counted(self, done: int, total: int) -> None:
+        self.done = done
+        if self._progress is not None:
+            self._progress(done, total)
+
+    def _work(self) -> None:
+        try:
+            self._report = self._embed(self._counted)
+        except Exception:  # logged; the sync has its keyword index already
+            log.exception("embedding after sync failed")
+
+    def wait(self) -> tuple[BackfillReport | None, str | None]:
+        """The run's report and warning, or a warning of its own past ``wait_s``."""
+        self.thread.join(self.wait_s)
+        if not self.thread.is_alive():
+            return self._report, pending_warning(self._report)
+        self.stalled = self.done == 0
+        warning = (
+            f"the embedding provider did not finish within remote.sync_wait_s "
+            f"({self.wait_s:g}s); the new chunks are keyword-searchable now and get their "
+            "vectors in the background"
+        )
+        log.warning("sync: %s", warning)
+        return BackfillReport(embedded=self.done, error=warning), warning

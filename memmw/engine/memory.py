@@ -20,13 +20,22 @@ import numpy as np
 from memmw.config import MemoryConfig, resolve_state_dir, resolve_workspace
 from memmw.embeddings.base import EmbeddingProvider
 from memmw.embeddings.breaker import (
+    SHARED_CIRCUIT_FILE,
     BreakerPolicy,
     CircuitBreaker,
     CircuitOpenError,
     GuardedEmbedder,
+    SharedCircuit,
 )
+from memmw.embeddings.query import QueryEmbedder, QueryTimeoutError, is_remote
 from memmw.embeddings.registry import ProviderSelection, create_provider
-from memmw.engine.backfill import EMBEDDING_ERROR_KEY, Backfill, BackfillReport
+from memmw.engine.backfill import (
+    EMBEDDING_ERROR_KEY,
+    Backfill,
+    BackfillReport,
+    BoundedEmbedding,
+    pending_warning,
+)
 from memmw.engine.freshness import Freshness
 from memmw.engine.indexer import (
     SCAN_ISSUES_KEY,
@@ -62,9 +71,6 @@ log = logging.getLogger(__name__)
 #: ``BackfillReport.error`` when another process is already embedding this index.
 EMBEDDING_BUSY = "another process is embedding this index; its vectors appear as it goes"
 
-#: Providers reached over HTTP: their query embedding is bounded by one timeout.
-REMOTE_PROVIDERS = frozenset({"openai", "gemini"})
-
 #: Seconds ``close`` gives background embedding to reach a batch boundary.
 CLOSE_EMBED_GRACE_S = 0.5
 _AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -75,6 +81,21 @@ class _SearchResult:
     hits: list[SearchHit]
     mode: str
     warning: str | None
+    partial: bool = False
+
+
+def _keyword_only_warning(exc: Exception) -> str:
+    """Why this search's vector leg was skipped (the search answers keyword-only)."""
+    if isinstance(exc, CircuitOpenError):
+        # Fail fast: a hung provider must not stall every search for its retry budget.
+        return (
+            "the embedding provider is failing (circuit open); keyword-only results"
+            " until a background probe succeeds"
+        )
+    log.warning("query embedding failed; keyword-only results: %s", redact_secrets(str(exc)))
+    if isinstance(exc, QueryTimeoutError):
+        return f"the vector leg timed out ({redact_secrets(str(exc))}); keyword-only results"
+    return f"embedding provider failed ({type(exc).__name__}); keyword-only results"
 
 
 def default_db_path(state_dir: Path, agent_id: str, template: str | None) -> Path:
@@ -158,6 +179,7 @@ class Memory:
         #: Fail-fast guard of the embedding provider (see ``memmw.embeddings.breaker``).
         self.breaker_policy = BreakerPolicy()
         self._breaker: CircuitBreaker | None = None
+        self._query_embedder: QueryEmbedder | None = None
         self._freshness = Freshness(
             run_sync=lambda: self.sync(embeddings="background"),
             workspace=self.workspace,
@@ -306,8 +328,28 @@ class Memory:
                 lambda: provider.embed_query("memmw health probe"),
                 self.breaker_policy,
                 stop=self._stop,
+                # Shared by the processes of this state folder: a new CLI or MCP process
+                # fails fast on a provider another one found down.
+                shared=SharedCircuit(
+                    self.state_dir / SHARED_CIRCUIT_FILE, provider_key(provider)
+                ),
             )
         return self._breaker
+
+    def _query_embedding(self, provider: EmbeddingProvider) -> QueryEmbedder:
+        """Embeds this agent's search queries (breaker, ``remote.query_timeout_s``).
+
+        A search never waits past one request timeout either (no retries): the deadline
+        is the smaller of ``query_timeout_s`` and about one ``timeout_s``.
+        """
+        if self._query_embedder is None:
+            remote = self.config.remote
+            self._query_embedder = QueryEmbedder(
+                provider,
+                self._provider_breaker(provider),
+                timeout_s=min(remote.query_timeout_s, remote.timeout_s * 1.2 + 0.2),
+            )
+        return self._query_embedder
 
     def _provider_identity(self) -> ProviderIdentity:
         provider = self.provider
@@ -324,6 +366,13 @@ class Memory:
 
         A provider failure stops the run without touching the rest of the index: those
         chunks stay keyword-searchable and are embedded by a later call.
+
+        Bounded against a hung remote provider: a request that timed out is retried
+        only if the provider answered another request meanwhile, the requests of a
+        failed batch not yet sent are dropped, the failure counts once on the (shared)
+        breaker and the run stops. A provider that never answers costs one
+        ``remote.timeout_s`` (60 s at defaults) plus the file pass; one that stops
+        answering mid-run, at most about twice that after its last answer.
         """
         provider = self.provider
         if provider is None or not self.config.store.vector_enabled:
@@ -381,6 +430,37 @@ class Memory:
         self._backfill_thread = threading.Thread(target=work, name="memmw-embed", daemon=True)
         self._backfill_thread.start()
 
+    def _embed_for_sync(
+        self, progress: Callable[[int, int], None] | None
+    ) -> tuple[BackfillReport | None, str | None]:
+        """Embed the pending chunks for a sync; a remote provider within ``sync_wait_s``.
+
+        A hung remote provider must not hold the sync (nor the reply of an agent that
+        synced): the embedding runs in a thread and the sync waits at most
+        ``remote.sync_wait_s``. Past it the chunks stay pending (keyword-searchable) and
+        the thread goes on; if no batch came back at all, that counts as one breaker
+        failure. In-process providers cannot hang on a network and a batch-API job has
+        its own ``remote.batch.timeout_minutes``: those are waited for.
+        """
+        provider = self.provider
+        if provider is None or not self.config.store.vector_enabled:
+            return None, None
+        if not is_remote(provider) or self.config.remote.batch.enabled:
+            report = self.embed_pending(progress=progress)
+            return report, pending_warning(report)
+        run = BoundedEmbedding(
+            lambda counted: self.embed_pending(progress=counted),
+            wait_s=self.config.remote.sync_wait_s,
+            progress=progress,
+        )
+        previous = self._backfill_thread
+        if previous is None or not previous.is_alive():
+            self._backfill_thread = run.thread  # ``close`` gives it its grace period
+        report, warning = run.wait()
+        if run.stalled:  # not one batch came back: the provider counts as failing
+            self._provider_breaker(provider).failure(ProviderError(warning))
+        return report, warning
+
     def sync(
         self,
         force: bool = False,
@@ -399,7 +479,9 @@ class Memory:
         Args:
             force: Rebuild the whole index (atomically; searches keep working meanwhile).
             progress: Optional ``(done, total, path)`` callback.
-            embeddings: ``wait`` embeds new chunks before returning, ``background`` in a
+            embeddings: ``wait`` embeds new chunks before returning (a remote provider
+                is waited for at most ``remote.sync_wait_s``; then embedding goes on in
+                the background and ``SyncReport.warning`` says so), ``background`` in a
                 thread (search uses what is ready), ``skip`` leaves them pending.
             embed_progress: Optional ``(done, total)`` callback while embedding (``wait``).
         """
@@ -410,9 +492,9 @@ class Memory:
         self._record_workspace()
         self._freshness.sync_finished(mark)
         if embeddings == "wait":
-            backfill = self.embed_pending(progress=embed_progress)
+            backfill, warning = self._embed_for_sync(embed_progress)
             if backfill is not None:
-                report = dataclasses.replace(report, embedded=backfill.embedded)
+                report = dataclasses.replace(report, embedded=backfill.embedded, warning=warning)
         elif embeddings == "background" and self.provider is not None:
             self._start_background_embedding()
         return report
@@ -489,13 +571,16 @@ class Memory:
                 min_score=min_score,
                 vector_leg=vector_leg,
             )
+        # The vector leg timed out: keyword-only hits, said so (``partial``).
+        partial = any(isinstance(v, QueryTimeoutError) for v in embedded.values())
         if not self.config.store.shared:
-            return _SearchResult(outcome.hits, outcome.mode, warning)
+            return _SearchResult(outcome.hits, outcome.mode, warning, partial)
         hits = [dataclasses.replace(h, namespace=self.agent_id) for h in outcome.hits]
         for name, hits_of in self._search_shared(query, max_results, min_score, embedded):
             hits.extend(dataclasses.replace(h, namespace=name) for h in hits_of)
         hits.sort(key=lambda h: (-h.score, h.namespace or "", h.path, h.start_line))
-        return _SearchResult(hits[:max_results], outcome.mode, warning)
+        partial = partial or any(isinstance(v, QueryTimeoutError) for v in embedded.values())
+        return _SearchResult(hits[:max_results], outcome.mode, warning, partial)
 
     def _search_shared(
         self,
@@ -575,13 +660,13 @@ class Memory:
             return None, None
         memo = {} if embedded is None else embedded
 
-        def embed(breaker: CircuitBreaker) -> list[float]:
+        def embed() -> list[float]:
             # A failure is kept too: the next namespace must not wait out the provider
             # again within the same search.
             key = (provider.id, provider.model)
             if key not in memo:
                 try:
-                    memo[key] = self._embed_query(provider, breaker, query)
+                    memo[key] = self._query_embedding(provider).embed(query)
                 except Exception as exc:
                     memo[key] = exc
             found = memo[key]
@@ -599,12 +684,9 @@ class Memory:
             # The index may have been embedded by the fallback after the primary failed
             # in an earlier process: embedding the query tries the primary and switches.
             try:
-                early = embed(self._provider_breaker(provider))
+                early = embed()
             except Exception as exc:
-                log.warning(
-                    "query embedding failed; keyword-only results: %s", redact_secrets(str(exc))
-                )
-                return None, f"embedding provider failed ({type(exc).__name__}); keyword-only results"
+                return None, _keyword_only_warning(exc)
         if identity.get("model") != provider.model or identity.get("provider") != provider.id:
             # The provider switched (fallback) since the index was built: never mix two
             # models' vectors; the next sync rebuilds.
@@ -628,27 +710,10 @@ class Memory:
             matrix = searcher.vector_matrix(store, self.config.sources, dims)
             if not len(matrix):
                 return None, None
-        breaker = self._provider_breaker(provider)
         try:
-            qvec = np.asarray(
-                early if early is not None else embed(breaker),
-                dtype=np.float32,
-            )
-        except CircuitOpenError:
-            # Fail fast: a hung provider must not stall every search for its retry budget.
-            return (
-                None,
-                "the embedding provider is failing (circuit open); keyword-only results"
-                " until a background probe succeeds",
-            )
-        except Exception as exc:  # a dead provider degrades to keyword search
-            log.warning(
-                "query embedding failed; keyword-only results: %s", redact_secrets(str(exc))
-            )
-            return (
-                None,
-                f"embedding provider failed ({type(exc).__name__}); keyword-only results",
-            )
+            qvec = np.asarray(early if early is not None else embed(), dtype=np.float32)
+        except Exception as exc:  # a dead, hung or failing provider degrades to keyword search
+            return None, _keyword_only_warning(exc)
         qvec = np.where(np.isfinite(qvec), qvec, 0.0)
         norm = float(np.linalg.norm(qvec))
         if norm == 0.0:
@@ -663,45 +728,6 @@ class Memory:
             return (lambda limit: store.nearest(unit.tolist(), limit, sources)), None
         calibrate = self.config.query.hybrid.calibrate_vectors
         return (lambda limit: matrix.search(unit, limit, calibrate=calibrate)), None
-
-    def _embed_query(
-        self, provider: EmbeddingProvider, breaker: CircuitBreaker, query: str
-    ) -> list[float]:
-        """Embed a query through the breaker; remote providers get one timeout, not retries.
-
-        A search wants an answer now: waiting out a remote provider's whole retry budget
-        (``timeout_s`` x tries plus backoff) would stall it, so the call runs in a helper
-        thread and the search goes keyword-only after about one ``remote.timeout_s``.
-        """
-        if provider.id not in REMOTE_PROVIDERS:
-            result: list[float] = breaker.call(lambda: provider.embed_query(query))
-            return result
-        breaker.check()
-        box: dict[str, Any] = {}
-        done = threading.Event()
-
-        def run() -> None:
-            try:
-                box["vector"] = provider.embed_query(query)
-            except BaseException as exc:  # handed to the waiting search
-                box["error"] = exc
-            finally:
-                done.set()
-
-        threading.Thread(target=run, name="memmw-query-embed", daemon=True).start()
-        deadline = self.config.remote.timeout_s * 1.2 + 0.2
-        if not done.wait(deadline):
-            error = ProviderError(
-                f"query embedding took longer than remote.timeout_s ({deadline:.1f}s)"
-            )
-            breaker.failure(error)
-            raise error
-        if "error" in box:
-            breaker.failure(box["error"])
-            raise box["error"]
-        breaker.success()
-        vector: list[float] = box["vector"]
-        return vector
 
     def search_result(
         self, query: str, max_results: int | None = None, min_score: float | None = None
@@ -727,6 +753,7 @@ class Memory:
                 else None
             ),
             warning=result.warning,
+            partial=result.partial,
         )
 
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:
@@ -885,20 +912,30 @@ class Memory:
         if self._breaker is not None:
             embedding["circuit"] = self._breaker.to_dict()
         if deep and provider is not None:
-            started = time.perf_counter()
-            try:
-                probe = provider.embed_query("memmw status probe")
-                embedding["probe"] = {
-                    "ok": True,
-                    "dims": len(probe),
-                    "ms": round((time.perf_counter() - started) * 1000, 1),
-                }
-            except Exception as exc:
-                embedding["probe"] = {
-                    "ok": False,
-                    "error": redact_secrets(f"{type(exc).__name__}: {exc}"),
-                }
+            embedding["probe"] = self.probe_embedding("memmw status probe")
         return {"embedding": embedding, "vector": vector, "cache": cache}
+
+    def probe_embedding(self, text: str = "memmw health probe") -> dict[str, Any]:
+        """Embed ``text`` the way a search embeds its query: a bounded health probe.
+
+        Through the breaker (an open circuit, here or in another process of the state
+        folder, answers at once) and within the search's deadline
+        (``remote.query_timeout_s``), so ``status --deep`` and ``doctor`` never hang
+        on a hung provider. Returns ``{ok, dims, ms}`` or ``{ok: False, error}``.
+        """
+        provider = self.provider
+        if provider is None:
+            return {"ok": False, "error": "no embedding provider (keyword-only)"}
+        started = time.perf_counter()
+        try:
+            vector = self._query_embedding(provider).embed(text, reuse_late=False)
+        except Exception as exc:
+            return {"ok": False, "error": redact_secrets(f"{type(exc).__name__}: {exc}")}
+        return {
+            "ok": True,
+            "dims": len(vector),
+            "ms": round((time.perf_counter() - started) * 1000, 1),
+        }
 
     # -- knowledge graph (issue 13) ----------------------------------------------------
     def facts(

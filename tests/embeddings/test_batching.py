@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import math
+import threading
+import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memmw.embeddings.batching import (
     embed_with_limits,
@@ -15,6 +19,7 @@ from memmw.embeddings.batching import (
     split_utf8,
     utf8_len,
 )
+from memmw.errors import ProviderError
 
 
 @pytest.mark.parametrize(
@@ -126,3 +131,47 @@ def test_mean_vector_weights() -> None:
     v = mean_vector([[1.0, 0.0], [0.0, 1.0]], [3.0, 1.0])
     assert v[0] > v[1] > 0
     assert math.isclose(math.hypot(*v), 1.0)
+
+
+# -- after a failed request no new request of the same call is sent ------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    outcomes=st.lists(st.booleans(), min_size=1, max_size=12),
+    concurrency=st.integers(1, 5),
+)
+def test_once_a_request_fails_no_further_request_of_the_call_is_sent(
+    outcomes: list[bool], concurrency: int
+) -> None:
+    """Invariant: a call returns every vector, or raises the provider's error having sent
+    at most ``concurrency`` requests beyond those that succeeded (the ones already in
+    flight), never the rest of the queue (a hung provider gets one wave, not several)."""
+    texts = [f"text {i}" for i in range(len(outcomes))]
+    sent: list[int] = []
+    lock = threading.Lock()
+
+    def embed_batch(batch: list[str]) -> list[list[float]]:
+        (text,) = batch
+        i = int(text.split()[1])
+        with lock:
+            sent.append(i)
+        time.sleep(0.002)
+        if not outcomes[i]:
+            raise ProviderError(f"request {i} timed out")
+        return [[1.0, float(i)]]
+
+    try:
+        vectors = embed_with_limits(
+            texts, embed_batch, max_input_bytes=100, max_request_bytes=7,
+            concurrency=concurrency,
+        )
+    except ProviderError:
+        assert not all(outcomes)
+        succeeded = sum(1 for i in sent if outcomes[i])
+        assert len(sent) <= succeeded + concurrency
+        if concurrency == 1:
+            assert not outcomes[sent[-1]] and all(outcomes[i] for i in sent[:-1])
+    else:
+        assert all(outcomes) and sorted(sent) == list(range(len(outcomes)))
+        assert vectors == [[1.0, float(i)] for i in range(len(outcomes))]

@@ -12,7 +12,13 @@ import pytest
 from memmw import Memory, MemoryConfig
 from memmw.agent.tools import search_payload
 from memmw.config import RemoteConfig
-from memmw.embeddings.breaker import BreakerPolicy, CircuitBreaker, CircuitOpenError
+from memmw.embeddings.breaker import (
+    SHARED_CIRCUIT_FILE,
+    BreakerPolicy,
+    CircuitBreaker,
+    CircuitOpenError,
+    SharedCircuit,
+)
 from memmw.errors import ProviderError
 from memmw.testing import require_optional
 
@@ -118,3 +124,73 @@ def test_search_on_a_hung_provider_is_fast_once_the_breaker_opens(
         assert time.monotonic() - started < 1.0
         status = mem.status().to_dict()
         assert status["embedding"]["circuit"]["state"] == "open"
+
+
+# -- the breaker shared by the processes of one state folder ------------------------------
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _process(path: Path, clock: _Clock, calls: list[str], name: str) -> CircuitBreaker:
+    """A breaker as one process of the state folder has it (its own probe and count)."""
+
+    def probe() -> None:
+        calls.append(f"{name} probe")
+        raise ProviderError("still down")
+
+    return CircuitBreaker(
+        probe,
+        BreakerPolicy(failure_threshold=2, probe_interval_s=600, shared_open_s=60),
+        shared=SharedCircuit(path, "provider-identity", clock=clock),
+    )
+
+
+def test_an_open_breaker_is_shared_by_the_processes_of_a_state_folder(tmp_path: Path) -> None:
+    path, clock, calls = tmp_path / "state" / SHARED_CIRCUIT_FILE, _Clock(), []
+    first = _process(path, clock, calls, "first")
+    second = _process(path, clock, calls, "second")
+    for _ in range(2):
+        first.failure(ProviderError("timed out with key sk-abc123def456ghi789"))
+    assert first.is_open
+    with pytest.raises(CircuitOpenError, match="circuit opened by memmw process"):
+        second.call(lambda: calls.append("second call"))
+    assert "second call" not in calls  # failed fast: nothing sent
+    assert second.to_dict()["state"] == "open"
+    assert "sk-abc123def456ghi789" not in path.read_text()
+    clock.now += 61  # the shared window ends: the second process may try again
+    assert second.call(lambda: 7) == 7
+    # ... and its success closes the first process's breaker too, before any probe.
+    first.check()
+    assert not first.is_open
+    first._stop.set()
+
+
+def test_failures_of_one_shot_processes_add_up(tmp_path: Path) -> None:
+    path, clock, calls = tmp_path / SHARED_CIRCUIT_FILE, _Clock(), []
+    _process(path, clock, calls, "cli-1").failure(ProviderError("timed out"))
+    later = _process(path, clock, calls, "cli-2")
+    later.failure(ProviderError("timed out"))  # the second failure of the folder
+    assert later.is_open
+    with pytest.raises(CircuitOpenError):
+        _process(path, clock, calls, "cli-3").check()
+    later._stop.set()
+
+
+def test_an_unwritable_state_folder_only_loses_the_sharing(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    breaker = _process(blocker / SHARED_CIRCUIT_FILE, _Clock(), [], "p")
+    breaker.failure(ProviderError("timed out"))
+    breaker.failure(ProviderError("timed out"))
+    assert breaker.is_open
+    with pytest.raises(CircuitOpenError):
+        breaker.check()
+    breaker.success()
+    breaker.check()
+    breaker._stop.set()

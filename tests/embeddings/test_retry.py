@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from memmw.embeddings.retry import RetryPolicy, is_quota_error, is_retryable
+from memmw.embeddings.retry import (
+    Liveness,
+    RetryPolicy,
+    is_quota_error,
+    is_retryable,
+    is_timeout,
+)
 from memmw.errors import ProviderError
 
 
@@ -113,3 +121,87 @@ def test_call_does_not_retry_quota_or_client_errors() -> None:
             RetryPolicy(sleep=sleeps.append).call(fn)
         assert count == 1
         assert sleeps == []
+
+
+# -- a hung provider costs one timeout: timeouts are retried only when it answered meanwhile --
+
+
+class APITimeoutError(Exception):
+    """Named like the OpenAI SDK's: a request that got no answer within its timeout."""
+
+
+class GatewayTimeoutError(Exception):
+    """A 504: the server answered (with an error), so it is not hung."""
+
+    status_code = 504
+
+
+def test_timeouts_are_told_apart_from_answers() -> None:
+    assert is_timeout(APITimeoutError("Request timed out."))
+    assert is_timeout(TimeoutError())
+    assert not is_timeout(APIConnectionError("Connection error."))
+    assert not is_timeout(StatusError("boom", 500))
+
+
+# One try of the call: what it does, and whether another request of the same provider
+# (another thread) got an answer while it was out.
+_STEPS = ["ok", "timeout_alone", "timeout_while_others_answer", "status_500", "timeout_504"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(script=st.lists(st.sampled_from(_STEPS), min_size=1, max_size=6),
+       attempts=st.integers(1, 4))
+def test_a_timeout_is_retried_only_if_the_provider_answered_meanwhile(
+    script: list[str], attempts: int
+) -> None:
+    """Invariant: the call stops at the first try that timed out while the provider
+    answered nothing (it is hung: another try would wait another whole timeout); other
+    retryable failures keep their tries; an answer of any kind counts as life."""
+    liveness = Liveness()
+    sleeps: list[float] = []
+    policy = RetryPolicy(attempts=attempts, sleep=sleeps.append, rng=lambda: 0.0)
+    tries: list[str] = []
+
+    def fn() -> str:
+        step = script[len(tries)] if len(tries) < len(script) else "ok"
+        tries.append(step)
+        if step == "timeout_alone":
+            raise APITimeoutError("Request timed out.")
+        if step == "timeout_while_others_answer":
+            liveness.answered()  # another thread's request came back meanwhile
+            raise APITimeoutError("Request timed out.")
+        if step == "status_500":
+            raise StatusError("boom", 500)
+        if step == "timeout_504":
+            raise GatewayTimeoutError("Gateway Timeout")
+        return "vector"
+
+    # The model: try until success, a lone timeout, or the attempts run out.
+    expected: list[str] = []
+    for step in [*script, *["ok"] * attempts][:attempts]:
+        expected.append(step)
+        if step in ("ok", "timeout_alone"):
+            break
+    try:
+        result = policy.call(fn, liveness=liveness)
+    except (APITimeoutError, StatusError, GatewayTimeoutError):
+        assert expected[-1] != "ok"
+    else:
+        assert result == "vector" and expected[-1] == "ok"
+    assert tries == expected
+    assert len(sleeps) == len(tries) - 1  # a wait before each retry, none after the last
+    if "timeout_alone" in tries:
+        assert tries[-1] == "timeout_alone"  # never a try after a lone timeout
+
+
+def test_without_liveness_timeouts_keep_their_retries() -> None:
+    sleeps: list[float] = []
+    tries: list[int] = []
+
+    def fn() -> None:
+        tries.append(1)
+        raise APITimeoutError("Request timed out.")
+
+    with pytest.raises(APITimeoutError):
+        RetryPolicy(sleep=sleeps.append).call(fn)
+    assert len(tries) == 3

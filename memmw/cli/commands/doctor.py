@@ -170,11 +170,12 @@ def _provider_checks(mem: Any, probe: bool) -> list[Check]:
     else:
         checks.append(Check("embedding provider", "ok", detail))
     if probe:
-        try:
-            vec = provider.embed_query("memmw doctor probe")
-            checks.append(Check("embedding probe", "ok", f"{len(vec)} dimensions"))
-        except Exception as exc:
-            checks.append(Check("embedding probe", "fail", f"{type(exc).__name__}: {exc}",
+        # As a search embeds its query: through the breaker, within remote.query_timeout_s.
+        result = mem.probe_embedding("memmw doctor probe")
+        if result["ok"]:
+            checks.append(Check("embedding probe", "ok", f"{result['dims']} dimensions"))
+        else:
+            checks.append(Check("embedding probe", "fail", str(result["error"]),
                                 "check the key, quota and network of the provider"))
     return checks
 

@@ -32,6 +32,12 @@ elapsed time. When another memmw process is indexing the same index, this says s
 waits (or exits 3 with --no-wait); when another process is already embedding it, this
 leaves the embedding to that process, says so and exits 3.
 
+A provider that does not answer stops the embedding, not the command: a request that
+timed out is retried only if the provider answered another one meanwhile, so against a
+hung provider this returns after about one remote.timeout_s (60 s by default), prints
+how many chunks are still pending (found by keyword meanwhile) and exits 4; run it again
+to embed them.
+
 \b
 Examples:
   memmw index
@@ -205,9 +211,15 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
                  f"{embed_seconds:.2f}s")
         if pending:
             why = embed_error or ("--no-embed" if no_embed else "provider unavailable")
+            resume = (
+                " Run 'memmw index' again once the provider answers ('memmw status --deep'"
+                " probes it); vectors already written are kept."
+                if embed_error and embed_error != EMBEDDING_BUSY
+                else ""
+            )
             out(
                 f"{pending} chunks have no vector yet ({why}); they are found by keyword "
-                "until an index run embeds them.",
+                f"until an index run embeds them.{resume}",
                 err=True,
             )
         if fallback_from and provider is not None:
