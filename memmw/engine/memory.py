@@ -795,6 +795,8 @@ class Memory:
             text = read_markdown(abs_path)[0]
         except FileReadError as exc:
             raise PathPolicyError(f"{rel}: {exc}") from exc
+        except PathPolicyError:
+            raise
         except OSError as exc:  # a name too long, a folder in the way: no absolute path shown
             reason = exc.strerror or type(exc).__name__
             raise PathPolicyError(f"{display_path(rel)}: cannot be read ({reason})") from exc

@@ -489,15 +489,16 @@ LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 def line_spans(data: bytes) -> list[tuple[int, int, int]]:
     """``(start, content end, end with its line break)`` of each line of ``data``.
 
-    Line ``n`` (1-based) is ``data[spans[n-1][0]:spans[n-1][1]]``. Like the chunker, a note
-    ending with a line break has a last, empty line.
+    Line ``n`` (1-based) is ``data[spans[n-1][0]:spans[n-1][1]]``. As for the chunker and
+    ``memory_get``, a final line break ends the last line (it adds no empty line).
     """
     spans: list[tuple[int, int, int]] = []
     start = 0
     for m in LINE_BREAK.finditer(data):
         spans.append((start, m.start(), m.end()))
         start = m.end()
-    spans.append((start, len(data), len(data)))
+    if start < len(data):
+        spans.append((start, len(data), len(data)))
     return spans
 
 
@@ -547,11 +548,12 @@ def _write_all(fd: int, data: bytes, offset: int | None = None) -> None:
         view = view[written:]
 
 
-def _new_line_bytes(rel: str, line: int, text: object) -> bytes:
+def _new_line_bytes(rel: str, line: int, text: object, old: str) -> bytes:
     if not isinstance(text, str):
         raise NoteEditError(f"{rel}#L{line}: the edit did not return text")
-    bad = LINE_BREAK.search(text.encode("utf-8", "surrogatepass")) or _CONTROL.search(text)
-    if bad is not None:
+    breaks = LINE_BREAK.search(text.encode("utf-8", "surrogatepass"))
+    added = set(_CONTROL.findall(text)) - set(old)  # controls the line had may stay
+    if breaks is not None or added:
         raise NoteEditError(
             f"{rel}#L{line}: an edit may not add line breaks or control characters"
         )
@@ -587,7 +589,7 @@ def _edit_lines(
     new_text: dict[int, bytes] = {}
     for edit in edits:
         if not 1 <= edit.line <= len(spans):
-            raise NoteEditError(f"{rel}#L{edit.line}: the note has {len(spans)} lines")
+            raise NoteEditError(f"{rel}#L{edit.line}: the file has {len(spans)} lines")
         start, end, _stop = spans[edit.line - 1]
         try:
             old = data[start:end].decode("utf-8")
@@ -598,7 +600,7 @@ def _edit_lines(
             changed = edit.change(current)
         except ValueError as exc:
             raise NoteEditError(f"{rel}#L{edit.line}: {exc}") from exc
-        new_text[edit.line] = _new_line_bytes(rel, edit.line, changed)
+        new_text[edit.line] = _new_line_bytes(rel, edit.line, changed, old)
     lines = sorted(n for n in new_text if new_text[n] != data[spans[n - 1][0] : spans[n - 1][1]])
     if not lines:
         return ()
