@@ -84,7 +84,7 @@ def test_edit_refusals_change_nothing(tmp_path: Path) -> None:
     def refuse(line: str) -> str:
         raise ValueError("nope")
 
-    with pytest.raises(NoteEditError, match="n.md#L2: nope"):
+    with pytest.raises(NoteEditError, match=r"n\.md#L2: nope"):
         write_note(note, edits=[LineEdit(1, mark), LineEdit(2, refuse)])  # all or none
     with pytest.raises(NoteEditError, match="line breaks"):
         write_note(note, edits=[LineEdit(1, lambda line: line + "\nx")])
@@ -153,7 +153,7 @@ def test_line_spans_agree_with_memory_get_and_the_chunker(data: bytes) -> None:
     mine = [data[s:e].decode() for s, e, _ in line_spans(data)]
     assert window.total_lines == len(mine)
     assert window.text == "\n".join(mine)
-    for s, e, stop in line_spans(data):
+    for _start, e, stop in line_spans(data):
         assert LINE_BREAK.fullmatch(data[e:stop]) or stop == len(data)
 
 
@@ -191,7 +191,7 @@ def test_write_note_loses_no_line_and_touches_only_the_changed_line(
         thread: threading.Thread | None = None
         text = f"ack {n} " + payload.decode()
 
-        def change(old: str, kind: str = kind, text: str = text) -> str:
+        def change(old: str, kind: str = kind, text: str = text, foreign: bytes = foreign) -> str:
             nonlocal thread
             if kind == "edit+foreign":
                 foreign_append(note, foreign)

@@ -56,3 +56,12 @@ def test_rotate_and_session_index(tmp_path: Path) -> None:
 def test_unsafe_session_ids_are_rejected(bad: str) -> None:
     with pytest.raises(ValueError):
         check_session_id(bad)
+
+
+@pytest.mark.parametrize("session_id", ["s1\n", "s1\r", "\ns1"])
+def test_session_ids_with_line_breaks_are_refused(session_id: str) -> None:
+    from memmw.errors import ConfigError
+    from memmw.workspace.transcripts import check_session_id
+
+    with pytest.raises(ConfigError, match="session id"):
+        check_session_id(session_id)
