@@ -116,3 +116,4 @@ def test_forgetting_a_retracted_fact_again_says_so(mem: Memory) -> None:
     mem.forget(entity="Ali", key="city")
     with pytest.raises(ForgetError, match="every 'city' fact of 'Ali' is already retracted"):
         mem.forget(entity="Ali", key="city")
+
