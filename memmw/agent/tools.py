@@ -456,10 +456,13 @@ def append_tool_payload(
         return {"status": "error", "path": rel, "error": f"nothing was written: {exc}"}
     except (OSError, PathPolicyError) as exc:
         log.warning("memory_append failed: %s", type(exc).__name__)
+        # An OSError's text names the absolute path: say the reason for the relative one.
+        plain = isinstance(exc, OSError) and not isinstance(exc, MemmwError)
+        reason = f"{rel}: {exc.strerror or 'write failed'}" if plain else str(exc)
         return {
             "status": "error",
             "path": rel,
-            "error": redact_secrets(f"{type(exc).__name__}: {exc}"),
+            "error": redact_secrets(f"{type(exc).__name__}: {reason}"),
         }
     log.info("memory_append wrote %d chars to %s", appended, rel)
     return {"status": "ok", "path": rel, "appended": appended}

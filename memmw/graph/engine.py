@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from memmw.config import ExtraPath
-from memmw.errors import ForgetError, IndexBusyError, IndexStoreError, MemmwError, NoteEditError
+from memmw.errors import (
+    FileBusyError,
+    ForgetError,
+    IndexBusyError,
+    IndexStoreError,
+    MemmwError,
+    NoteEditError,
+    PathPolicyError,
+)
 from memmw.graph.model import Graph, load_graph
 from memmw.graph.search import FactHit, search_facts
 from memmw.graph.syntax import normalize_key, normalize_name, retract_line
@@ -280,6 +288,14 @@ class GraphEngine:
                 )
             except NoteEditError as exc:
                 raise ForgetError(_forget_message(rel, str(exc), abs_path.name)) from exc
+            except PathPolicyError:
+                raise
+            except OSError as exc:  # busy, vanished, read-only...: never the absolute path
+                reason = str(exc) if isinstance(exc, FileBusyError) else exc.strerror
+                raise ForgetError(
+                    f"{rel}: could not be written ({reason or type(exc).__name__}); nothing in it"
+                    " was retracted"
+                ) from exc
             done.extend(f"{rel}#L{line}" for line in lines)
         log.info("retracted %s", ", ".join(done))
         return ForgetResult(retracted=tuple(done), reason=reason)

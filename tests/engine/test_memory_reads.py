@@ -68,3 +68,31 @@ def test_an_over_long_path_is_a_clear_error_without_the_workspace_path(tmp_path:
         # A file used as a folder: the reason, not an absolute path.
         payload = tools["memory_get"].invoke({"path": "MEMORY.md/x.md"})
         assert str(tmp_path) not in str(payload)
+
+
+def test_write_failures_name_the_note_not_the_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    import memmw.agent.tools as tools_module
+    from memmw.config import ActiveMemoryConfig
+    from memmw.graph import engine as graph_engine
+
+    ws = tmp_path / "ws"
+    write(ws / "memory" / "2026-01-01.md", "- city: Oslo\n")
+    config = MemoryConfig(provider="none", active_memory=ActiveMemoryConfig(edit_tools=True))
+    with Memory(ws, tmp_path / "state", config=config) as mem:
+        mem.sync()
+
+        def denied(path: Path, *args: object, **kwargs: object) -> int:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+        monkeypatch.setattr(tools_module, "append_text", denied)
+        monkeypatch.setattr(graph_engine, "write_note", denied)
+        tools = tools_by_name(build_memory_tools(mem))
+        appended = tools["memory_append"].invoke({"content": "x", "path": "memory/2026-01-01.md"})
+        forgot = tools["memory_forget"].invoke({"citation": "memory/2026-01-01.md#L1"})
+        for payload in (appended, forgot):
+            assert "memory/2026-01-01.md" in payload["error"] and "Permission denied" in payload["error"]
+            assert str(tmp_path) not in payload["error"]
