@@ -291,9 +291,9 @@ class GraphEngine:
             except PathPolicyError:
                 raise
             except OSError as exc:  # busy, vanished, read-only...: never the absolute path
-                reason = str(exc) if isinstance(exc, FileBusyError) else exc.strerror
+                why = str(exc) if isinstance(exc, FileBusyError) else exc.strerror
                 raise ForgetError(
-                    f"{rel}: could not be written ({reason or type(exc).__name__}); nothing in it"
+                    f"{rel}: could not be written ({why or type(exc).__name__}); nothing in it"
                     " was retracted"
                 ) from exc
             done.extend(f"{rel}#L{line}" for line in lines)

@@ -627,18 +627,92 @@ def _edit_lines(
         new_region += foreign
     if len(new_region) != end - region:  # pragma: no cover - defensive
         raise NoteEditError(f"{rel}: the note changed in an unexpected way; nothing was edited")
+    # Redo record first: a crash while the region is rewritten is finished by the next
+    # write of this note (see _replay_edit); the record goes once the region is durable.
+    _write_edit_record(path, region, new_region, hashlib.sha256(data[:region]).hexdigest())
+    _rewrite_region(fd, path, region, new_region)
+    os.unlink(edit_record_path(path))
+    return tuple(lines)
+
+
+def _rewrite_region(fd: int, path: Path, offset: int, region: bytes) -> None:
+    """Write ``region`` at ``offset`` of the locked note ``fd`` and make it durable."""
     # A descriptor without O_APPEND (pwrite on an O_APPEND descriptor appends on Linux).
     flags = os.O_WRONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
     wfd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
     try:
         a, b = os.fstat(fd), os.fstat(wfd)
         if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):  # pragma: no cover - defensive
-            raise NoteEditError(f"{rel}: the note was replaced meanwhile; edit it again")
-        _write_all(wfd, new_region, region)
+            raise NoteEditError(f"{path.name}: the note was replaced meanwhile; edit it again")
+        _write_all(wfd, region, offset)
         os.fsync(wfd)
     finally:
         os.close(wfd)
-    return tuple(lines)
+
+
+#: First line of an edit's redo record.
+_EDIT_MAGIC = b"memmw-edit 1\n"
+
+
+def edit_record_path(path: Path) -> Path:
+    """The redo record of an edit of ``path``: ``.<name>.memmw-edit`` beside it (hidden,
+    not Markdown: never indexed). It exists only while an edit runs, or after a crash."""
+    return path.with_name(f".{path.name}.memmw-edit")
+
+
+def _write_edit_record(path: Path, offset: int, region: bytes, prefix_sha: str) -> None:
+    header = b"%s%d %d %s %s\n" % (
+        _EDIT_MAGIC,
+        offset,
+        len(region),
+        hashlib.sha256(region).hexdigest().encode(),
+        prefix_sha.encode(),
+    )
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+    rfd = os.open(edit_record_path(path), flags | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        _write_all(rfd, header + region)
+        os.fsync(rfd)
+    finally:
+        os.close(rfd)
+    with contextlib.suppress(OSError):  # the record's name must survive a power loss too
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def _replay_edit(fd: int, path: Path) -> None:
+    """Finish an edit a crash interrupted (the note's lock held).
+
+    A complete record whose note still begins with the bytes before the edited region
+    is written again (the rewrite is idempotent); a torn record means the note was not
+    touched yet (the record is made durable before the rewrite starts). Either way the
+    record is then removed.
+    """
+    record = edit_record_path(path)
+    try:
+        rfd = os.open(record, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return
+    try:
+        raw = _pread_all(rfd, 0, os.fstat(rfd).st_size)
+    finally:
+        os.close(rfd)
+    head, sep, region = raw[len(_EDIT_MAGIC) :].partition(b"\n")
+    fields = head.split()
+    if raw.startswith(_EDIT_MAGIC) and sep and len(fields) == 4 and all(
+        f.isdigit() for f in fields[:2]
+    ):
+        offset, length = int(fields[0]), int(fields[1])
+        whole = len(region) == length and hashlib.sha256(region).hexdigest().encode() == fields[2]
+        size = os.fstat(fd).st_size
+        prefix = hashlib.sha256(_pread_all(fd, 0, offset)).hexdigest().encode()
+        if whole and size >= offset + length and prefix == fields[3]:
+            _rewrite_region(fd, path, offset, region)
+            log.warning("%s: finished an edit that was interrupted", path.name)
+    os.unlink(record)
 
 
 def write_note(
@@ -664,9 +738,10 @@ def write_note(
     * symlinks, FIFOs and other non-regular files are refused without blocking.
 
     An edit may grow or keep a line's length, never shrink the note (a shrink cannot be
-    made safe against appenders that take no lock). A process killed in the middle of an
-    edit's rewrite can leave the rewritten part torn (the O_APPEND growth is done, the
-    shifted bytes partly written); appends are never torn beyond their own last line.
+    made safe against appenders that take no lock). Before an edit rewrites its region
+    it makes a redo record durable (:func:`edit_record_path`); a process killed in the
+    middle of the rewrite leaves the record, and the next write of that note finishes
+    the edit first. Appends are never torn beyond their own last line.
 
     Args:
         path: The note.
@@ -694,6 +769,7 @@ def write_note(
     fd = _open_for_append(path, create=append is not None)
     try:
         with locked_fd(fd, timeout=APPEND_LOCK_TIMEOUT_S, what=path.name):
+            _replay_edit(fd, path)
             changed = _edit_lines(fd, path, edits, indexed_prefix) if edits else ()
             appended = _append_locked(fd, path, append) if append is not None else 0
     except TimeoutError as exc:

@@ -245,3 +245,58 @@ def test_forget_beside_real_appenders_loses_no_line(tmp_path: Path) -> None:
     assert {a.encode() for a in agent} <= lines
     assert {b"shell %d" % i for i in range(1, 401)} <= lines
     assert data.startswith(b"# Notes\r\n- ~~entry 0~~ (retracted)\r\n")
+
+
+class Crash(BaseException):
+    """A process killed mid-write (not an Exception: nothing may catch it)."""
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    start=notes(),
+    line=st.integers(1, 10),
+    cut=st.floats(0, 1, exclude_max=True),
+    torn_record=st.booleans(),
+)
+def test_an_edit_killed_mid_rewrite_is_finished_by_the_next_write(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    start: bytes,
+    line: int,
+    cut: float,
+    torn_record: bool,
+) -> None:
+    from memmw.workspace import files
+
+    note = tmp_path / "crash.md"
+    note.write_bytes(start)
+    spans = line_spans(start)
+    line = (line - 1) % len(spans) + 1
+    s, e, _ = spans[line - 1]
+    expected = start[:s] + b"~~" + start[s:e] + b"~~" + start[e:]
+    real_write_all = files._write_all
+    target = "record" if torn_record else "region"
+
+    def dying_write_all(fd: int, data: bytes, offset: int | None = None) -> None:
+        is_record = data.startswith(b"memmw-edit 1\n")
+        if (target == "record") == is_record and (is_record or offset is not None):
+            real_write_all(fd, data[: int(len(data) * cut)], offset)
+            raise Crash
+        real_write_all(fd, data, offset)
+
+    with monkeypatch.context() as m:
+        m.setattr(files, "_write_all", dying_write_all)
+        with pytest.raises(Crash):
+            write_note(note, edits=[LineEdit(line, lambda old: "~~" + old + "~~")])
+    assert files.edit_record_path(note).exists()
+    foreign_append(note, b"after the crash\n")
+    write_note(note, append="next")  # any later write of the note finishes or drops the edit
+    assert not files.edit_record_path(note).exists()
+    after = note.read_bytes()
+    if torn_record:  # the rewrite never started: the note is as before, plus the growth
+        assert after.startswith(start)
+        grown = after[len(start) :]
+        assert grown.lstrip(b"\n").startswith(b"after the crash\n")
+    else:
+        assert after.startswith(expected + b"after the crash\n")
+    assert after.rstrip(b"\r\n").endswith(b"next")
