@@ -835,7 +835,8 @@ def graph_tools(
                 FORGET_TOOL,
                 "Retract a memory entry that is wrong or that the user asked to forget. The "
                 "line stays in the file, struck through with a dated note, and is no longer "
-                "recalled. Name it by citation (path#L12) or by entity and key.",
+                "recalled. Name it by citation (path#L12) with expect (the entry's text as "
+                "you saw it), or by entity and key.",
                 forget_schema(),
                 lambda args: forget_tool_payload(memory, args),
             )
