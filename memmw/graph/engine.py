@@ -247,6 +247,8 @@ class GraphEngine:
         targets: list[tuple[str, int]] = []
         if expect is not None and not expect.strip():
             raise ForgetError("expect is empty; give the entry's text as you saw it, or omit it")
+        if expect is not None and not citation:
+            raise ForgetError("expect goes with a citation: the text of the entry at path#L12")
         if citation:
             m = _CITATION.match(citation.strip())
             if not m:

@@ -101,6 +101,8 @@ def test_forget_tool_takes_expect(mem: Memory, ws: Path) -> None:
         ({"entity": "Nobody", "key": "city"}, "no entity named 'Nobody'"),
         ({"entity": "Alice Martin", "key": "shoe size"}, "'Alice Martin' has no fact 'shoe size'"),
         ({"entity": "Alice Martin"}, "an entity needs a key"),
+        ({"entity": "Ali", "key": "city", "expect": "Berlin"}, "expect goes with a citation"),
+        ({"citation": "MEMORY.md#L5", "expect": "  "}, "expect is empty"),
     ],
 )
 def test_forget_errors_name_the_real_problem(
