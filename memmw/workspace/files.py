@@ -619,17 +619,24 @@ def _edit_lines(
         raise NoteEditError(f"{rel}: an edit may not shorten the note (it would race appenders)")
     if size + grow > MAX_NOTE_BYTES:
         raise ContentPolicyError(f"{rel} would grow past the largest note memmw indexes")
-    end = size
-    if grow:
-        _write_all(fd, b"\n" * grow)  # O_APPEND: lands after any foreign append
-        end = os.lseek(fd, 0, os.SEEK_CUR)
-        foreign = _pread_all(fd, size, end - grow)  # appended by others since the read
-        new_region += foreign
-    if len(new_region) != end - region:  # pragma: no cover - defensive
-        raise NoteEditError(f"{rel}: the note changed in an unexpected way; nothing was edited")
-    # Redo record first: a crash while the region is rewritten is finished by the next
-    # write of this note (see _replay_edit); the record goes once the region is durable.
-    _write_edit_record(path, region, new_region, hashlib.sha256(data[:region]).hexdigest())
+    # The redo record is created before the note grows: a folder where it cannot be made
+    # refuses the edit with the note untouched.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+    rfd = os.open(edit_record_path(path), flags | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        end = size
+        if grow:
+            _write_all(fd, b"\n" * grow)  # O_APPEND: lands after any foreign append
+            end = os.lseek(fd, 0, os.SEEK_CUR)
+            foreign = _pread_all(fd, size, end - grow)  # appended by others since the read
+            new_region += foreign
+        if len(new_region) != end - region:  # pragma: no cover - defensive
+            raise NoteEditError(f"{rel}: the note changed in an unexpected way; edit it again")
+        # Redo record first: a crash while the region is rewritten is finished by the
+        # next write of this note (_replay_edit); it goes once the region is durable.
+        _write_edit_record(rfd, path, region, new_region, hashlib.sha256(data[:region]).hexdigest())
+    finally:
+        os.close(rfd)
     _rewrite_region(fd, path, region, new_region)
     os.unlink(edit_record_path(path))
     return tuple(lines)
@@ -660,7 +667,7 @@ def edit_record_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.memmw-edit")
 
 
-def _write_edit_record(path: Path, offset: int, region: bytes, prefix_sha: str) -> None:
+def _write_edit_record(rfd: int, path: Path, offset: int, region: bytes, prefix_sha: str) -> None:
     header = b"%s%d %d %s %s\n" % (
         _EDIT_MAGIC,
         offset,
@@ -668,13 +675,8 @@ def _write_edit_record(path: Path, offset: int, region: bytes, prefix_sha: str) 
         hashlib.sha256(region).hexdigest().encode(),
         prefix_sha.encode(),
     )
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
-    rfd = os.open(edit_record_path(path), flags | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    try:
-        _write_all(rfd, header + region)
-        os.fsync(rfd)
-    finally:
-        os.close(rfd)
+    _write_all(rfd, header + region)
+    os.fsync(rfd)
     with contextlib.suppress(OSError):  # the record's name must survive a power loss too
         dfd = os.open(path.parent, os.O_RDONLY)
         try:
@@ -693,11 +695,15 @@ def _replay_edit(fd: int, path: Path) -> None:
     """
     record = edit_record_path(path)
     try:
-        rfd = os.open(record, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except FileNotFoundError:
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        rfd = os.open(record, flags)
+    except OSError:  # none (the usual case), or not something memmw wrote: left alone
         return
     try:
-        raw = _pread_all(rfd, 0, os.fstat(rfd).st_size)
+        st = os.fstat(rfd)
+        if not stat.S_ISREG(st.st_mode):
+            return
+        raw = _pread_all(rfd, 0, st.st_size)
     finally:
         os.close(rfd)
     head, sep, region = raw[len(_EDIT_MAGIC) :].partition(b"\n")

@@ -300,3 +300,16 @@ def test_an_edit_killed_mid_rewrite_is_finished_by_the_next_write(
     else:
         assert after.startswith(expected + b"after the crash\n")
     assert after.rstrip(b"\r\n").endswith(b"next")
+
+
+def test_an_edit_whose_redo_record_cannot_be_made_changes_nothing(tmp_path: Path) -> None:
+    from memmw.workspace.files import edit_record_path
+
+    note = tmp_path / "n.md"
+    note.write_bytes(b"- a\r\n- b\r\n")
+    edit_record_path(note).mkdir()  # something in the way of the record
+    with pytest.raises(IsADirectoryError):
+        write_note(note, edits=[LineEdit(1, mark)])
+    assert note.read_bytes() == b"- a\r\n- b\r\n"
+    append_text(note, "still appendable")  # appends do not need the record
+    assert note.read_bytes() == b"- a\r\n- b\r\nstill appendable\r\n"
