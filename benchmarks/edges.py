@@ -2,13 +2,19 @@
 
 Usage::
 
-    python benchmarks/edges.py [--only append,hang,hang-index] [--seconds 60] [--json OUT]
+    python benchmarks/edges.py [--only append,forget,hang,hang-index] [--seconds 60] [--json OUT]
 
 * ``append``: one agent calls ``memory_append`` every 50 ms while another process
   appends lines to the same note with the shell's ``>>`` (a ``sh`` loop) for
   ``--seconds``; then every line written by either side is looked for in the note.
   Reported: lines written by each side, lines found, lines lost, and whether the bytes
   written before the run are unchanged.
+* ``forget``: ``memmw forget`` (``Memory.forget``, as fast as it goes) retracts the
+  entries of a CRLF note one by one while an agent thread calls ``memory_append`` every
+  20 ms and another process appends with the shell's ``>>``, for ``--seconds``. Reported:
+  lines written by each side, lines lost (an acknowledged agent line, a shell line or an
+  entry missing afterwards; must be 0), forgets done and refused (with why), and whether
+  every byte outside the retracted lines is unchanged (CRLF included).
 * ``hang``: a fake OpenAI-compatible provider on 127.0.0.1 that answers until told to
   hang (it then holds every request open until the run ends). At DEFAULT settings
   (``remote.timeout_s`` 60 s, ``remote.query_timeout_s`` 3 s, ``remote.sync_wait_s``
@@ -98,6 +104,99 @@ def bench_append(seconds: float) -> dict[str, Any]:
             "shellLinesFound": shell_found,
             "linesLost": (agent_lines - agent_found) + (shell_lines - shell_found),
             "prefixUnchanged": data.startswith(prefix),
+            "noteBytes": len(data),
+        }
+
+
+def bench_forget(seconds: float, entries: int = 3000) -> dict[str, Any]:
+    """Forgets beside an agent appending every 20 ms and a ``>>`` shell loop."""
+    from memmw.errors import ForgetError
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Path(tmp) / "ws"
+        (ws / "memory").mkdir(parents=True)
+        note = ws / "memory" / "2026-03-01.md"
+        rel = note.relative_to(ws).as_posix()
+        header = b"# Notes\r\nwritten with CRLF before the run\r\n"
+        note.write_bytes(header + b"".join(b"- entry %d\r\n" % i for i in range(entries)))
+        mem = Memory(ws, Path(tmp) / "state", config=MemoryConfig(provider="none"))
+        mem.sync()
+        append = tools_by_name(build_memory_tools(mem))["memory_append"]
+        shell = subprocess.Popen(
+            [
+                "sh",
+                "-c",
+                'i=0; end=$(( $(date +%s) + $1 )); while [ "$(date +%s)" -lt "$end" ]; do '
+                'i=$((i+1)); echo "shell line $i" >> "$2"; done; echo "$i"',
+                "sh",
+                str(int(seconds)),
+                str(note),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + seconds
+        agent = {"lines": 0, "errors": 0}
+
+        def agent_loop() -> None:
+            while time.monotonic() < deadline:
+                agent["lines"] += 1
+                out = append.invoke({"content": f"agent line {agent['lines']}", "path": rel})
+                if out.get("status") != "ok":
+                    agent["errors"] += 1
+                time.sleep(0.02)
+
+        thread = threading.Thread(target=agent_loop)
+        thread.start()
+        done: list[int] = []
+        refused: dict[str, int] = {}
+        entry = 0
+        while time.monotonic() < deadline and entry < entries:
+            line = entry + 3  # entry i sits on line i + 3 (two header lines)
+            # Half cite the text they saw (expect); half the bare line (checked against
+            # the index, synced by the previous forget; appends since are fine).
+            expect = f"entry {entry}" if entry % 2 == 0 else None
+            try:
+                mem.forget(f"{rel}#L{line}", reason="bench", expect=expect)
+                done.append(entry)
+            except ForgetError as exc:
+                why = str(exc).split(";")[0].split(": ", 1)[-1]
+                refused[why] = refused.get(why, 0) + 1
+            entry += 1
+        thread.join()
+        shell_out, _ = shell.communicate(timeout=seconds + 30)
+        shell_lines = int(shell_out.strip() or 0)
+        mem.close()
+        data = note.read_bytes()
+        lines = data.split(b"\r\n")
+        found = {ln.rstrip(b"\r").decode("utf-8") for chunk in lines for ln in chunk.split(b"\n")}
+        agent_found = sum(1 for i in range(1, agent["lines"] + 1) if f"agent line {i}" in found)
+        shell_found = sum(1 for i in range(1, shell_lines + 1) if f"shell line {i}" in found)
+        struck = set(done)
+        entries_ok = 0
+        for i in range(entries):
+            raw = lines[i + 2] if i + 2 < len(lines) else b""
+            if i in struck:
+                entries_ok += raw.startswith(b"- ~~entry %d~~ (retracted " % i)
+            else:
+                entries_ok += raw == b"- entry %d" % i
+        return {
+            "seconds": seconds,
+            "agentLinesWritten": agent["lines"],
+            "agentLinesFound": agent_found,
+            "agentErrors": agent["errors"],
+            "shellLinesWritten": shell_lines,
+            "shellLinesFound": shell_found,
+            "entries": entries,
+            "entriesIntact": entries_ok,
+            "linesLost": (agent["lines"] - agent_found)
+            + (shell_lines - shell_found)
+            + (entries - entries_ok),
+            "forgetsDone": len(done),
+            "forgetsRefused": sum(refused.values()),
+            "refusedBecause": refused,
+            "forgetsPerSecond": round(len(done) / seconds, 1),
+            "headerUnchanged": data.startswith(header),
             "noteBytes": len(data),
         }
 
@@ -315,7 +414,7 @@ def _summary(values: list[float]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--only", default="append,hang")
+    parser.add_argument("--only", default="append,forget,hang")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -324,6 +423,9 @@ def main() -> None:
     if "append" in wanted:
         results["append"] = bench_append(args.seconds)
         print("append:", json.dumps(results["append"]), flush=True)
+    if "forget" in wanted:
+        results["forget"] = bench_forget(args.seconds)
+        print("forget:", json.dumps(results["forget"]), flush=True)
     if "hang" in wanted:
         results["hang"] = bench_hang()
         print("hang:", json.dumps(results["hang"]), flush=True)

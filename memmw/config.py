@@ -24,6 +24,26 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 CONFIG_FILE_NAME = "memmw.toml"
+#: Agent ids and namespaces (``Memory(agent_id=...)``, ``--agent``, ``store.shared``): an
+#: ASCII letter or digit, then up to 127 letters, digits, ``.``, ``_`` or ``-``. They name
+#: files and PostgreSQL namespaces, so nothing else (no newline, no ``/``) is allowed.
+AGENT_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_agent_id(value: object, what: str = "agent_id") -> str:
+    """Return ``value`` when it is a valid agent id or namespace (:data:`AGENT_ID_PATTERN`).
+
+    Raises:
+        ConfigError: naming ``what`` and the allowed characters.
+    """
+    if not isinstance(value, str) or AGENT_ID_PATTERN.fullmatch(value) is None:
+        raise ConfigError(
+            f"{what} must be 1-128 characters: a letter or digit, then letters, digits, '.',"
+            f" '_' or '-' (no spaces, slashes or line breaks); got {value!r}"
+        )
+    return value
+
+
 ENV_PREFIX = "MEMMW__"
 
 Citations = Literal["auto", "on", "off"]
@@ -177,11 +197,7 @@ class StoreConfig(_Section):
         self._validate_literals()
         shared = tuple(dict.fromkeys(self.shared))
         for name in shared:
-            if not isinstance(name, str) or not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", name):
-                raise ConfigError(
-                    f"store.shared entries must be agent ids (letters, digits, '.', '_', '-');"
-                    f" got {name!r}"
-                )
+            check_agent_id(name, "store.shared entries")
         object.__setattr__(self, "shared", shared)
 
 

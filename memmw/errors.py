@@ -10,6 +10,7 @@
     ├── FileReadError                      a file that cannot be indexed (binary, too large)
     ├── FileBusyError (OSError)            another memmw writer holds the note too long
     ├── ForgetError                        an entry that cannot be retracted
+    ├── NoteEditError (ValueError)         a line edit refused: no such line, or it changed
     ├── WiringError                        memmw wired so that memory would be lost silently
     ├── IndexStoreError                    the derived index cannot be opened or written
     │   ├── IndexCorruptError              the index is damaged and could not be rebuilt
@@ -61,6 +62,10 @@ class FileBusyError(MemmwError, OSError):
 
 class ForgetError(MemmwError):
     """An entry cannot be retracted (no such line, not a list entry, already retracted)."""
+
+
+class NoteEditError(MemmwError, ValueError):
+    """A line edit of a note was refused: no such line, or it no longer holds what was cited."""
 
 
 class WiringError(MemmwError):

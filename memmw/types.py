@@ -122,6 +122,8 @@ class ReadResult:
         total_lines: Lines in the whole file.
         truncated: True when more of the file follows the window.
         next_from: The ``from_line`` that continues after this window.
+        namespace: The shared namespace the file was read from (``store.shared``); None
+            for this agent's own files.
     """
 
     path: str
@@ -132,11 +134,15 @@ class ReadResult:
     total_lines: int = 0
     truncated: bool = False
     next_from: int | None = None
+    namespace: str | None = None
 
     def to_payload(self) -> dict[str, Any]:
         """The ``memory_get`` tool payload."""
         if self.status == "not_found":
-            return {"status": "not_found", "text": "", "path": self.path}
+            found: dict[str, Any] = {"status": "not_found", "text": "", "path": self.path}
+            if self.namespace is not None:
+                found["namespace"] = self.namespace
+            return found
         payload: dict[str, Any] = {
             "status": "ok",
             "text": self.text,
@@ -144,6 +150,8 @@ class ReadResult:
             "from": self.from_line,
             "lines": self.lines,
         }
+        if self.namespace is not None:
+            payload["namespace"] = self.namespace
         if self.truncated:
             payload["truncated"] = True
             payload["nextFrom"] = self.next_from

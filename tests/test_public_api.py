@@ -35,6 +35,7 @@ PUBLIC = {
     "Memory",
     "MemoryConfig",
     "MemoryMiddleware",
+    "NoteEditError",
     "PathPolicyError",
     "ProviderError",
     "ProviderUnavailableError",

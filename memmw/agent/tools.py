@@ -21,6 +21,7 @@ from memmw.config import MemoryConfig
 from memmw.errors import (
     ConfigError,
     ContentPolicyError,
+    FileReadError,
     IndexCorruptError,
     IndexStoreError,
     MemmwError,
@@ -67,8 +68,15 @@ class MemoryBackend(Protocol):
         """Search; the hits plus mode, provider, fallback and warning."""
         ...
 
-    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:
-        """Read a window of a memory file."""
+    def get(
+        self,
+        path: str,
+        from_line: int | None = None,
+        lines: int | None = None,
+        *,
+        namespace: str | None = None,
+    ) -> ReadResult:
+        """Read a window of a memory file (of a ``store.shared`` namespace's, with one)."""
         ...
 
 
@@ -348,6 +356,7 @@ def get_tool_payload(
         path = _string(args, "path", required=True)
         from_line = _integer(args, "from", "from_line")
         lines = _integer(args, "lines")
+        namespace = _string(args, "namespace")
     except ToolArgumentError as exc:
         return {"path": shown, "text": "", "disabled": True, "error": str(exc)}
     assert path is not None
@@ -360,8 +369,9 @@ def get_tool_payload(
             "and session archives are not readable from a group or channel session",
         }
     try:
-        result = memory.get(path, from_line=from_line, lines=lines)
-    except PathPolicyError as exc:
+        # A hit from a store.shared namespace reads that namespace's file, never ours.
+        result = memory.get(path, from_line=from_line, lines=lines, namespace=namespace)
+    except (PathPolicyError, ConfigError, FileReadError) as exc:
         return {"path": path, "text": "", "disabled": True, "error": str(exc)}
     except Exception as exc:
         log.warning("memory_get failed: %s", type(exc).__name__)
@@ -448,10 +458,13 @@ def append_tool_payload(
         return {"status": "error", "path": rel, "error": f"nothing was written: {exc}"}
     except (OSError, PathPolicyError) as exc:
         log.warning("memory_append failed: %s", type(exc).__name__)
+        # An OSError's text names the absolute path: say the reason for the relative one.
+        plain = isinstance(exc, OSError) and not isinstance(exc, MemmwError)
+        reason = f"{rel}: {exc.strerror or 'write failed'}" if plain else str(exc)
         return {
             "status": "error",
             "path": rel,
-            "error": redact_secrets(f"{type(exc).__name__}: {exc}"),
+            "error": redact_secrets(f"{type(exc).__name__}: {reason}"),
         }
     log.info("memory_append wrote %d chars to %s", appended, rel)
     return {"status": "ok", "path": rel, "appended": appended}
@@ -490,9 +503,9 @@ def search_schema() -> dict[str, Any]:
     }
 
 
-def get_schema() -> dict[str, Any]:
-    """JSON schema of ``memory_get`` arguments."""
-    return {
+def get_schema(*, shared: bool = False) -> dict[str, Any]:
+    """JSON schema of ``memory_get`` arguments (``namespace`` with ``store.shared``)."""
+    schema: dict[str, Any] = {
         "type": "object",
         "properties": {
             "path": {
@@ -509,6 +522,13 @@ def get_schema() -> dict[str, Any]:
         "required": ["path"],
         "additionalProperties": False,
     }
+    if shared:
+        schema["properties"]["namespace"] = {
+            "type": "string",
+            "description": "The namespace of a search result that has one (a shared memory):"
+            " reads that namespace's file, not your own file of the same path.",
+        }
+    return schema
 
 
 def append_schema() -> dict[str, Any]:
@@ -616,7 +636,7 @@ def build_memory_tools(
             MemoryTool(
                 GET_TOOL,
                 get_description(),
-                get_schema(),
+                get_schema(shared=bool(memory.config.store.shared)),
                 lambda args: get_tool_payload(memory, args, private=private),
             )
         )
@@ -657,7 +677,10 @@ def flush_tools(
         ),
     )
     get = MemoryTool(
-        GET_TOOL, get_description(), get_schema(), lambda args: get_tool_payload(memory, args)
+        GET_TOOL,
+        get_description(),
+        get_schema(shared=bool(memory.config.store.shared)),
+        lambda args: get_tool_payload(memory, args),
     )
     return [append, get]
 
@@ -699,6 +722,11 @@ def forget_schema() -> dict[str, Any]:
             "entity": {"type": "string", "description": "Or: the entity whose fact to retract."},
             "key": {"type": "string", "description": "With entity: the fact key (all values)."},
             "reason": {"type": "string", "description": "Why (written into the annotation)."},
+            "expect": {
+                "type": "string",
+                "description": "With citation: the entry's text as you saw it in the search or "
+                "facts result. The retraction is refused if the line no longer holds it.",
+            },
         },
         "additionalProperties": False,
     }
@@ -752,13 +780,17 @@ def forget_tool_payload(memory: MemoryBackend, args: Mapping[str, Any]) -> Paylo
         entity = _string(args, "entity")
         key = _string(args, "key")
         reason = _string(args, "reason") or ""
+        expect = _string(args, "expect")
     except ToolArgumentError as exc:
         return {"status": "error", "error": str(exc)}
     forget = getattr(memory, "forget", None)
     if not callable(forget):
         return {"status": "error", "error": "forget is not available"}
     try:
-        result = forget(citation, entity=entity, key=key, reason=reason)
+        if expect is None:
+            result = forget(citation, entity=entity, key=key, reason=reason)
+        else:
+            result = forget(citation, entity=entity, key=key, reason=reason, expect=expect)
     except MemmwError as exc:
         return {"status": "error", "error": str(exc)}
     except Exception as exc:
@@ -805,7 +837,8 @@ def graph_tools(
                 FORGET_TOOL,
                 "Retract a memory entry that is wrong or that the user asked to forget. The "
                 "line stays in the file, struck through with a dated note, and is no longer "
-                "recalled. Name it by citation (path#L12) or by entity and key.",
+                "recalled. Name it by citation (path#L12) with expect (the entry's text as "
+                "you saw it), or by entity and key.",
                 forget_schema(),
                 lambda args: forget_tool_payload(memory, args),
             )

@@ -7,7 +7,6 @@ import dataclasses
 import json
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from memmw.config import MemoryConfig, resolve_state_dir, resolve_workspace
+from memmw.config import MemoryConfig, check_agent_id, resolve_state_dir, resolve_workspace
 from memmw.embeddings.base import EmbeddingProvider
 from memmw.embeddings.breaker import (
     SHARED_CIRCUIT_FILE,
@@ -62,7 +61,7 @@ from memmw.store.factory import create_store, vector_backend_status
 from memmw.store.protocol import Store, StoreReader
 from memmw.store.vectors import provider_key
 from memmw.types import FileIssue, ReadResult, SearchHit, SearchResult, Status, SyncReport
-from memmw.workspace.files import discover, resolve_read_path
+from memmw.workspace.files import discover, display_path, resolve_read_path
 from memmw.workspace.reads import read_window
 from memmw.workspace.transcripts import sessions_dir
 
@@ -73,7 +72,6 @@ EMBEDDING_BUSY = "another process is embedding this index; its vectors appear as
 
 #: Seconds ``close`` gives background embedding to reach a batch boundary.
 CLOSE_EMBED_GRACE_S = 0.5
-_AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +117,8 @@ class Memory:
         state_dir: Where derived state lives (default ``$MEMMW_STATE_DIR``, else a folder
             of this workspace's own under the user state directory; see
             :func:`memmw.statedir.default_state_dir`).
-        agent_id: Names the index file; letters, digits, ``.``, ``_`` and ``-``.
+        agent_id: Names the index file: a letter or digit, then letters, digits, ``.``,
+            ``_`` and ``-`` (128 at most; see :data:`memmw.config.AGENT_ID_PATTERN`).
         config: Settings; default loaded from ``<workspace>/memmw.toml`` and ``MEMMW__*``.
         config_file: Explicit TOML file to load when ``config`` is not given.
         watch: Start the file watcher now (see :meth:`start_watching`); the index then
@@ -139,10 +138,7 @@ class Memory:
         self.workspace = resolve_workspace(workspace).absolute()
         if not self.workspace.is_dir():
             raise ConfigError(f"workspace folder not found: {self.workspace}")
-        if not _AGENT_ID.match(agent_id or ""):
-            raise ConfigError(
-                f"agent_id must be letters, digits, '.', '_' or '-' (max 128); got {agent_id!r}"
-            )
+        check_agent_id(agent_id)
         self.agent_id = agent_id
         self.config = config or MemoryConfig.load(workspace=self.workspace, config_file=config_file)
         self.state_dir = resolve_state_dir(state_dir, self.workspace).absolute()
@@ -593,16 +589,7 @@ class Memory:
         for name in self.config.store.shared:
             if name == self.agent_id:
                 continue
-            if name not in self._shared:
-                self._shared[name] = (
-                    create_store(
-                        self.config,
-                        db_path=default_db_path(self.state_dir, name, self.config.store.path),
-                        agent_id=name,
-                    ),
-                    Searcher(self.config),
-                )
-            store, searcher = self._shared[name]
+            store, searcher = self._shared_store(name)
             try:
                 if not store.published():
                     continue
@@ -621,6 +608,46 @@ class Memory:
                 log.warning("shared namespace %s could not be searched: %s", name, exc)
                 continue
             yield name, outcome.hits
+
+    def _shared_store(self, name: str) -> tuple[Store, Searcher]:
+        """The store and searcher of the ``store.shared`` namespace ``name`` (opened once)."""
+        if name not in self._shared:
+            self._shared[name] = (
+                create_store(
+                    self.config,
+                    db_path=default_db_path(self.state_dir, name, self.config.store.path),
+                    agent_id=name,
+                ),
+                Searcher(self.config),
+            )
+        return self._shared[name]
+
+    def _namespace_workspace(self, namespace: str) -> Path:
+        """The workspace whose notes the shared namespace ``namespace`` indexes.
+
+        Raises:
+            PathPolicyError: ``namespace`` is not in ``store.shared``.
+            FileReadError: its index does not record a workspace reachable from here.
+        """
+        if namespace not in self.config.store.shared:
+            shared = ", ".join(self.config.store.shared) or "none"
+            raise PathPolicyError(
+                f"namespace {namespace!r} is not shared with this agent (store.shared: {shared})"
+            )
+        store, _searcher = self._shared_store(namespace)
+        recorded: str | None = None
+        try:
+            if store.published():
+                with store.read() as reader:
+                    recorded = reader.get_meta("workspace")
+        except MemmwError as exc:
+            raise FileReadError(f"namespace {namespace!r} could not be read: {exc}") from exc
+        if not recorded or not Path(recorded).is_dir():
+            raise FileReadError(
+                f"the notes of namespace {namespace!r} are not readable from here (its index"
+                " records no workspace on this machine); its search snippets are what there is"
+            )
+        return Path(recorded)
 
     def prepare(self, timeout: float | None = None) -> None:
         """Load the search structures now (e.g. at server start-up).
@@ -756,7 +783,14 @@ class Memory:
             partial=result.partial,
         )
 
-    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:
+    def get(
+        self,
+        path: str,
+        from_line: int | None = None,
+        lines: int | None = None,
+        *,
+        namespace: str | None = None,
+    ) -> ReadResult:
         """Read a window of a memory file.
 
         Only ``MEMORY.md``, ``USER.md``, ``memory/**`` and configured extra paths can be
@@ -764,19 +798,36 @@ class Memory:
         ``status="not_found"``. The window is at most ``read.max_lines`` lines and
         ``read.max_chars`` characters; ``next_from`` continues a truncated read.
 
+        ``namespace`` (a search hit's ``namespace``) reads that ``store.shared``
+        namespace's note, in the workspace its index records (its memory files only,
+        not its extra paths); None or this agent's id reads this agent's own note.
+
         Raises:
-            PathPolicyError: the path is not a readable memory file.
+            PathPolicyError: the path is not a readable memory file, or ``namespace`` is
+                not shared with this agent.
+            FileReadError: the shared namespace's notes are not reachable from here.
         """
-        rel, abs_path = resolve_read_path(self.workspace, path, self.config.extra_paths)
-        if not abs_path.exists():
-            return ReadResult(path=rel, text="", status="not_found")
-        if not abs_path.is_file():
-            raise PathPolicyError(f"{rel}: not a regular file")
+        if namespace is not None and namespace != self.agent_id:
+            check_agent_id(namespace, "namespace")
+            workspace = self._namespace_workspace(namespace)
+            rel, abs_path = resolve_read_path(workspace, path)
+        else:
+            namespace = None
+            rel, abs_path = resolve_read_path(self.workspace, path, self.config.extra_paths)
         try:
+            if not abs_path.exists():
+                return ReadResult(path=rel, text="", status="not_found", namespace=namespace)
+            if not abs_path.is_file():
+                raise PathPolicyError(f"{rel}: not a regular file")
             text = read_markdown(abs_path)[0]
         except FileReadError as exc:
             raise PathPolicyError(f"{rel}: {exc}") from exc
-        return read_window(
+        except PathPolicyError:
+            raise
+        except OSError as exc:  # a name too long, a folder in the way: no absolute path shown
+            reason = exc.strerror or type(exc).__name__
+            raise PathPolicyError(f"{display_path(rel)}: cannot be read ({reason})") from exc
+        result = read_window(
             rel,
             text,
             from_line,
@@ -784,6 +835,7 @@ class Memory:
             max_lines=self.config.read.max_lines,
             max_chars=self.config.read.max_chars,
         )
+        return dataclasses.replace(result, namespace=namespace) if namespace else result
 
     def status(self, deep: bool = False) -> Status:
         """Report files, chunks, freshness and backends of this agent's index.
@@ -968,19 +1020,26 @@ class Memory:
         entity: str | None = None,
         key: str | None = None,
         reason: str = "",
+        expect: str | None = None,
         embeddings: Literal["wait", "background", "skip"] = "background",
     ) -> ForgetResult:
         """Retract an entry in the Markdown (struck through and annotated, never deleted).
 
         Name it by ``citation`` (``path#L12``) or by ``entity`` and ``key`` (every value
-        of that fact). The index is synced so search and facts skip it at once;
+        of that fact). ``expect`` is the entry's text as the caller saw it: the line must
+        still contain it. Without ``expect`` the note must still begin with the bytes the
+        index read (appends since are fine): a line that an edit moved is refused, never
+        a neighbour struck. The index is synced so search and facts skip it at once;
         ``embeddings`` is passed to that sync (one-shot callers such as the CLI skip it).
 
         Raises:
-            memmw.graph.engine.ForgetError: nothing to retract there.
+            memmw.graph.engine.ForgetError: nothing to retract there, or the cited line
+                changed since it was cited.
             PathPolicyError: the path is not a memory file.
         """
-        result = self.graph_engine.forget(citation, entity=entity, key=key, reason=reason)
+        result = self.graph_engine.forget(
+            citation, entity=entity, key=key, reason=reason, expect=expect
+        )
         self.sync(embeddings=embeddings)
         return result
 

@@ -4,25 +4,34 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import logging
 import re
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from memmw.config import ExtraPath
-from memmw.errors import ForgetError, IndexBusyError, IndexStoreError
+from memmw.errors import (
+    FileBusyError,
+    ForgetError,
+    IndexBusyError,
+    IndexStoreError,
+    MemmwError,
+    NoteEditError,
+    PathPolicyError,
+)
 from memmw.graph.model import Graph, load_graph
 from memmw.graph.search import FactHit, search_facts
 from memmw.graph.syntax import normalize_key, normalize_name, retract_line
 from memmw.graph.telemetry import TelemetryLog
 from memmw.store.protocol import Store
 from memmw.types import SearchHit
-from memmw.workspace.files import atomic_write_text, resolve_read_path
-from memmw.workspace.locks import exclusive_lock
+from memmw.workspace.files import LineEdit, resolve_read_path, write_note
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +41,7 @@ ACCESS_BOOST = 0.5
 SEARCH_HIT_BOOST = 0.25
 #: How long an activation write waits for a running sync before it is retried later.
 ACTIVATION_BUSY_MS = 100
-_CITATION = re.compile(r"^(?P<path>.+?)#L(?P<line>\d+)(?:-L?\d+)?$")
+_CITATION = re.compile(r"^(?P<path>.+?)#L(?P<line>\d+)(?:-L?(?P<last>\d+))?$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,59 +222,116 @@ class GraphEngine:
         entity: str | None = None,
         key: str | None = None,
         reason: str = "",
+        expect: str | None = None,
         today: dt.date | None = None,
     ) -> ForgetResult:
         """Retract entries in the Markdown: struck through with a visible annotation.
 
         Either a ``citation`` (``path#L<line>``) or an ``entity`` and ``key`` (every value of
         that fact) names what to retract. Nothing is deleted; search and facts skip
-        retracted entries after the next sync.
+        retracted entries after the next sync. The line is rewritten through
+        :func:`memmw.workspace.files.write_note` (the note's lock, no lost append, every
+        other byte kept).
+
+        What was cited must still be there: with ``expect`` (the entry's text as the
+        caller saw it) the line must contain it; without, the note must still start with
+        the bytes the index read (appends since are fine), since the index is where
+        citations come from. Otherwise the retraction is refused and nothing changes.
 
         Raises:
-            ForgetError: nothing matches, or the line is not a list entry.
+            ForgetError: nothing matches, the line is not a list entry, or the cited line
+                no longer holds what was cited.
             memmw.errors.PathPolicyError: the path is not a memory file.
         """
         day = (today or dt.date.today()).isoformat()
         targets: list[tuple[str, int]] = []
+        if expect is not None and not expect.strip():
+            raise ForgetError("expect is empty; give the entry's text as you saw it, or omit it")
+        if expect is not None and not citation:
+            raise ForgetError("expect goes with a citation: the text of the entry at path#L12")
         if citation:
             m = _CITATION.match(citation.strip())
             if not m:
                 raise ForgetError(f"citation must look like path#L12; got {citation!r}")
-            targets.append((m.group("path"), int(m.group("line"))))
+            line = int(m.group("line"))
+            last = m.group("last")
+            if last is not None and int(last) != line:
+                raise ForgetError(
+                    f"{citation.strip()} names lines {line} to {last}; cite the one entry to "
+                    f"retract (for example {m.group('path')}#L{line})"
+                )
+            if line < 1:
+                raise ForgetError(f"{citation.strip()}: line numbers start at 1")
+            targets.append((m.group("path"), line))
         elif entity and key:
-            graph = self.graph()
-            ent = graph.names.get(normalize_name(entity))
-            want = normalize_key(key)
-            targets.extend(
-                (f.path, f.line)
-                for f in graph.facts_of(ent or normalize_name(entity))
-                if f.key_norm == want and not f.retracted
-            )
-            if not targets:
-                raise ForgetError(f"no fact {key!r} of {entity!r} to retract")
+            targets.extend(self._fact_lines(entity, key))
+        elif entity or key:
+            raise ForgetError("an entity needs a key, and a key an entity (both name a fact)")
         else:
             raise ForgetError("give a citation (path#L12), or an entity and a key")
+        indexed = self._indexed_files()
         done: list[str] = []
         for path, lines in _group(targets).items():
             rel, abs_path = resolve_read_path(self.workspace, path, self.extra_paths)
-            if not abs_path.is_file():
+            if not abs_path.exists():
                 raise ForgetError(f"{rel}: no such memory file")
-            with exclusive_lock(abs_path.parent):
-                text = abs_path.read_text(encoding="utf-8")
-                all_lines = text.split("\n")
-                for line in lines:
-                    if not 1 <= line <= len(all_lines):
-                        raise ForgetError(f"{rel}#L{line}: the file has {len(all_lines)} lines")
-                    try:
-                        all_lines[line - 1] = retract_line(
-                            all_lines[line - 1].rstrip("\r"), day=day, reason=reason
-                        ) + ("\r" if all_lines[line - 1].endswith("\r") else "")
-                    except ValueError as exc:
-                        raise ForgetError(f"{rel}#L{line}: {exc}") from exc
-                    done.append(f"{rel}#L{line}")
-                atomic_write_text(abs_path, "\n".join(all_lines))
+            if not abs_path.is_file():
+                raise ForgetError(f"{rel}: not a regular file")
+            record = indexed.get(rel) if expect is None else None
+            edits = [
+                LineEdit(line, functools.partial(_retract, day=day, reason=reason, expect=expect))
+                for line in lines
+            ]
+            try:
+                write_note(
+                    abs_path,
+                    edits=edits,
+                    indexed_prefix=(record[2], record[0]) if record is not None else None,
+                )
+            except NoteEditError as exc:
+                raise ForgetError(_forget_message(rel, str(exc), abs_path.name)) from exc
+            except PathPolicyError:
+                raise
+            except OSError as exc:  # busy, vanished, read-only...: never the absolute path
+                why = str(exc) if isinstance(exc, FileBusyError) else exc.strerror
+                raise ForgetError(
+                    f"{rel}: could not be written ({why or type(exc).__name__}); nothing in it"
+                    " was retracted"
+                ) from exc
+            done.extend(f"{rel}#L{line}" for line in lines)
         log.info("retracted %s", ", ".join(done))
         return ForgetResult(retracted=tuple(done), reason=reason)
+
+    def _fact_lines(self, entity: str, key: str) -> list[tuple[str, int]]:
+        """Lines of every current value of ``key`` of ``entity``; errors say what is missing."""
+        graph = self.graph()
+        ent = graph.names.get(normalize_name(entity)) or normalize_name(entity)
+        facts = graph.facts_of(ent)
+        if not facts and ent not in graph.entities:
+            raise ForgetError(f"no entity named {entity!r} in memory (memmw facts lists them)")
+        want = normalize_key(key)
+        same_key = [f for f in facts if f.key_norm == want]
+        if not same_key:
+            keys = sorted({f.key for f in facts if not f.retracted})
+            known = f" (its facts: {', '.join(keys)})" if keys else ""
+            raise ForgetError(f"{entity!r} has no fact {key!r}{known}")
+        live = [(f.path, f.line) for f in same_key if not f.retracted]
+        if not live:
+            raise ForgetError(f"every {key!r} fact of {entity!r} is already retracted")
+        return live
+
+    def _indexed_files(self) -> dict[str, tuple[str, float, int]]:
+        """``{path: (sha256, mtime, size)}`` of the notes as the index read them."""
+        if not self.store.exists():
+            return {}
+        try:
+            with self._lock:
+                self._open_store()
+                with self.store.read() as reader:
+                    return reader.file_records("memory")
+        except MemmwError as exc:  # no index to compare with: the line is taken as is
+            log.debug("forget: no indexed file records (%s)", exc)
+            return {}
 
     def close(self) -> None:
         """Write what activation is still buffered."""
@@ -279,3 +345,34 @@ def _group(targets: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
         if line not in out.setdefault(path, []):
             out[path].append(line)
     return out
+
+
+def _squash(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def _retract(line: str, *, day: str, reason: str, expect: str | None) -> str:
+    """The retracted form of ``line`` (a :class:`LineEdit` change); refuses a changed line."""
+    if expect is not None:
+        want = _squash(expect)
+        for marker in ("- ", "* ", "+ "):
+            want = want.removeprefix(marker.strip() + " ")
+        if want not in _squash(line):
+            shown = line if len(line) <= 120 else line[:117] + "..."
+            raise ValueError(
+                f"the line no longer holds the cited entry {expect!r}; it reads {shown!r}"
+                " (search again and cite the entry's current line)"
+            )
+    return retract_line(line, day=day, reason=reason)
+
+
+def _forget_message(rel: str, message: str, name: str) -> str:
+    """A :class:`NoteEditError` message with the note's workspace path and forget's advice."""
+    if message.startswith(name):
+        message = rel + message[len(name) :]
+    if "changed since it was indexed" in message:
+        message += (
+            "; pass the entry's text as expect (memmw forget --expect TEXT) or search again"
+            " and use the new citation"
+        )
+    return message

@@ -7,6 +7,7 @@ import json
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from memmw.graph.model import Graph, tier
 
@@ -75,7 +76,25 @@ def graph_data(graph: Graph, *, workspace: Path | None = None, max_nodes: int = 
         if a in kept and b in kept
     )
     base = workspace.resolve().as_uri() + "/" if workspace is not None else ""
-    return {"nodes": keep, "links": links, "base": base, "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    cited = {n["citation"] for n in keep} | {f["citation"] for n in keep for f in n["facts"]}
+    cited |= {link["citation"] for link in links}
+    hrefs = {c: citation_href(c, base) for c in sorted(cited) if c}
+    return {
+        "nodes": keep,
+        "links": links,
+        "base": base,
+        "hrefs": hrefs,
+        "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
+def citation_href(citation: str, base: str = "") -> str:
+    """The link of a ``path#L<line>`` citation: the path percent-encoded (``#``, ``?``,
+    ``%``, spaces...), then ``#L<line>``; ``base`` is the workspace's ``file://`` URI."""
+    path, sep, line = citation.rpartition("#L")
+    if not sep or not line.isdigit():
+        path, line = citation, ""
+    return base + quote(path, safe="/") + (f"#L{line}" if line else "")
 
 
 _PAGE = """<!DOCTYPE html>
@@ -122,7 +141,7 @@ nodes.forEach(function(n){var g=el('g',{'class':'node',transform:'translate('+n.
  g.appendChild(el('circle',{r:r,fill:COLORS[n.tier]||'#999'}));var tx=el('text',{x:r+3,y:4});tx.textContent=n.name;g.appendChild(tx);
  g.addEventListener('click',function(){show(n.id);});n.el=g;svg.appendChild(g);});
 function esc(s){return String(s).replace(/[&<>"]/g,function(c){return{'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c];});}
-function cite(c){if(!c)return'';var p=c.split('#L');return ' <a class="cite" href="'+esc(D.base+p[0])+'#L'+esc(p[1]||'')+'">'+esc(c)+'</a>';}
+function cite(c){if(!c)return'';return ' <a class="cite" href="'+esc(D.hrefs[c]||'')+'">'+esc(c)+'</a>';}
 function show(id){var n=byId[id];if(!n)return;var h='<h2>'+esc(n.name)+'</h2>';
  if(n.aliases.length)h+='<p>Also: '+esc(n.aliases.join(', '))+'</p>';
  h+='<p>Activation '+n.activation+' ('+n.tier+')'+cite(n.citation)+'</p><ul>';

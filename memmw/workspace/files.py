@@ -5,17 +5,18 @@ from __future__ import annotations
 import contextlib
 import errno
 import fnmatch
+import hashlib
 import logging
 import os
 import re
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from memmw.config import ExtraPath
-from memmw.errors import ContentPolicyError, FileBusyError, PathPolicyError
+from memmw.errors import ContentPolicyError, FileBusyError, NoteEditError, PathPolicyError
 from memmw.types import FileIssue
 from memmw.workspace.layout import MEMORY_DIR as MEMORY_DIR
 from memmw.workspace.layout import ROOT_FILES as ROOT_FILES
@@ -289,9 +290,30 @@ def _check_no_symlinks(root: Path, rel_parts: tuple[str, ...]) -> None:
             st = os.lstat(current)
         except FileNotFoundError:
             return  # the caller reports a missing file as not_found
+        except OSError as exc:  # too long, a file used as a folder...: never the absolute path
+            reason = exc.strerror or type(exc).__name__
+            raise PathPolicyError(f"{display_path('/'.join(rel_parts))}: {reason}") from exc
         if stat.S_ISLNK(st.st_mode):
             what = "file" if i == len(rel_parts) - 1 else "parent folder"
             raise PathPolicyError(f"{'/'.join(rel_parts)}: the {what} {part!r} is a symlink")
+
+
+#: Longest file name (bytes, one path component) and path memmw accepts: the usual
+#: NAME_MAX and PATH_MAX, checked before the file system is asked so the error says so
+#: instead of echoing an absolute path.
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 4096
+
+
+def _check_path_length(text: str) -> None:
+    shown = display_path(text if len(text) <= 80 else text[:77] + "...")
+    if len(os.fsencode(text)) > MAX_PATH_BYTES:
+        raise PathPolicyError(f"{shown}: the path is too long (more than {MAX_PATH_BYTES} bytes)")
+    for part in text.split("/"):
+        if len(os.fsencode(part)) > MAX_NAME_BYTES:
+            raise PathPolicyError(
+                f"{shown}: a file or folder name is too long (more than {MAX_NAME_BYTES} bytes)"
+            )
 
 
 def resolve_read_path(
@@ -313,6 +335,7 @@ def resolve_read_path(
     text = str(raw).strip().replace("\\", "/")
     while text.startswith("./"):
         text = text[2:]
+    _check_path_length(text)
     workspace = Path(os.path.abspath(workspace))
     candidate = Path(os.path.normpath(text if os.path.isabs(text) else workspace / text))
     rel = relative_posix(candidate, workspace)
@@ -422,7 +445,7 @@ def check_append_content(text: str) -> bytes:
     return data
 
 
-def _open_for_append(path: Path) -> int:
+def _open_for_append(path: Path, *, create: bool = True) -> int:
     """Open ``path`` for appending without following symlinks or blocking on FIFOs.
 
     ``O_NONBLOCK`` makes opening a FIFO without a reader fail at once (ENXIO) instead of
@@ -436,7 +459,7 @@ def _open_for_append(path: Path) -> int:
         raise PathPolicyError(f"{path.name}: refusing to write through a symlink")
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise PathPolicyError(f"{path.name}: not a regular file; refusing to write to it")
-    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0) | getattr(os, "O_CLOEXEC", 0)
     flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(path, flags, 0o644)
@@ -455,6 +478,335 @@ def _open_for_append(path: Path) -> int:
     return fd
 
 
+#: What ends a line of a note: CRLF, a lone CR or LF. This is the chunker's and
+#: ``memory_get``'s definition (``text/chunking.py``, ``workspace/reads.py`` split on
+#: exactly these), so ``path#L12`` names the same line everywhere; U+2028, U+2029 and
+#: U+0085 are characters inside a line (``tests/workspace/test_files.py`` checks the
+#: agreement with the chunker).
+LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+
+
+def line_spans(data: bytes) -> list[tuple[int, int, int]]:
+    """``(start, content end, end with its line break)`` of each line of ``data``.
+
+    Line ``n`` (1-based) is ``data[spans[n-1][0]:spans[n-1][1]]``. As for the chunker and
+    ``memory_get``, a final line break ends the last line (it adds no empty line).
+    """
+    spans: list[tuple[int, int, int]] = []
+    start = 0
+    for m in LINE_BREAK.finditer(data):
+        spans.append((start, m.start(), m.end()))
+        start = m.end()
+    if start < len(data):
+        spans.append((start, len(data), len(data)))
+    return spans
+
+
+@dataclass(frozen=True)
+class LineEdit:
+    """One line to change in :func:`write_note`.
+
+    Attributes:
+        line: 1-based line number (line breaks as :data:`LINE_BREAK`).
+        change: Called under the note's lock with the line's current text (no line
+            break); returns the new text. Raising ``ValueError`` refuses the whole write
+            (reported as :class:`NoteEditError` with its message).
+    """
+
+    line: int
+    change: Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class NoteWrite:
+    """What :func:`write_note` did: characters appended and lines changed."""
+
+    appended: int = 0
+    changed: tuple[int, ...] = ()
+
+
+def _pread_all(fd: int, start: int, stop: int) -> bytes:
+    parts: list[bytes] = []
+    pos = start
+    while pos < stop:
+        chunk = os.pread(fd, stop - pos, pos)
+        if not chunk:
+            break
+        parts.append(chunk)
+        pos += len(chunk)
+    return b"".join(parts)
+
+
+def _write_all(fd: int, data: bytes, offset: int | None = None) -> None:
+    view = memoryview(data)
+    while view:
+        if offset is None:
+            written = os.write(fd, view)
+        else:
+            written = os.pwrite(fd, view, offset)
+            offset += written
+        view = view[written:]
+
+
+def _new_line_bytes(rel: str, line: int, text: object, old: str) -> bytes:
+    if not isinstance(text, str):
+        raise NoteEditError(f"{rel}#L{line}: the edit did not return text")
+    breaks = LINE_BREAK.search(text.encode("utf-8", "surrogatepass"))
+    added = set(_CONTROL.findall(text)) - set(old)  # controls the line had may stay
+    if breaks is not None or added:
+        raise NoteEditError(
+            f"{rel}#L{line}: an edit may not add line breaks or control characters"
+        )
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise NoteEditError(f"{rel}#L{line}: the new text is not valid UTF-8") from exc
+
+
+def _edit_lines(
+    fd: int, path: Path, edits: Sequence[LineEdit], prefix: tuple[int, str] | None
+) -> tuple[int, ...]:
+    """Change lines of the locked note ``fd`` (opened ``O_APPEND``) in place.
+
+    Only the bytes from the first changed line on are rewritten, and only after the
+    file was grown by the size difference with an ``O_APPEND`` write: that write lands
+    after anything another program (``>>``, which takes no lock) appended meanwhile, and
+    its end offset says exactly how long the file is, so every foreign byte is read back
+    and rewritten at its shifted place; later appends land after the region. Bytes
+    before the first changed line are never written; line breaks are kept as they are.
+    """
+    rel = path.name
+    size = os.fstat(fd).st_size
+    data = _pread_all(fd, 0, size)
+    if prefix is not None:
+        n, digest = prefix
+        if len(data) < n or hashlib.sha256(data[:n]).hexdigest() != digest:
+            raise NoteEditError(
+                f"{rel} changed since it was indexed (not only appended to), so the cited line"
+                " may now hold something else"
+            )
+    spans = line_spans(data)
+    new_text: dict[int, bytes] = {}
+    for edit in edits:
+        if not 1 <= edit.line <= len(spans):
+            raise NoteEditError(f"{rel}#L{edit.line}: the file has {len(spans)} lines")
+        start, end, _stop = spans[edit.line - 1]
+        try:
+            old = data[start:end].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise NoteEditError(f"{rel}#L{edit.line}: the line is not valid UTF-8") from exc
+        try:
+            current = new_text[edit.line].decode("utf-8") if edit.line in new_text else old
+            changed = edit.change(current)
+        except ValueError as exc:
+            raise NoteEditError(f"{rel}#L{edit.line}: {exc}") from exc
+        new_text[edit.line] = _new_line_bytes(rel, edit.line, changed, old)
+    lines = sorted(n for n in new_text if new_text[n] != data[spans[n - 1][0] : spans[n - 1][1]])
+    if not lines:
+        return ()
+    region = spans[lines[0] - 1][0]
+    parts: list[bytes] = []
+    pos = region
+    for n in lines:
+        start, end, _stop = spans[n - 1]
+        parts.append(data[pos:start])
+        parts.append(new_text[n])
+        pos = end
+    parts.append(data[pos:])
+    new_region = b"".join(parts)
+    grow = len(new_region) - (size - region)
+    if grow < 0:
+        raise NoteEditError(f"{rel}: an edit may not shorten the note (it would race appenders)")
+    if size + grow > MAX_NOTE_BYTES:
+        raise ContentPolicyError(f"{rel} would grow past the largest note memmw indexes")
+    # The redo record is created before the note grows: a folder where it cannot be made
+    # refuses the edit with the note untouched.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+    rfd = os.open(edit_record_path(path), flags | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        end = size
+        if grow:
+            _write_all(fd, b"\n" * grow)  # O_APPEND: lands after any foreign append
+            end = os.lseek(fd, 0, os.SEEK_CUR)
+            foreign = _pread_all(fd, size, end - grow)  # appended by others since the read
+            new_region += foreign
+        if len(new_region) != end - region:  # pragma: no cover - defensive
+            raise NoteEditError(f"{rel}: the note changed in an unexpected way; edit it again")
+        # Redo record first: a crash while the region is rewritten is finished by the
+        # next write of this note (_replay_edit); it goes once the region is durable.
+        _write_edit_record(rfd, path, region, new_region, hashlib.sha256(data[:region]).hexdigest())
+    finally:
+        os.close(rfd)
+    _rewrite_region(fd, path, region, new_region)
+    os.unlink(edit_record_path(path))
+    return tuple(lines)
+
+
+def _rewrite_region(fd: int, path: Path, offset: int, region: bytes) -> None:
+    """Write ``region`` at ``offset`` of the locked note ``fd`` and make it durable."""
+    # A descriptor without O_APPEND (pwrite on an O_APPEND descriptor appends on Linux).
+    flags = os.O_WRONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    wfd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+    try:
+        a, b = os.fstat(fd), os.fstat(wfd)
+        if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):  # pragma: no cover - defensive
+            raise NoteEditError(f"{path.name}: the note was replaced meanwhile; edit it again")
+        _write_all(wfd, region, offset)
+        os.fsync(wfd)
+    finally:
+        os.close(wfd)
+
+
+#: First line of an edit's redo record.
+_EDIT_MAGIC = b"memmw-edit 1\n"
+
+
+def edit_record_path(path: Path) -> Path:
+    """The redo record of an edit of ``path``: ``.<name>.memmw-edit`` beside it (hidden,
+    not Markdown: never indexed). It exists only while an edit runs, or after a crash."""
+    return path.with_name(f".{path.name}.memmw-edit")
+
+
+def _write_edit_record(rfd: int, path: Path, offset: int, region: bytes, prefix_sha: str) -> None:
+    header = b"%s%d %d %s %s\n" % (
+        _EDIT_MAGIC,
+        offset,
+        len(region),
+        hashlib.sha256(region).hexdigest().encode(),
+        prefix_sha.encode(),
+    )
+    _write_all(rfd, header + region)
+    os.fsync(rfd)
+    with contextlib.suppress(OSError):  # the record's name must survive a power loss too
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def _replay_edit(fd: int, path: Path) -> None:
+    """Finish an edit a crash interrupted (the note's lock held).
+
+    A complete record whose note still begins with the bytes before the edited region
+    is written again (the rewrite is idempotent); a torn record means the note was not
+    touched yet (the record is made durable before the rewrite starts). Either way the
+    record is then removed.
+    """
+    record = edit_record_path(path)
+    try:
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        rfd = os.open(record, flags)
+    except OSError:  # none (the usual case), or not something memmw wrote: left alone
+        return
+    try:
+        st = os.fstat(rfd)
+        if not stat.S_ISREG(st.st_mode):
+            return
+        raw = _pread_all(rfd, 0, st.st_size)
+    finally:
+        os.close(rfd)
+    head, sep, region = raw[len(_EDIT_MAGIC) :].partition(b"\n")
+    fields = head.split()
+    if raw.startswith(_EDIT_MAGIC) and sep and len(fields) == 4 and all(
+        f.isdigit() for f in fields[:2]
+    ):
+        offset, length = int(fields[0]), int(fields[1])
+        whole = len(region) == length and hashlib.sha256(region).hexdigest().encode() == fields[2]
+        size = os.fstat(fd).st_size
+        prefix = hashlib.sha256(_pread_all(fd, 0, offset)).hexdigest().encode()
+        if whole and size >= offset + length and prefix == fields[3]:
+            _rewrite_region(fd, path, offset, region)
+            log.warning("%s: finished an edit that was interrupted", path.name)
+    os.unlink(record)
+
+
+def write_note(
+    path: Path,
+    *,
+    append: str | None = None,
+    edits: Sequence[LineEdit] = (),
+    indexed_prefix: tuple[int, str] | None = None,
+) -> NoteWrite:
+    """The one way memmw changes a note: line edits and appends under the note's lock.
+
+    Every note-changing write goes through here (``memory_append``, proposed facts,
+    ``forget``). The guarantees, for edits and appends alike:
+
+    * the note's own lock (an ``flock`` on the note itself, taken by every memmw writer
+      of that note, in any thread or process);
+    * no lost line: the note is never replaced by another file; appends use
+      ``O_APPEND`` and an edit rewrites from the changed line on only after growing the
+      file with an ``O_APPEND`` write, so lines that other programs append with ``>>``
+      (which take no lock) at any moment survive;
+    * bytes outside the changed lines stay as they were, line breaks included (CRLF, LF,
+      lone CR; U+2028 and U+0085 are text, see :data:`LINE_BREAK`);
+    * symlinks, FIFOs and other non-regular files are refused without blocking.
+
+    An edit may grow or keep a line's length, never shrink the note (a shrink cannot be
+    made safe against appenders that take no lock). Before an edit rewrites its region
+    it makes a redo record durable (:func:`edit_record_path`); a process killed in the
+    middle of the rewrite leaves the record, and the next write of that note finishes
+    the edit first. Appends are never torn beyond their own last line.
+
+    Args:
+        path: The note.
+        append: Text to append (see :func:`append_text`), after the edits.
+        edits: Lines to change (see :class:`LineEdit`), all or none.
+        indexed_prefix: ``(size, sha256 hex)`` of the note as the caller saw it: the
+            edit is refused unless the note's first ``size`` bytes still hash to it
+            (appends since are fine, they leave line numbers valid).
+
+    Raises:
+        NoteEditError: a line does not exist, the change refused it, the note changed
+            since ``indexed_prefix``, or an edit would shorten the note.
+        ContentPolicyError: the appended text breaks a content limit, or the note would
+            grow past ``MAX_NOTE_BYTES``.
+        PathPolicyError: the target is a symlink or not a regular file.
+        FileBusyError: another memmw writer held the note past ``APPEND_LOCK_TIMEOUT_S``.
+        OSError: the write failed (full disk, permissions); bytes before it are intact.
+    """
+    path = Path(path)
+    if append is not None:
+        check_append_content(append)
+        path.parent.mkdir(parents=True, exist_ok=True)
+    elif not edits:
+        return NoteWrite()
+    fd = _open_for_append(path, create=append is not None)
+    try:
+        with locked_fd(fd, timeout=APPEND_LOCK_TIMEOUT_S, what=path.name):
+            _replay_edit(fd, path)
+            changed = _edit_lines(fd, path, edits, indexed_prefix) if edits else ()
+            appended = _append_locked(fd, path, append) if append is not None else 0
+    except TimeoutError as exc:
+        raise FileBusyError(errno.EBUSY, f"{path.name} is locked by another memmw writer") from exc
+    finally:
+        os.close(fd)
+    return NoteWrite(appended=appended, changed=changed)
+
+
+def _append_locked(fd: int, path: Path, text: str) -> int:
+    size = os.fstat(fd).st_size
+    tail = os.pread(fd, min(size, _TAIL_BYTES), max(size - _TAIL_BYTES, 0))
+    newline = "\r\n" if b"\r\n" in tail else "\n"
+    body = text.replace("\r\n", "\n").replace("\n", newline)
+    if not body.endswith(newline):
+        body += newline
+    sep = "" if not tail or tail.endswith((b"\n", b"\r")) else newline
+    if tail.endswith(b"\r") and not tail.endswith(b"\r\n") and newline == "\n":
+        sep = ""  # a bare CR already ends the line for the readers that use it
+    addition = sep + body
+    data = addition.encode("utf-8")
+    if size + len(data) > MAX_NOTE_BYTES:
+        raise ContentPolicyError(
+            f"{path.name} would grow too large (past {MAX_NOTE_BYTES // (1024 * 1024)} MiB, the"
+            " largest note memmw indexes); start a new note instead"
+        )
+    _write_all(fd, data)
+    os.fsync(fd)
+    return len(addition)
+
+
 def append_text(path: Path, text: str) -> int:
     """Append ``text`` to a Markdown file in place, never touching the bytes already there.
 
@@ -464,7 +816,7 @@ def append_text(path: Path, text: str) -> int:
     break is written first only when the note lacks a final one, and the new text uses
     the note's line ending. No temporary file is ever created; a killed append leaves at
     most a partial last line. Symlinks, FIFOs, devices and other non-regular files are
-    refused without blocking.
+    refused without blocking. A thin wrapper of :func:`write_note`.
 
     Returns:
         The number of characters appended (separator included).
@@ -476,35 +828,4 @@ def append_text(path: Path, text: str) -> int:
         FileBusyError: another memmw writer held the note past ``APPEND_LOCK_TIMEOUT_S``.
         OSError: the write failed (full disk, permissions); bytes before it are intact.
     """
-    path = Path(path)
-    check_append_content(text)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = _open_for_append(path)
-    try:
-        with locked_fd(fd, timeout=APPEND_LOCK_TIMEOUT_S, what=path.name):
-            size = os.fstat(fd).st_size
-            tail = os.pread(fd, min(size, _TAIL_BYTES), max(size - _TAIL_BYTES, 0))
-            newline = "\r\n" if b"\r\n" in tail else "\n"
-            body = text.replace("\r\n", "\n").replace("\n", newline)
-            if not body.endswith(newline):
-                body += newline
-            sep = "" if not tail or tail.endswith((b"\n", b"\r")) else newline
-            if tail.endswith(b"\r") and not tail.endswith(b"\r\n") and newline == "\n":
-                sep = ""  # a bare CR already ends the line for the readers that use it
-            addition = sep + body
-            data = addition.encode("utf-8")
-            if size + len(data) > MAX_NOTE_BYTES:
-                raise ContentPolicyError(
-                    f"{path.name} would grow too large (past {MAX_NOTE_BYTES // (1024 * 1024)} MiB, the"
-                    " largest note memmw indexes); start a new note instead"
-                )
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-    except TimeoutError as exc:
-        raise FileBusyError(errno.EBUSY, f"{path.name} is locked by another memmw writer") from exc
-    finally:
-        os.close(fd)
-    return len(addition)
+    return write_note(path, append=text).appended

@@ -21,7 +21,7 @@ from memmw.workspace.locks import exclusive_lock, lock_path_for
 
 log = logging.getLogger(__name__)
 
-_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+=-]{0,199}$")
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+=-]{0,199}")
 SESSIONS_INDEX = "sessions.json"
 #: A transcript line longer than this (bytes) is skipped and reported, not parsed.
 MAX_TRANSCRIPT_LINE_BYTES = 16 * 1024 * 1024
@@ -34,7 +34,7 @@ _JSON_NESTING = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 def check_session_id(session_id: str) -> str:
     """Return ``session_id`` if it is a safe file name, else raise ``ConfigError``."""
-    if not isinstance(session_id, str) or not _SAFE_ID.match(session_id) or ".." in session_id:
+    if not isinstance(session_id, str) or not _SAFE_ID.fullmatch(session_id) or ".." in session_id:
         raise ConfigError(
             f"session id {session_id!r} must be 1-200 characters of letters, digits and ._@+=-"
         )

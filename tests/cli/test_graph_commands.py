@@ -317,3 +317,14 @@ def test_parse_since_accepts_or_refuses_cleanly(value: str) -> None:
     except click.BadParameter:
         return
     assert iso(start) is not None
+
+
+def test_forget_expect_refuses_a_line_that_no_longer_holds_the_entry(
+    capsys: pytest.CaptureFixture[str], ws: Path
+) -> None:
+    before = (ws / "MEMORY.md").read_bytes()
+    code, _out, err = run(capsys, "forget", "-w", str(ws), "MEMORY.md#L6", "--expect", "city: Berlin")
+    assert code == EXIT_ERROR and "no longer holds the cited entry 'city: Berlin'" in err
+    assert (ws / "MEMORY.md").read_bytes() == before
+    code, out, _err = run(capsys, "forget", "-w", str(ws), "MEMORY.md#L6", "--expect", "employer: Acme")
+    assert code == EXIT_OK and out == "retracted MEMORY.md#L6\n"

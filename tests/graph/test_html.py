@@ -139,3 +139,23 @@ def test_chromium_search_and_click_through_to_citations(mem: Memory, tmp_path: P
     dom = run_chromium("--dump-dom", page.as_uri() + "#q=bobby").stdout
     assert re.search(r">1 of \d+ entities match<", dom)
     assert dom.count('class="node hit"') == 1
+
+
+def test_citation_links_escape_url_special_characters(tmp_path: Path) -> None:
+    """Issue 20: a '#' (or '?', '%', a space) in a note's name broke the page's links."""
+    from memmw import MemoryConfig
+    from memmw.graph.html import citation_href, graph_data
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "c#1 ?50%.md").write_text("## Dana Scully\n- city: Annapolis\n")
+    with Memory(ws, tmp_path / "state", config=MemoryConfig(provider="none")) as mem:
+        mem.sync()
+        graph = mem.graph_engine.graph()
+    data = graph_data(graph, workspace=ws)
+    base = ws.resolve().as_uri() + "/"
+    assert data["hrefs"]["memory/c#1 ?50%.md#L2"] == base + "memory/c%231%20%3F50%25.md#L2"
+    assert citation_href("MEMORY.md#L3") == "MEMORY.md#L3"
+    assert citation_href("memory/a#L1.md#L4") == "memory/a%23L1.md#L4"
+    page = render_graph_html(graph, workspace=ws)
+    assert "D.hrefs[c]" in page and "split('#L')" not in page

@@ -115,3 +115,12 @@ def test_unreadable_lines_are_skipped_and_named(tmp_path: Path, monkeypatch) -> 
     assert reasons[5] == "longer than 20000 bytes"
     assert set(reasons) <= {2, 3, 4, 5, 7}  # line 7 parses or is skipped, never fatal
     assert read_transcript(path) == scan.messages
+
+
+@pytest.mark.parametrize("session_id", ["s1\n", "s1\r", "\ns1"])
+def test_session_ids_with_line_breaks_are_refused(session_id: str) -> None:
+    from memmw.errors import ConfigError
+    from memmw.workspace.transcripts import check_session_id
+
+    with pytest.raises(ConfigError, match="session id"):
+        check_session_id(session_id)

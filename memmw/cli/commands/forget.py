@@ -26,15 +26,23 @@ is updated at once: search and 'memmw facts' skip retracted entries.
 Name the entry by its citation (as printed by 'memmw facts' or 'memmw search'), or by an
 entity and a fact key (every value of that fact is retracted).
 
+What was cited must still be there: with --expect TEXT the line must contain TEXT;
+without it, the note must still begin with what the index read (appends since are
+fine). A note edited since it was indexed is refused (nothing changes): pass --expect,
+or search again and use the new citation. Other writers' lines, including lines a
+program appends meanwhile, and every other byte of the note are kept as they were.
+
 \b
 Examples:
   memmw forget MEMORY.md#L12
   memmw forget memory/2026-05-01.md#L3 --reason "moved back to Berlin"
   memmw forget --entity "Alice Martin" --key city --reason "asked to forget"
+  memmw forget MEMORY.md#L12 --expect "city: Berlin"
   memmw forget MEMORY.md#L12 --json        # the memory_forget tool payload
 
 Exit codes: 0 retracted, 1 nothing to retract there (no such line, not a list entry,
-already retracted, no such fact) or not a memory file, 2 bad usage.
+already retracted, no such fact, the line changed since it was cited) or not a memory
+file, 2 bad usage.
 """
 
 
@@ -43,9 +51,20 @@ already retracted, no such fact) or not a memory file, 2 bad usage.
 @click.option("--entity", metavar="NAME", help="The entity whose fact to retract (with --key).")
 @click.option("--key", metavar="KEY", help="The fact key to retract (with --entity).")
 @click.option("--reason", metavar="TEXT", default="", help="Why (written into the annotation).")
+@click.option(
+    "--expect",
+    metavar="TEXT",
+    default=None,
+    help="The entry's text as you saw it; refused if the cited line no longer holds it.",
+)
 @with_memory(one_shot=True)
 def forget(
-    mem: Memory, citation: str | None, entity: str | None, key: str | None, reason: str
+    mem: Memory,
+    citation: str | None,
+    entity: str | None,
+    key: str | None,
+    reason: str,
+    expect: str | None,
 ) -> int:
     """Retract the entry and print what changed."""
     if citation and (entity or key):
@@ -61,7 +80,9 @@ def forget(
             raise click.UsageError("--entity needs --key (the fact to retract)")
     try:
         # One-shot: sync the keyword index only; 'memmw index' embeds the changed chunk.
-        result = mem.forget(citation, entity=entity, key=key, reason=reason, embeddings="skip")
+        result = mem.forget(
+            citation, entity=entity, key=key, reason=reason, expect=expect, embeddings="skip"
+        )
     except MemmwError as exc:
         if settings().json:
             emit_json({"status": "error", "error": str(exc)})

@@ -19,6 +19,7 @@ Examples:
   memmw get MEMORY.md
   memmw get memory/2026-01-02.md --from 40 --lines 10
   memmw get USER.md --json          # the memory_get tool payload
+  memmw get memory/team.md --namespace team   # a hit from a store.shared namespace
 
 Exit codes: 0 ok, 1 not found or not a readable memory file.
 """
@@ -30,8 +31,12 @@ Exit codes: 0 ok, 1 not found or not a readable memory file.
               help="First line to print (1-based) [default 1].")
 @click.option("--lines", type=click.IntRange(min=1), metavar="N",
               help="Number of lines [default: read.max_lines].")
+@click.option("--namespace", metavar="ID", default=None,
+              help="Read the file of this store.shared namespace (a search hit's namespace).")
 @with_memory(one_shot=True)
-def get(mem: Memory, path: str, from_line: int | None, lines: int | None) -> int:
+def get(
+    mem: Memory, path: str, from_line: int | None, lines: int | None, namespace: str | None
+) -> int:
     """Read the window and print it."""
     from memmw.agent.tools import get_tool_payload
 
@@ -40,6 +45,8 @@ def get(mem: Memory, path: str, from_line: int | None, lines: int | None) -> int
         args["from"] = from_line
     if lines is not None:
         args["lines"] = lines
+    if namespace is not None:
+        args["namespace"] = namespace
     payload = get_tool_payload(mem, args)
     failed = bool(payload.get("error")) or payload.get("status") == "not_found"
     if settings().json:

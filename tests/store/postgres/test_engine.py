@@ -164,3 +164,29 @@ def test_a_bad_transcript_line_on_postgres_is_a_listed_skip(
             assert [(i.path, i.line) for i in mem.status().issues] == [("sessions/s1.jsonl", 1)]
         (hit,) = mem.search("okapi")
         assert (hit.path, hit.start_line, hit.end_line) == ("sessions/s1.jsonl", 2, 2)
+
+
+def test_memory_get_of_a_shared_hit_reads_that_namespaces_file(
+    pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 20: a hit from a shared namespace read the caller's own file of the same path."""
+    from memmw.agent.tools import get_tool_payload, search_payload
+
+    monkeypatch.setenv("MEMMW_STORE_DSN", pg_database)
+    write(tmp_path / "team" / "MEMORY.md", "# Team\n- project-atlas ships on Monday.\n")
+    write(tmp_path / "ops" / "MEMORY.md", "# Ops\n- atlas backups run nightly.\n")
+    owner = MemoryConfig(provider="none", store=StoreConfig(backend="postgres"))
+    reader = MemoryConfig(provider="none", store=StoreConfig(backend="postgres", shared=("crew",)))
+    with Memory(tmp_path / "team", tmp_path / "host1", agent_id="crew", config=owner) as team:
+        team.sync()
+    with Memory(tmp_path / "ops", tmp_path / "host2", agent_id="ops2", config=reader) as ops:
+        hit = next(
+            h for h in search_payload(ops, "project-atlas ships")["results"] if h["namespace"] == "crew"
+        )
+        got = get_tool_payload(ops, {"path": hit["path"], "namespace": hit["namespace"]})
+        assert "project-atlas ships on Monday" in got["text"] and got["namespace"] == "crew"
+        assert "backups" in get_tool_payload(ops, {"path": "MEMORY.md"})["text"]
+        # The namespace's workspace is on another host (not here): a clear error.
+        (tmp_path / "team").rename(tmp_path / "moved")
+        away = get_tool_payload(ops, {"path": "MEMORY.md", "namespace": "crew"})
+        assert "not readable from here" in away["error"] and "backups" not in str(away)
