@@ -24,6 +24,9 @@ LINE_BREAKS = ("\r\n", "\r", "\n")
 #: Characters :meth:`str.splitlines` treats as line breaks that are NOT line breaks here.
 NOT_LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 
+#: A line terminator in undecoded bytes (the same cuts as :func:`split_lines`).
+LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+
 _LINE_WITH_END = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
@@ -59,3 +62,19 @@ def split_lines_keepends(text: str) -> list[str]:
     ['a\\r\\n', 'b\\u2028c\\r', 'd']
     """
     return _LINE_WITH_END.findall(text)
+
+
+def line_spans(data: bytes) -> list[tuple[int, int, int]]:
+    """``(start, content end, end with its line break)`` of each line of ``data``.
+
+    Line ``n`` (1-based) is ``data[spans[n-1][0]:spans[n-1][1]]``; the same lines as
+    :func:`split_line_bytes`, with their offsets, for a writer that rewrites one line.
+    """
+    spans: list[tuple[int, int, int]] = []
+    start = 0
+    for m in LINE_BREAK.finditer(data):
+        spans.append((start, m.start(), m.end()))
+        start = m.end()
+    if start < len(data):
+        spans.append((start, len(data), len(data)))
+    return spans

@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 
 from memmw.config import ExtraPath
 from memmw.errors import ContentPolicyError, FileBusyError, NoteEditError, PathPolicyError
+from memmw.text.lines import LINE_BREAK, line_spans
 from memmw.types import FileIssue
 from memmw.workspace.layout import MEMORY_DIR as MEMORY_DIR
 from memmw.workspace.layout import ROOT_FILES as ROOT_FILES
@@ -478,36 +479,12 @@ def _open_for_append(path: Path, *, create: bool = True) -> int:
     return fd
 
 
-#: What ends a line of a note: CRLF, a lone CR or LF. This is the chunker's and
-#: ``memory_get``'s definition (``text/chunking.py``, ``workspace/reads.py`` split on
-#: exactly these), so ``path#L12`` names the same line everywhere; U+2028, U+2029 and
-#: U+0085 are characters inside a line (``tests/workspace/test_files.py`` checks the
-#: agreement with the chunker).
-LINE_BREAK = re.compile(rb"\r\n|\r|\n")
-
-
-def line_spans(data: bytes) -> list[tuple[int, int, int]]:
-    """``(start, content end, end with its line break)`` of each line of ``data``.
-
-    Line ``n`` (1-based) is ``data[spans[n-1][0]:spans[n-1][1]]``. As for the chunker and
-    ``memory_get``, a final line break ends the last line (it adds no empty line).
-    """
-    spans: list[tuple[int, int, int]] = []
-    start = 0
-    for m in LINE_BREAK.finditer(data):
-        spans.append((start, m.start(), m.end()))
-        start = m.end()
-    if start < len(data):
-        spans.append((start, len(data), len(data)))
-    return spans
-
-
 @dataclass(frozen=True)
 class LineEdit:
     """One line to change in :func:`write_note`.
 
     Attributes:
-        line: 1-based line number (line breaks as :data:`LINE_BREAK`).
+        line: 1-based line number (line breaks as :data:`memmw.text.lines.LINE_BREAK`).
         change: Called under the note's lock with the line's current text (no line
             break); returns the new text. Raising ``ValueError`` refuses the whole write
             (reported as :class:`NoteEditError` with its message).
@@ -740,7 +717,7 @@ def write_note(
       file with an ``O_APPEND`` write, so lines that other programs append with ``>>``
       (which take no lock) at any moment survive;
     * bytes outside the changed lines stay as they were, line breaks included (CRLF, LF,
-      lone CR; U+2028 and U+0085 are text, see :data:`LINE_BREAK`);
+      lone CR; U+2028 and U+0085 are text, see :data:`memmw.text.lines.LINE_BREAK`);
     * symlinks, FIFOs and other non-regular files are refused without blocking.
 
     An edit may grow or keep a line's length, never shrink the note (a shrink cannot be

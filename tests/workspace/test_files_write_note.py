@@ -16,13 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memmw.errors import ContentPolicyError, NoteEditError, PathPolicyError
-from memmw.workspace.files import (
-    LINE_BREAK,
-    LineEdit,
-    append_text,
-    line_spans,
-    write_note,
-)
+from memmw.text.lines import LINE_BREAK, line_spans
+from memmw.workspace.files import LineEdit, append_text, write_note
 from memmw.workspace.reads import read_window
 
 
