@@ -52,12 +52,16 @@ def _fold(text: str) -> str:
     return "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
 
 
-def skeleton(text: str) -> str:
-    """Letters of ``text`` only, folded: compatibility forms, marks, case and look-alikes."""
+def _latin(text: str) -> str:
+    """``text`` folded: compatibility forms, no marks or format characters, Latin look-alikes, case."""
     folded = unicodedata.normalize("NFKD", _fold(text).translate(_LOOKALIKES))
     folded = "".join(ch for ch in folded if not unicodedata.combining(ch))
-    folded = folded.translate(_LOOKALIKES).casefold()
-    return "".join(ch for ch in folded if "a" <= ch <= "z")
+    return folded.translate(_LOOKALIKES).casefold()
+
+
+def skeleton(text: str) -> str:
+    """Letters of ``text`` only, folded (see :func:`_latin`)."""
+    return "".join(ch for ch in _latin(text) if "a" <= ch <= "z")
 
 
 _TAG_SKELETONS = tuple(skeleton(w) for w in TAG_WORDS)
@@ -82,7 +86,7 @@ def reserved_title(title: str) -> bool:
     """True when a heading title could pass for one of memmw's: a section or a file label."""
     if any(tag in skeleton(title) for tag in _TAG_SKELETONS):
         return True
-    folded = _fold(title).casefold()
+    folded = "".join(_latin(title).split())
     return ".md" in folded or "memory/" in folded
 
 
