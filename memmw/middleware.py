@@ -590,8 +590,8 @@ class MemoryMiddleware:
             flush_model,
             [dict(m) for m in messages],
             decision=decision,
-            system_prompt=flush_system_prompt(now.date()),
-            user_prompt=flush_user_prompt(now.date(), now),
+            system_prompt=flush_system_prompt(now.date(), target),
+            user_prompt=flush_user_prompt(now.date(), now, target),
             tools=tools,
         )
         status = "failed"

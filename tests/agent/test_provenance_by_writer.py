@@ -128,3 +128,17 @@ def test_property_group_written_text_is_never_owner_memory(
         for hit in payload["results"]:
             if marker in json.dumps(hit):
                 assert hit.get("untrusted") is True, hit
+
+
+def test_group_flush_prompt_names_the_group_note(mem: Memory) -> None:
+    seen: list[str] = []
+
+    def model(messages: list[dict[str, Any]], tools: Any = None) -> dict[str, Any]:
+        seen.append(" ".join(str(m["content"]) for m in messages))
+        return {"content": "NO_REPLY"}
+
+    mw = MemoryMiddleware(mem, clock=clock, token_counter=TokenCounter(use_tiktoken=False), watch=False)
+    session = mw.start_session("agent:main:telegram:group:42", resume=False)
+    mw.before_model(session, [{"role": "user", "content": "hi"}], force=True, model=model)
+    assert seen and "memory/groups/telegram-group-42-" in seen[0]
+    assert "memory/2026-03-10.md" not in seen[0]
