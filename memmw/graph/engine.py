@@ -86,6 +86,7 @@ class GraphEngine:
         self._cache: tuple[tuple[str, str], Graph] | None = None
         self._rows: GraphRows | None = None
         self._views: dict[frozenset[str], Graph] = {}
+        self._paths: frozenset[str] = frozenset()
         self._pending: dict[str, float] = {}
         self._pending_lock = threading.Lock()
         #: False once the index refused a write (read-only state): activation stays in memory.
@@ -109,6 +110,10 @@ class GraphEngine:
         self._cache = (stamp, graph)
         self._rows = rows
         self._views = {}
+        paths = {str(r[3]) for r in rows.entities} | {str(r[6]) for r in rows.facts}
+        paths |= {str(r[6]) for r in rows.relations} | {str(r[0]) for r in rows.triggers}
+        paths |= {str(r[2]) for r in rows.aliases if len(r) > 2}
+        self._paths = frozenset(paths)
         return graph
 
     def view(self, visible: Callable[[str], bool] | None) -> Graph:
@@ -123,9 +128,7 @@ class GraphEngine:
         rows = self._rows
         if visible is None or rows is None:
             return graph
-        paths = {str(r[3]) for r in rows.entities} | {str(r[6]) for r in rows.facts}
-        paths |= {str(r[6]) for r in rows.relations} | {str(r[0]) for r in rows.triggers}
-        paths |= {str(r[2]) for r in rows.aliases if len(r) > 2}
+        paths = self._paths
         allowed = frozenset(p for p in paths if visible(p))
         if allowed == paths:
             return graph

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ from memmw.workspace.layout import (
 
 _PRIVATE_ROOT = frozenset(n.casefold() for n in (*ROOT_FILES, WORKING_MEMORY_FILE))
 _TRAILING = " .\u3000"
+#: How long a gate trusts its list of private files' identities (seconds).
+IDENTITY_TTL_S = 1.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,8 +65,11 @@ class Verdict:
 
 def fold_path(rel: str) -> str:
     """A workspace-relative posix path folded for comparison: NFKC, case, trailing dots/spaces."""
-    text = unicodedata.normalize("NFKC", rel).casefold()
-    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    if rel.isascii():
+        text = rel.lower()  # the same as NFKC + casefold for ASCII, and much faster
+    else:
+        text = unicodedata.normalize("NFKC", rel).casefold()
+        text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
     parts = [p.rstrip(_TRAILING) for p in text.split("/")]
     return "/".join(p for p in parts if p not in ("", "."))
 
@@ -76,7 +82,19 @@ def _private_rel(folded: str) -> bool:
         return True
     if is_group_note(folded):
         return False
+    if not folded.rpartition("/")[2][:1].isdigit():
+        return False  # not a dated note (the cheap test before the full parse)
     return file_date(folded) is not None
+
+
+def _relative(path: str, root: str) -> str:
+    """``path`` relative to ``root`` as posix (``os.path.relpath`` without its ``abspath``)."""
+    if path == root:
+        return "."
+    prefix = root.rstrip(os.sep) + os.sep
+    if path.startswith(prefix):
+        return path[len(prefix) :].replace(os.sep, "/")
+    return os.path.relpath(path, root).replace(os.sep, "/")
 
 
 def _inside(rel: str) -> bool:
@@ -99,10 +117,12 @@ class SessionAccess:
     private: bool = True
     scope: str | None = None
     _identities: set[tuple[int, int]] | None = field(default=None, init=False, repr=False)
+    _identities_at: float = field(default=0.0, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.workspace = Path(os.path.abspath(self.workspace))
         self.extra_paths = tuple(self.extra_paths)
+        self._root = str(self.workspace)
         self._real_workspace = os.path.realpath(self.workspace)
         self._extra_roots = [
             os.path.realpath(resolve_extra_path(e, self.workspace)) for e in self.extra_paths
@@ -129,8 +149,14 @@ class SessionAccess:
 
     # -- identities of the private files ---------------------------------------------
     def private_identities(self) -> set[tuple[int, int]]:
-        """``(st_dev, st_ino)`` of every private file in the workspace (computed once)."""
-        if self._identities is not None:
+        """``(st_dev, st_ino)`` of every private file in the workspace.
+
+        Listed again when older than :data:`IDENTITY_TTL_S` (a gate lives as long as its
+        session; files and links change meanwhile), and only asked for files with more
+        than one hard link.
+        """
+        now = time.monotonic()
+        if self._identities is not None and now - self._identities_at < IDENTITY_TTL_S:
             return self._identities
         found: set[tuple[int, int]] = set()
 
@@ -158,6 +184,7 @@ class SessionAccess:
                 if _private_rel(rel):
                     add(full)
         self._identities = found
+        self._identities_at = now
         return found
 
     def refresh(self) -> None:
@@ -165,15 +192,43 @@ class SessionAccess:
         self._identities = None
 
     # -- the gate --------------------------------------------------------------------
-    def _resolve(self, path: str) -> tuple[str, str, str]:
-        """``(absolute path, folded lexical relative path, folded real relative path)``."""
+    def _resolve(self, path: str) -> tuple[str, os.stat_result | None, str, str]:
+        """``(real path, its stat or None, folded lexical and real workspace-relative paths)``.
+
+        Inside the workspace the path is resolved from the workspace's realpath one
+        component at a time (``lstat`` each; any symlink hands over to ``realpath``),
+        which costs a couple of system calls instead of one per component of the
+        absolute path.
+        """
         text = str(path).strip().replace("\\", "/")
-        joined = text if os.path.isabs(text) else os.path.join(self.workspace, text)
+        joined = text if os.path.isabs(text) else os.path.join(self._root, text)
         candidate = os.path.normpath(joined)
-        lexical = os.path.relpath(candidate, self.workspace).replace(os.sep, "/")
-        real = os.path.realpath(candidate)
-        real_rel = os.path.relpath(real, self._real_workspace).replace(os.sep, "/")
-        return real, fold_path(lexical), fold_path(real_rel)
+        lexical = _relative(candidate, self._root)
+        real: str | None = None
+        st: os.stat_result | None = None
+        if _inside(lexical) and lexical != ".":
+            current = self._real_workspace
+            parts = lexical.split("/")
+            for i, part in enumerate(parts):
+                current = os.path.join(current, part)
+                try:
+                    st = os.lstat(current)
+                except (FileNotFoundError, NotADirectoryError):
+                    st = None  # nothing there: the rest of the name is lexical
+                    real = os.path.join(current, *parts[i + 1 :])
+                    break
+                if stat.S_ISLNK(st.st_mode):
+                    st = None  # a link on the way: let realpath follow it
+                    break
+            else:
+                real = current
+        if real is None:
+            real = os.path.realpath(candidate)
+            try:
+                st = os.stat(real)
+            except OSError:
+                st = None
+        return real, st, fold_path(lexical), fold_path(_relative(real, self._real_workspace))
 
     def check(self, path: str, source: str = "memory") -> Verdict:
         """Decide whether this session may read ``path`` and whether its text is trusted.
@@ -190,18 +245,13 @@ class SessionAccess:
                 reason="" if self.private else "session transcripts are private",
             )
         try:
-            real, lexical, real_rel = self._resolve(path)
+            real, st, lexical, real_rel = self._resolve(path)
         except (ValueError, OSError):
             return Verdict(readable=False, trusted=False, private=True, reason="unusable path")
         names = [r for r in (lexical, real_rel) if _inside(r)]
         private = any(_private_rel(r) for r in names)
-        if not private:
-            try:
-                st = os.stat(real)
-            except (OSError, ValueError):
-                st = None
-            if st is not None and st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
-                private = (st.st_dev, st.st_ino) in self.private_identities()
+        if not private and st is not None and st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
+            private = (st.st_dev, st.st_ino) in self.private_identities()
         group_note = any(is_group_note(r) for r in names)
         extra = any(
             real == root or real.startswith(root.rstrip(os.sep) + os.sep)
