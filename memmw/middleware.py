@@ -385,7 +385,10 @@ class MemoryMiddleware:
         return memory_recall_section(
             names,
             citations=citations_enabled(
-                self.config.citations, session.session_key, session.chat_type
+                self.config.citations,
+                session.session_key,
+                session.chat_type,
+                self.config.private_chat_types,
             ),
             sources=self.config.sources,
             extra_paths=[e.path for e in self.config.extra_paths],

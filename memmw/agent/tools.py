@@ -380,7 +380,8 @@ def get_tool_payload(
 
     The session's privacy gate (``access``, else one for ``private``) decides on the
     resolved file: a group or channel session never reads a private file, whatever the
-    spelling, symlink or hard link.
+    spelling, symlink or hard link. Text of untrusted files (notes written from group
+    sessions, extra paths) comes with ``untrusted: true``.
     """
     gate = _gate(memory, access, private)
     raw_path = _arg(args, "path")
@@ -415,7 +416,10 @@ def get_tool_payload(
     after = gate.check(result.path)  # the file actually read, as the engine resolved it
     if not after.readable:
         return refused(after.reason)
-    return result.to_payload()
+    payload = result.to_payload()
+    if not after.trusted and result.status == "ok":
+        payload["untrusted"] = True  # written from a group session, an extra path...
+    return payload
 
 
 def workspace_is_writable(workspace: Path) -> bool:

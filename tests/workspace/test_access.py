@@ -328,3 +328,37 @@ def test_the_bypass_check_catches_a_new_reader() -> None:
     found = reads_in(ast.parse(code), "hooks/new.py")
     assert ("hooks/new.py", "memory.get", "hook") in found
     assert ("hooks/new.py", "Path(path).read_text", "hook") in found
+
+
+def test_bootstrap_and_working_memory_refuse_links_to_private_files(tmp_path: Path) -> None:
+    import datetime as dt
+
+    from memmw.config import ActiveMemoryConfig, BootstrapConfig
+    from memmw.hooks.bootstrap import build_bootstrap
+    from memmw.hooks.working_memory import working_memory_section
+
+    ws = tmp_path / "ws"
+    write(ws / "USER.md", "- pin: SECRET-USER-TULIP\n")
+    scope = group_scope(GROUP_KEY)
+    (ws / "memory" / "groups" / scope).mkdir(parents=True)
+    os.link(ws / "USER.md", ws / "memory" / "groups" / scope / "2026-03-10.md")
+    os.link(ws / "USER.md", ws / "SOUL.md")
+    gate = SessionAccess.for_session(ws, session_key=GROUP_KEY)
+    boot = build_bootstrap(ws, BootstrapConfig(), private=False, today=dt.date(2026, 3, 10),
+                           access=gate)
+    soul, _loaded, _cut = working_memory_section(ws, ActiveMemoryConfig(), private=False,
+                                                 access=gate)
+    assert "SECRET" not in boot.text and "SECRET" not in soul
+    write(ws / "memory" / "groups" / scope / "2026-03-09.md", "- group chat line\n")
+    boot = build_bootstrap(ws, BootstrapConfig(), private=False, today=dt.date(2026, 3, 10),
+                           access=gate)
+    assert "group chat line" in boot.text and "untrusted" in boot.text
+
+
+def test_private_memory_get_marks_untrusted_text(ws: Path, mem: Memory) -> None:
+    scope = group_scope(GROUP_KEY)
+    write(ws / "memory" / "groups" / scope / "2026-03-11.md", "- said in the group\n")
+    get = tools_by_name(build_memory_tools(mem, session_key="main"))["memory_get"]
+    payload = get.invoke({"path": f"memory/groups/{scope}/2026-03-11.md"})
+    assert payload["untrusted"] is True and "said in the group" in payload["text"]
+    assert "untrusted" not in get.invoke({"path": "MEMORY.md"})
