@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import stat
 import time
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,15 +31,12 @@ from memmw.text.inert import inert_memory_text
 from memmw.workspace.files import is_ignored_dir, resolve_extra_path
 from memmw.workspace.layout import (
     MEMORY_DIR,
-    ROOT_FILES,
-    WORKING_MEMORY_FILE,
-    file_date,
+    fold_path,
     group_scope_of,
     is_group_note,
+    is_private_path,
 )
 
-_PRIVATE_ROOT = frozenset(n.casefold() for n in (*ROOT_FILES, WORKING_MEMORY_FILE))
-_TRAILING = " .\u3000"
 #: How long a gate trusts its list of private files' identities (seconds).
 IDENTITY_TTL_S = 1.0
 
@@ -61,30 +57,6 @@ class Verdict:
     trusted: bool
     private: bool
     reason: str = ""
-
-
-def fold_path(rel: str) -> str:
-    """A workspace-relative posix path folded for comparison: NFKC, case, trailing dots/spaces."""
-    if rel.isascii():
-        text = rel.lower()  # the same as NFKC + casefold for ASCII, and much faster
-    else:
-        text = unicodedata.normalize("NFKC", rel).casefold()
-        text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
-    parts = [p.rstrip(_TRAILING) for p in text.split("/")]
-    return "/".join(p for p in parts if p not in ("", "."))
-
-
-def _private_rel(folded: str) -> bool:
-    """True when a folded workspace-relative path names a private file."""
-    if folded.startswith("sessions/"):
-        return True
-    if folded in _PRIVATE_ROOT:
-        return True
-    if is_group_note(folded):
-        return False
-    if not folded.rpartition("/")[2][:1].isdigit():
-        return False  # not a dated note (the cheap test before the full parse)
-    return file_date(folded) is not None
 
 
 def _relative(path: str, root: str) -> str:
@@ -173,7 +145,7 @@ class SessionAccess:
         except OSError:
             top = []
         for name in top:
-            if fold_path(name) in _PRIVATE_ROOT:
+            if is_private_path(name):
                 add(os.path.join(self.workspace, name))
         memory_dir = os.path.join(self.workspace, MEMORY_DIR)
         for dirpath, dirnames, filenames in os.walk(memory_dir):
@@ -181,7 +153,7 @@ class SessionAccess:
             for name in filenames:
                 full = os.path.join(dirpath, name)
                 rel = fold_path(os.path.relpath(full, self.workspace).replace(os.sep, "/"))
-                if _private_rel(rel):
+                if is_private_path(rel):
                     add(full)
         self._identities = found
         self._identities_at = now
@@ -249,7 +221,7 @@ class SessionAccess:
         except (ValueError, OSError):
             return Verdict(readable=False, trusted=False, private=True, reason="unusable path")
         names = [r for r in (lexical, real_rel) if _inside(r)]
-        private = any(_private_rel(r) for r in names)
+        private = any(is_private_path(r) for r in names)
         if not private and st is not None and st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
             private = (st.st_dev, st.st_ino) in self.private_identities()
         group_note = any(is_group_note(r) for r in names)

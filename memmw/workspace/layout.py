@@ -6,6 +6,7 @@ import datetime as dt
 import os
 import re
 import stat
+import unicodedata
 from pathlib import Path, PurePosixPath
 
 #: The curated root files (chunked per entry, never decayed, private to direct sessions).
@@ -96,21 +97,42 @@ def is_memory_path(path: str) -> bool:
     return path in ROOT_FILES or is_dreams(path) or path.startswith(MEMORY_DIR + "/")
 
 
+_PRIVATE_ROOT = frozenset(n.casefold() for n in (*ROOT_FILES, WORKING_MEMORY_FILE))
+_TRAILING = " .\u3000"
+
+
+def fold_path(rel: str) -> str:
+    """A workspace-relative posix path folded for comparison: NFKC, case, trailing dots/spaces."""
+    if rel.isascii():
+        text = rel.lower()  # the same as NFKC + casefold for ASCII, and much faster
+    else:
+        text = unicodedata.normalize("NFKC", rel).casefold()
+        text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    parts = [p.rstrip(_TRAILING) for p in text.split("/")]
+    return "/".join(p for p in parts if p not in ("", "."))
+
+
 def is_private_path(path: str, source: str = "memory") -> bool:
-    """True for what only direct (private) sessions may see, in prompts and tool results.
+    """True for what only direct (private) sessions may see, by name (folded, fail closed).
 
     That is ``MEMORY.md``/``memory.md``/``USER.md``, ``active-context.md``, the dated
-    notes under ``memory/`` (the daily log, which the flush writes from any session, and
-    the ``/new`` session archives) and session transcripts. Undated topic notes under
-    ``memory/`` and extra paths (shared folders) stay visible to group and channel sessions;
-    so do the notes under ``memory/groups/`` (only to the group that wrote them: see
-    :mod:`memmw.workspace.access`, which decides on the resolved file).
+    notes under ``memory/`` (the daily log and the ``/new`` session archives of private
+    sessions) and session transcripts, in any case or compatibility form
+    (:func:`fold_path`). Undated topic notes under ``memory/`` and extra paths (shared
+    folders) stay visible to group and channel sessions; so do the notes under
+    ``memory/groups/`` (only to the group that wrote them). This is the rule by name;
+    :meth:`memmw.workspace.access.SessionAccess.check` applies it to the resolved file.
     """
-    if source != "memory" or path.startswith("sessions/"):
+    if source != "memory":
         return True
-    if is_group_note(path):
+    folded = fold_path(path)
+    if folded.startswith("sessions/") or folded in _PRIVATE_ROOT:
+        return True
+    if is_group_note(folded):
         return False
-    return path in ROOT_FILES or path == WORKING_MEMORY_FILE or file_date(path) is not None
+    if not folded.rpartition("/")[2][:1].isdigit():
+        return False  # not a dated note (the cheap test before the full parse)
+    return file_date(folded) is not None
 
 
 def _regular(path: Path) -> bool:

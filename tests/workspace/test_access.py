@@ -23,7 +23,8 @@ from memmw import Memory, MemoryConfig
 from memmw.agent.tools import build_memory_tools, tools_by_name
 from memmw.chat_type import group_scope
 from memmw.config import ExtraPath
-from memmw.workspace.access import SessionAccess, fold_path
+from memmw.workspace.access import SessionAccess
+from memmw.workspace.layout import fold_path
 
 from ..conftest import write
 
