@@ -63,6 +63,7 @@ def test_keys_with_group_identifiers_are_groups(key: str) -> None:
 
 @pytest.mark.parametrize(
     "key", [None, "", "main", "agent:main:main", "agent:main:telegram:dm:7", "s1",
+            "agent:main:msteams:dm:29", "agent:main:workspace-bot",
             "agent:main:whatsapp:+15551234567", "agent:main:slack:im:D0123", "telegram:123"]
 )
 def test_direct_keys(key: str | None) -> None:
