@@ -844,7 +844,16 @@ def facts_tool_payload(
     except Exception as exc:
         log.warning("memory_facts failed: %s", type(exc).__name__)
         return unavailable_payload(exc)
-    return {"results": [h.to_payload(citations=citations) for h in hits if gate.may_read(h.path)]}
+    results = []
+    for hit in hits:
+        verdict = gate.check(hit.path)
+        if not verdict.readable:
+            continue
+        item = hit.to_payload(citations=citations)
+        if not verdict.trusted:  # the gate's word on trust wins (extra paths in memory/...)
+            item["origin"] = "untrusted"
+        results.append(item)
+    return {"results": results}
 
 
 def forget_tool_payload(memory: MemoryBackend, args: Mapping[str, Any]) -> Payload:

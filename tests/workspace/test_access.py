@@ -363,3 +363,16 @@ def test_private_memory_get_marks_untrusted_text(ws: Path, mem: Memory) -> None:
     payload = get.invoke({"path": f"memory/groups/{scope}/2026-03-11.md"})
     assert payload["untrusted"] is True and "said in the group" in payload["text"]
     assert "untrusted" not in get.invoke({"path": "MEMORY.md"})
+
+
+def test_facts_from_an_extra_path_inside_memory_are_reported_untrusted(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    write(ws / "memory" / "inbox" / "mail.md", "## Quinn Ode\n- city: Lima\n")
+    write(ws / "memory" / "people.md", "## Quinn Ode\n- team: ops\n")
+    config = MemoryConfig(provider="none", extra_paths=(ExtraPath(path="memory/inbox"),))
+    with Memory(workspace=ws, state_dir=tmp_path / "state", config=config) as mem:
+        mem.sync()
+        facts = tools_by_name(build_memory_tools(mem, session_key="main"))["memory_facts"]
+        results = facts.invoke({"query": "Quinn Ode"})["results"]
+    origins = {r["value"]: r["origin"] for r in results}
+    assert origins == {"Lima": "untrusted", "ops": "agent"}
