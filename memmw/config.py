@@ -628,6 +628,9 @@ class MemoryConfig(_Section):
             (direct chats only).
         user_timezone: IANA zone for daily file names; default the host zone.
         auto_reindex: Rebuild automatically when the index identity changes.
+        private_chat_types: Chat-type values that mean a private chat (``direct`` always
+            does); every other value, and any session key with a group identifier, is a
+            group session (fail closed).
     """
 
     _section: ClassVar[str] = ""
@@ -640,6 +643,7 @@ class MemoryConfig(_Section):
     citations: Citations = "auto"
     user_timezone: str | None = None
     auto_reindex: bool = True
+    private_chat_types: tuple[str, ...] = ("direct", "dm", "im", "private", "main")
     chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
@@ -679,6 +683,14 @@ class MemoryConfig(_Section):
             object.__setattr__(self, name, value.strip().lower())
         if self.user_timezone is not None:
             _check_timezone(self.user_timezone)
+        kinds = []
+        for kind in self.private_chat_types:
+            if not isinstance(kind, str) or not kind.strip():
+                raise ConfigError(
+                    f"private_chat_types entries must be non-empty strings; got {kind!r}"
+                )
+            kinds.append(kind.strip().lower())
+        object.__setattr__(self, "private_chat_types", tuple(dict.fromkeys(kinds)))
 
     def replace(self, **changes: Any) -> MemoryConfig:
         """Return a copy with top-level fields replaced (validated again)."""

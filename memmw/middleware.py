@@ -26,6 +26,7 @@ from memmw.agent.tools import (
     build_memory_tools,
     flush_tools,
     request_sync,
+    session_access,
 )
 from memmw.agent.tools import workspace_is_writable as _writable
 from memmw.chat_type import ChatType, chat_type_for, citations_enabled
@@ -50,7 +51,8 @@ from memmw.hooks.session_archive import (
 )
 from memmw.text.tokens import TokenCounter, default_counter
 from memmw.timeutil import Clock, system_clock, user_now
-from memmw.workspace.layout import daily_note_path
+from memmw.workspace.access import SessionAccess
+from memmw.workspace.layout import daily_note_path, group_note_dir, group_note_path
 from memmw.workspace.transcripts import TranscriptStore
 
 log = logging.getLogger(__name__)
@@ -316,7 +318,7 @@ class MemoryMiddleware:
             startup: Started by a bare ``/new`` or ``/reset``: a private session gets the
                 recent daily notes as the startup context instead of in the bootstrap.
         """
-        kind = chat_type_for(session_key, chat_type)
+        kind = chat_type_for(session_key, chat_type, self.config.private_chat_types)
         startup = startup and kind == "direct"
         if session_id is None and resume:
             session_id = self.transcripts.current_session(session_key)
@@ -336,6 +338,7 @@ class MemoryMiddleware:
                     Path(self.memory.workspace),
                     today=self.now().date(),
                     utc_today=self.clock().astimezone(dt.timezone.utc).date(),
+                    access=session_access(self.memory, session_key=session_key, chat_type=kind),
                 )
             except Exception as exc:
                 log.warning("startup context failed: %s", type(exc).__name__)
@@ -369,6 +372,12 @@ class MemoryMiddleware:
         existing = self._sessions.get(session_key)
         return existing or self.start_session(session_key, chat_type=chat_type)
 
+    def access(self, session: Session) -> SessionAccess:
+        """The privacy gate of ``session``: what it may read, and where it writes."""
+        return session_access(
+            self.memory, session_key=session.session_key, chat_type=session.chat_type
+        )
+
     # -- prompt ----------------------------------------------------------------------
     def recall_section(self, session: Session, tool_names: Sequence[str] | None = None) -> str:
         """The ``## Memory Recall`` section for the tools present (empty without them)."""
@@ -376,7 +385,10 @@ class MemoryMiddleware:
         return memory_recall_section(
             names,
             citations=citations_enabled(
-                self.config.citations, session.session_key, session.chat_type
+                self.config.citations,
+                session.session_key,
+                session.chat_type,
+                self.config.private_chat_types,
             ),
             sources=self.config.sources,
             extra_paths=[e.path for e in self.config.extra_paths],
@@ -567,14 +579,22 @@ class MemoryMiddleware:
                 "MemoryMiddleware or model= to before_model()"
             )
         now = self.now()
-        target = daily_note_path(now.date())
-        tools = flush_tools(self.memory, target, read_only=self.read_only, clock=self.clock)
+        access = self.access(session)
+        # A group session's flush writes the group's own note (recorded as group-written).
+        target = (
+            daily_note_path(now.date())
+            if access.private or access.scope is None
+            else group_note_path(access.scope, now.date())
+        )
+        tools = flush_tools(
+            self.memory, target, read_only=self.read_only, clock=self.clock, access=access
+        )
         outcome = run_flush_with_retry(
             flush_model,
             [dict(m) for m in messages],
             decision=decision,
-            system_prompt=flush_system_prompt(now.date()),
-            user_prompt=flush_user_prompt(now.date(), now),
+            system_prompt=flush_system_prompt(now.date(), target),
+            user_prompt=flush_user_prompt(now.date(), now, target),
             tools=tools,
         )
         status = "failed"
@@ -743,9 +763,13 @@ class MemoryMiddleware:
             except Exception as exc:
                 log.warning("cannot read transcript for archive: %s", type(exc).__name__)
                 messages = []
+            access = self.access(session)
             path = archive_session(
                 ArchiveRequest(
                     workspace=Path(self.memory.workspace),
+                    folder="memory"
+                    if access.private or access.scope is None
+                    else group_note_dir(access.scope),
                     messages=messages,
                     session_key=session.session_key,
                     session_id=session.session_id,

@@ -40,7 +40,13 @@ def _require_mcp() -> None:
         ) from exc
 
 
-def build_server(memory: Memory, tools: Sequence[MemoryTool] | None = None) -> Any:
+def build_server(
+    memory: Memory,
+    tools: Sequence[MemoryTool] | None = None,
+    *,
+    session_key: str | None = None,
+    chat_type: str | None = None,
+) -> Any:
     """An ``mcp`` low-level server whose tools are the agent tools of ``memory``.
 
     The tools keep the agent tools' JSON schemas and payloads: each call returns the payload
@@ -51,6 +57,9 @@ def build_server(memory: Memory, tools: Sequence[MemoryTool] | None = None) -> A
     Args:
         memory: The engine the tools run against.
         tools: Tools to expose (default :func:`memmw.agent.tools.build_memory_tools`).
+        session_key: Session key the default tools serve (a group key makes them group
+            tools: the privacy gate then refuses private files under any name).
+        chat_type: Chat type of that session (fails closed: only private kinds are direct).
 
     Raises:
         ConfigError: the ``mcp`` package is not installed.
@@ -63,7 +72,9 @@ def build_server(memory: Memory, tools: Sequence[MemoryTool] | None = None) -> A
     from memmw import __version__
     from memmw.agent.prompts import APPEND_TOOL
 
-    by_name = {t.name: t for t in (tools if tools is not None else build_memory_tools(memory))}
+    if tools is None:
+        tools = build_memory_tools(memory, session_key=session_key, chat_type=chat_type)
+    by_name = {t.name: t for t in tools}
 
     def run_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         tool = by_name.get(name)

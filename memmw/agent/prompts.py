@@ -100,9 +100,9 @@ def append_section(system_prompt: str | None, section: str) -> str:
 # Pre-compaction flush
 
 
-def flush_system_prompt(day: dt.date) -> str:
-    """Extra system prompt of the silent flush turn."""
-    target = daily_note_path(day)
+def flush_system_prompt(day: dt.date, target: str | None = None) -> str:
+    """Extra system prompt of the silent flush turn (``target``: a group's own note)."""
+    target = target or daily_note_path(day)
     return (
         "## Memory flush before compaction\n"
         "This conversation is close to its context limit and older turns will soon be "
@@ -123,9 +123,9 @@ FACT_SYNTAX_GUIDE = (
 )
 
 
-def flush_user_prompt(day: dt.date, now: dt.datetime) -> str:
+def flush_user_prompt(day: dt.date, now: dt.datetime, target: str | None = None) -> str:
     """User message of the silent flush turn (dated in the user's timezone)."""
-    target = daily_note_path(day)
+    target = target or daily_note_path(day)
     return (
         "Memory flush (automatic, before context compaction). Review the conversation and "
         "store the durable facts: decisions, preferences, people, dates, commitments and "

@@ -16,7 +16,7 @@ from memmw.agent.prompts import (
     SEARCH_TOOL,
     describe_sources,
 )
-from memmw.chat_type import citations_enabled, is_group_session
+from memmw.chat_type import citations_enabled
 from memmw.config import MemoryConfig
 from memmw.errors import (
     ConfigError,
@@ -31,6 +31,7 @@ from memmw.errors import (
 from memmw.redaction import redact_secrets
 from memmw.timeutil import Clock, user_now
 from memmw.types import ReadResult, SearchResult
+from memmw.workspace.access import SessionAccess
 from memmw.workspace.files import (
     append_text,
     resolve_read_path,
@@ -39,9 +40,10 @@ from memmw.workspace.files import (
 from memmw.workspace.layout import (
     MEMORY_DIR,
     daily_note_path,
+    group_note_dir,
+    group_note_path,
     is_curated,
     is_dreams,
-    is_private_path,
 )
 
 log = logging.getLogger(__name__)
@@ -78,6 +80,33 @@ class MemoryBackend(Protocol):
     ) -> ReadResult:
         """Read a window of a memory file (of a ``store.shared`` namespace's, with one)."""
         ...
+
+
+def session_access(
+    memory: MemoryBackend,
+    *,
+    session_key: str | None = None,
+    chat_type: str | None = None,
+) -> SessionAccess:
+    """The privacy gate of a session of ``memory`` (:class:`SessionAccess`)."""
+    config = memory.config
+    return SessionAccess.for_session(
+        Path(memory.workspace),
+        config.extra_paths,
+        session_key=session_key,
+        chat_type=chat_type,
+        private_kinds=getattr(config, "private_chat_types", None),
+    )
+
+
+def _gate(memory: MemoryBackend, access: SessionAccess | None, private: bool) -> SessionAccess:
+    if access is not None:
+        return access
+    return SessionAccess(
+        workspace=Path(memory.workspace),
+        extra_paths=tuple(memory.config.extra_paths),
+        private=private,
+    )
 
 
 def request_sync(memory: MemoryBackend) -> None:
@@ -282,12 +311,18 @@ def search_tool_payload(
     *,
     citations: bool,
     private: bool = True,
+    access: SessionAccess | None = None,
 ) -> Payload:
     """Run ``memory_search`` against ``memory``; returns the success or error payload.
 
-    ``private=False`` (a group or channel session) drops hits from files private to
-    direct sessions (:func:`memmw.workspace.layout.is_private_path`).
+    Every hit passes the session's privacy gate (``access``, else one for ``private``):
+    a group or channel session gets no hit from a file private to direct sessions, under
+    any name or link (:meth:`memmw.workspace.access.SessionAccess.check`). Hits from
+    untrusted files (notes written from group sessions, extra paths, transcripts) carry
+    ``untrusted: true``.
     """
+    gate = _gate(memory, access, private)
+    private = gate.private
     try:
         query = _string(args, "query", required=True)
         max_results = _integer(args, "max_results")
@@ -332,24 +367,33 @@ def search_tool_payload(
         results = [
             r for r in results if not isinstance(r, Mapping) or r.get("source", "memory") == corpus
         ]
-    if not private:
-        results = [
-            r
-            for r in results
-            if isinstance(r, Mapping)
-            and not is_private_path(str(r.get("path", "")), str(r.get("source", "memory")))
-        ][:wanted]
-    payload["results"] = results
+    shown: list[Any] = []
+    for r in results:
+        if not isinstance(r, Mapping):
+            continue
+        verdict = gate.check(str(r.get("path", "")), str(r.get("source", "memory")))
+        if not verdict.readable:
+            continue
+        shown.append(r if verdict.trusted else {**r, "untrusted": True})
+    payload["results"] = shown[:wanted]
     return payload
 
 
 def get_tool_payload(
-    memory: MemoryBackend, args: Mapping[str, Any], *, private: bool = True
+    memory: MemoryBackend,
+    args: Mapping[str, Any],
+    *,
+    private: bool = True,
+    access: SessionAccess | None = None,
 ) -> Payload:
     """Run ``memory_get``; returns ``{status, text, path, from, lines, ...}`` or an error.
 
-    ``private=False`` (a group or channel session) refuses files private to direct sessions.
+    The session's privacy gate (``access``, else one for ``private``) decides on the
+    resolved file: a group or channel session never reads a private file, whatever the
+    spelling, symlink or hard link. Text of untrusted files (notes written from group
+    sessions, extra paths) comes with ``untrusted: true``.
     """
+    gate = _gate(memory, access, private)
     raw_path = _arg(args, "path")
     shown = str(raw_path).strip() if raw_path is not None else ""
     try:
@@ -360,14 +404,18 @@ def get_tool_payload(
     except ToolArgumentError as exc:
         return {"path": shown, "text": "", "disabled": True, "error": str(exc)}
     assert path is not None
-    if not private and is_private_path(path.strip().removeprefix("./").replace("\\", "/")):
+
+    def refused(reason: str) -> Payload:
         return {
             "path": path,
             "text": "",
             "disabled": True,
-            "error": f"{path} is private to direct sessions: MEMORY.md, USER.md, dated notes "
-            "and session archives are not readable from a group or channel session",
+            "error": f"{path} is not readable from this session: {reason}",
         }
+
+    verdict = gate.check(path)
+    if not verdict.readable:
+        return refused(verdict.reason)
     try:
         # A hit from a store.shared namespace reads that namespace's file, never ours.
         result = memory.get(path, from_line=from_line, lines=lines, namespace=namespace)
@@ -377,7 +425,13 @@ def get_tool_payload(
         log.warning("memory_get failed: %s", type(exc).__name__)
         log.debug("memory_get failure", exc_info=True)
         return {"path": path, "text": "", "disabled": True, "error": f"{type(exc).__name__}: {exc}"}
-    return result.to_payload()
+    after = gate.check(result.path)  # the file actually read, as the engine resolved it
+    if not after.readable:
+        return refused(after.reason)
+    payload = result.to_payload()
+    if not after.trusted and result.status == "ok":
+        payload["untrusted"] = True  # written from a group session, an extra path...
+    return payload
 
 
 def workspace_is_writable(workspace: Path) -> bool:
@@ -395,8 +449,13 @@ def append_tool_payload(
     allow_curated: bool = False,
     only_path: str | None = None,
     read_only: bool | None = None,
+    scope: str | None = None,
 ) -> Payload:
     """Run ``memory_append``: add text to the end of a ``memory/*.md`` note.
+
+    A group or channel session (``scope`` set) writes only under its own
+    ``memory/groups/<scope>/`` (default its daily note there): what it saves is recorded
+    as written from a group, by path, which survives any rebuild of the index.
 
     Args:
         memory: The engine (its workspace and timezone are used).
@@ -405,12 +464,17 @@ def append_tool_payload(
         allow_curated: Also allow root ``MEMORY.md``/``USER.md``.
         only_path: When set, the only legal target (the flush turn uses today's note).
         read_only: Force the read-only answer; None checks the file system.
+        scope: The group scope of a group or channel session (None when private).
 
     Returns:
         ``{status: "ok", path, appended}`` or ``{status: "error", path, error}``.
     """
     today = user_now(memory.config.user_timezone, clock).date()
-    default_path = only_path or daily_note_path(today)
+    if scope is not None:
+        default_path = only_path or group_note_path(scope, today)
+        allow_curated = False
+    else:
+        default_path = only_path or daily_note_path(today)
     try:
         content = _arg(args, "content", "text")
         if content is None or not isinstance(content, str) or not content.strip():
@@ -428,6 +492,13 @@ def append_tool_payload(
             "status": "error",
             "path": rel,
             "error": f"only {only_path} may be written now; append your notes there",
+        }
+    if scope is not None and not rel.startswith(group_note_dir(scope) + "/"):
+        return {
+            "status": "error",
+            "path": rel,
+            "error": f"a group or channel session writes only under {group_note_dir(scope)}/;"
+            f" append to {default_path}",
         }
     if is_curated(rel) or is_dreams(rel):
         if not allow_curated:
@@ -619,8 +690,11 @@ def build_memory_tools(
     config = memory.config
     if not config.enabled:
         return []
-    cites = citations_enabled(config.citations, session_key, chat_type)
-    private = not is_group_session(session_key, chat_type)
+    kinds = config.private_chat_types
+    cites = citations_enabled(config.citations, session_key, chat_type, kinds)
+    access = session_access(memory, session_key=session_key, chat_type=chat_type)
+    private = access.private
+    scope = access.scope
     tools: list[MemoryTool] = []
     if include_search:
         tools.append(
@@ -628,7 +702,9 @@ def build_memory_tools(
                 SEARCH_TOOL,
                 search_description(config),
                 search_schema(),
-                lambda args: search_tool_payload(memory, args, citations=cites, private=private),
+                lambda args: search_tool_payload(
+                    memory, args, citations=cites, private=private, access=access
+                ),
             )
         )
     if include_get:
@@ -637,7 +713,7 @@ def build_memory_tools(
                 GET_TOOL,
                 get_description(),
                 get_schema(shared=bool(memory.config.store.shared)),
-                lambda args: get_tool_payload(memory, args, private=private),
+                lambda args: get_tool_payload(memory, args, private=private, access=access),
             )
         )
     if include_append:
@@ -652,6 +728,7 @@ def build_memory_tools(
                     clock=clock,
                     allow_curated=allow_curated_append,
                     read_only=read_only,
+                    scope=scope,
                 ),
             )
         )
@@ -660,27 +737,39 @@ def build_memory_tools(
         writable = include_append and not (
             read_only if read_only is not None else not workspace_is_writable(Path(memory.workspace))
         )
-        tools.extend(graph_tools(memory, citations=cites, private=private, writable=writable))
+        tools.extend(
+            graph_tools(memory, citations=cites, private=private, writable=writable, access=access)
+        )
     return tools
 
 
 def flush_tools(
-    memory: MemoryBackend, target: str, *, read_only: bool | None = None, clock: Clock | None = None
+    memory: MemoryBackend,
+    target: str,
+    *,
+    read_only: bool | None = None,
+    clock: Clock | None = None,
+    access: SessionAccess | None = None,
 ) -> list[MemoryTool]:
-    """The tools of the silent flush turn: ``memory_get`` and an append bound to ``target``."""
+    """The tools of the silent flush turn: ``memory_get`` and an append bound to ``target``.
+
+    ``access`` is the session's privacy gate: a group session's flush reads only what the
+    group may read and writes only its group note.
+    """
+    scope = access.scope if access is not None and not access.private else None
     append = MemoryTool(
         APPEND_TOOL,
         f"Append durable notes to {target} (append-only; no other file may be written).",
         append_schema(),
         lambda args: append_tool_payload(
-            memory, args, clock=clock, only_path=target, read_only=read_only
+            memory, args, clock=clock, only_path=target, read_only=read_only, scope=scope
         ),
     )
     get = MemoryTool(
         GET_TOOL,
         get_description(),
         get_schema(shared=bool(memory.config.store.shared)),
-        lambda args: get_tool_payload(memory, args),
+        lambda args: get_tool_payload(memory, args, access=access),
     )
     return [append, get]
 
@@ -748,9 +837,20 @@ def context_schema() -> dict[str, Any]:
 
 
 def facts_tool_payload(
-    memory: MemoryBackend, args: Mapping[str, Any], *, citations: bool, private: bool = True
+    memory: MemoryBackend,
+    args: Mapping[str, Any],
+    *,
+    citations: bool,
+    private: bool = True,
+    access: SessionAccess | None = None,
 ) -> Payload:
-    """Run ``memory_facts``: the four-phase fact search (structured error payloads)."""
+    """Run ``memory_facts``: the four-phase fact search (structured error payloads).
+
+    The search runs over the session's view of the graph (rows of files the privacy gate
+    lets it read), and every hit is checked again.
+    """
+    gate = _gate(memory, access, private)
+    private = gate.private
     try:
         query = _string(args, "query", required=True)
         max_results = _integer(args, "max_results")
@@ -766,11 +866,21 @@ def facts_tool_payload(
             max_results or 10,
             include_history=bool(history) if history is not None else None,
             include_private=private,
+            visible=gate.may_read,
         )
     except Exception as exc:
         log.warning("memory_facts failed: %s", type(exc).__name__)
         return unavailable_payload(exc)
-    return {"results": [h.to_payload(citations=citations) for h in hits]}
+    results = []
+    for hit in hits:
+        verdict = gate.check(hit.path)
+        if not verdict.readable:
+            continue
+        item = hit.to_payload(citations=citations)
+        if not verdict.trusted:  # the gate's word on trust wins (extra paths in memory/...)
+            item["origin"] = "untrusted"
+        results.append(item)
+    return {"results": results}
 
 
 def forget_tool_payload(memory: MemoryBackend, args: Mapping[str, Any]) -> Payload:
@@ -814,7 +924,12 @@ def context_tool_payload(memory: MemoryBackend, args: Mapping[str, Any]) -> Payl
 
 
 def graph_tools(
-    memory: MemoryBackend, *, citations: bool, private: bool, writable: bool
+    memory: MemoryBackend,
+    *,
+    citations: bool,
+    private: bool,
+    writable: bool,
+    access: SessionAccess | None = None,
 ) -> list[MemoryTool]:
     """``memory_facts`` always; ``memory_forget`` and ``memory_set_context`` with
     ``active_memory.edit_tools`` in private, writable sessions (groups never change memory)."""
@@ -827,7 +942,9 @@ def graph_tools(
             "preferences: the current value of each fact (older values only with "
             "history=true), relations between entities, and the line each comes from.",
             facts_schema(),
-            lambda args: facts_tool_payload(memory, args, citations=citations, private=private),
+            lambda args: facts_tool_payload(
+                memory, args, citations=citations, private=private, access=access
+            ),
         )
     ]
     edit = getattr(getattr(memory.config, "active_memory", None), "edit_tools", False)

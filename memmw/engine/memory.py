@@ -997,6 +997,7 @@ class Memory:
         *,
         include_history: bool | None = None,
         include_private: bool = True,
+        visible: Callable[[str], bool] | None = None,
     ) -> list[FactHit]:
         """Four-phase fact search over the graph derived from the notes.
 
@@ -1004,6 +1005,8 @@ class Memory:
         question asks about; the rest of those entities' facts and relations; full-text
         facts; full-text relations. Superseded values come only with ``include_history``
         (default: when the query asks about the past); retracted entries never.
+        ``visible`` (a session's privacy gate) limits the search to the rows of the files
+        it accepts: names, aliases and facts of other files are never matched or returned.
         """
         return self.graph_engine.facts(
             query,
@@ -1011,6 +1014,7 @@ class Memory:
             threshold=self.config.active_memory.threshold,
             include_history=include_history,
             include_private=include_private,
+            visible=visible,
         )
 
     def forget(

@@ -29,7 +29,7 @@ from memmw.graph.model import Graph, load_graph
 from memmw.graph.search import FactHit, search_facts
 from memmw.graph.syntax import normalize_key, normalize_name, retract_line
 from memmw.graph.telemetry import TelemetryLog
-from memmw.store.protocol import Store
+from memmw.store.protocol import GraphRows, Store
 from memmw.types import SearchHit
 from memmw.workspace.files import LineEdit, resolve_read_path, write_note
 
@@ -93,6 +93,9 @@ class GraphEngine:
         self.extra_paths = tuple(extra_paths)
         self.telemetry = telemetry
         self._cache: tuple[tuple[str, str], Graph] | None = None
+        self._rows: GraphRows | None = None
+        self._views: dict[frozenset[str], Graph] = {}
+        self._paths: frozenset[str] = frozenset()
         self._pending: dict[str, float] = {}
         self._pending_lock = threading.Lock()
         #: False once the index refused a write (read-only state): activation stays in memory.
@@ -108,12 +111,45 @@ class GraphEngine:
                 stamp = (reader.get_meta("generation") or "", reader.get_meta("epoch") or "")
                 if self._cache is not None and self._cache[0] == stamp:
                     return self._cache[1]
-                graph = load_graph(reader.graph_rows())
+                rows = reader.graph_rows()
+                graph = load_graph(rows)
         with self._pending_lock:
             for key, amount in self._pending.items():  # bumps not written yet
                 graph.activation[key] = graph.activation_of(key) + amount
         self._cache = (stamp, graph)
+        self._rows = rows
+        self._views = {}
+        paths = {str(r[3]) for r in rows.entities} | {str(r[6]) for r in rows.facts}
+        paths |= {str(r[6]) for r in rows.relations} | {str(r[0]) for r in rows.triggers}
+        paths |= {str(r[2]) for r in rows.aliases if len(r) > 2}
+        self._paths = frozenset(paths)
         return graph
+
+    def view(self, visible: Callable[[str], bool] | None) -> Graph:
+        """The graph as a session sees it: only rows of the files ``visible`` accepts.
+
+        ``visible`` is a session's privacy gate (``SessionAccess.may_read`` or
+        ``injectable``); it is asked about every indexed path on every call (files and
+        links change without the index changing), and views of the same set of paths
+        are reused. Activation is shared with the full graph.
+        """
+        graph = self.graph()
+        rows = self._rows
+        if visible is None or rows is None:
+            return graph
+        paths = self._paths
+        allowed = frozenset(p for p in paths if visible(p))
+        if allowed == paths:
+            return graph
+        cached = self._views.get(allowed)
+        if cached is None:
+            cached = load_graph(rows, allowed.__contains__)
+            cached.activation = graph.activation
+            cached.last_access = graph.last_access
+            if len(self._views) >= 16:
+                self._views.clear()
+            self._views[allowed] = cached
+        return cached
 
     # -- search --------------------------------------------------------------------------
     def facts(
@@ -125,13 +161,17 @@ class GraphEngine:
         include_history: bool | None = None,
         include_private: bool = True,
         now: float | None = None,
+        visible: Callable[[str], bool] | None = None,
     ) -> list[FactHit]:
-        """Four-phase fact search; returned entries gain activation."""
+        """Four-phase fact search; returned entries gain activation.
+
+        ``visible`` (a session's privacy gate) restricts it to :meth:`view`.
+        """
         started = time.perf_counter()
         if not isinstance(query, str) or not query.strip():
             return []
         hits = search_facts(
-            self.graph(),
+            self.view(visible),
             query,
             max_results=max_results,
             threshold=threshold,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -254,8 +256,14 @@ class Graph:
         return out
 
 
-def load_graph(rows: GraphRows) -> Graph:
-    """Build the graph from the rows a store returns (``StoreReader.graph_rows``)."""
+def load_graph(rows: GraphRows, visible: Callable[[str], bool] | None = None) -> Graph:
+    """Build the graph from the rows a store returns (``StoreReader.graph_rows``).
+
+    With ``visible`` (a session's privacy gate, path -> bool), rows of other files are
+    left out: their names, aliases, citations, facts, relations and triggers.
+    """
+    if visible is not None:
+        rows = _visible_rows(rows, visible)
     graph = Graph()
     names: dict[str, tuple[str, str, int, str]] = {}
     citations: dict[str, list[str]] = {}
@@ -264,7 +272,7 @@ def load_graph(rows: GraphRows) -> Graph:
         names.setdefault(key, (name, kind, line, path))
         citations.setdefault(key, []).append(f"{path}#L{line}")
     aliases: dict[str, list[str]] = {}
-    for key, alias in rows.aliases:
+    for key, alias, *_alias_path in rows.aliases:
         if alias not in aliases.setdefault(key, []):
             aliases[key].append(alias)
     for row in rows.facts:
@@ -340,3 +348,31 @@ def load_graph(rows: GraphRows) -> Graph:
         if last is not None:
             graph.last_access[key] = float(last)
     return graph
+
+
+def _visible_rows(rows: GraphRows, visible: Callable[[str], bool]) -> GraphRows:
+    """The rows of the files ``visible`` accepts (each distinct path asked once)."""
+    verdicts: dict[str, bool] = {}
+
+    def ok(path: object) -> bool:
+        key = str(path)
+        if key not in verdicts:
+            verdicts[key] = bool(visible(key))
+        return verdicts[key]
+
+    entities = [r for r in rows.entities if ok(r[3])]
+    aliases = [r for r in rows.aliases if len(r) > 2 and ok(r[2])]
+    facts = [r for r in rows.facts if ok(r[6])]
+    relations = [r for r in rows.relations if ok(r[6])]
+    keys = {r[0] for r in entities} | {r[1] for r in facts}
+    keys |= {r[1] for r in relations} | {r[4] for r in relations}
+    return dataclasses.replace(
+        rows,
+        entities=entities,
+        aliases=aliases,
+        facts=facts,
+        relations=relations,
+        triggers=[r for r in rows.triggers if ok(r[0])],
+        entity_paths=[r for r in rows.entity_paths if ok(r[1])],
+        cooccurrences=[r for r in rows.cooccurrences if r[0] in keys and r[1] in keys],
+    )

@@ -14,9 +14,10 @@ from memmw.workspace.files import (
     file_date,
     is_private_path,
 )
+from memmw.workspace.layout import is_group_note
 
 Origin = Literal["owner", "agent", "system", "untrusted"]
-SessionKind = Literal["interactive", "cron", "heartbeat", "subagent", "unknown"]
+SessionKind = Literal["interactive", "group", "cron", "heartbeat", "subagent", "unknown"]
 #: Least trusted last: a chunk or row mixing classes takes the least trusted one.
 TRUST_ORDER: tuple[Origin, ...] = ("owner", "agent", "system", "untrusted")
 
@@ -27,7 +28,8 @@ class Provenance:
 
     Attributes:
         origin: ``owner`` (curated root files), ``agent`` (notes under ``memory/``),
-            ``system`` (files memmw writes itself) or ``untrusted`` (imports, transcripts).
+            ``system`` (files memmw writes itself) or ``untrusted`` (imports, transcripts,
+            notes under ``memory/groups/`` written from group sessions).
         session_kind: The session kind that wrote it (``unknown`` when not known).
         observed_at: Epoch seconds of the file's date (dated notes), else None.
         private: True for files that group and channel sessions never see.
@@ -59,6 +61,9 @@ def provenance_for(path: str, source: str = "memory") -> Provenance:
         return Provenance(origin="owner", session_kind="unknown", observed_at=None, private=True)
     if path == WORKING_MEMORY_FILE:
         return Provenance(origin="agent", session_kind="interactive", observed_at=None, private=True)
+    if is_group_note(path):
+        # Written from a group or channel session: shown fenced, never injected as memory.
+        return Provenance(origin="untrusted", session_kind="group", observed_at=observed, private=False)
     parts = PurePosixPath(path).parts
     if parts and parts[0] == MEMORY_DIR:
         # Dated notes are written by the flush and the session archive of a conversation,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from memmw.chat_type import citations_enabled, is_group_session
+from memmw.chat_type import citations_enabled
 from memmw.config import ActiveMemoryConfig
 from memmw.graph.model import Graph, Trigger, importance_of
 from memmw.graph.search import (
@@ -29,7 +29,9 @@ from memmw.graph.search import (
     search_facts,
 )
 from memmw.text.analysis import query_terms
+from memmw.text.inert import inert_memory_text
 from memmw.text.tokens import content_text, count_tokens
+from memmw.workspace.access import SessionAccess
 from memmw.workspace.layout import file_date
 
 log = logging.getLogger(__name__)
@@ -153,13 +155,23 @@ class ActiveMemory:
         started = self.timer()
         deadline = started + cfg.deadline_ms / 1000
         engine = getattr(self.memory, "graph_engine", None)
-        group = is_group_session(session_key, chat_type)
-        if engine is None or (group and not cfg.group_sessions):
+        kinds = getattr(self.memory.config, "private_chat_types", None)
+        access = SessionAccess.for_session(
+            self.memory.workspace,
+            self.memory.config.extra_paths,
+            session_key=session_key,
+            chat_type=chat_type,
+            private_kinds=kinds,
+        )
+        private = access.private
+        if engine is None or (not private and not cfg.group_sessions):
             return Injection()
-        private = not group
-        cites = citations_enabled(self.memory.config.citations, session_key, chat_type)
+        cites = citations_enabled(self.memory.config.citations, session_key, chat_type, kinds)
         out = Injection()
-        graph: Graph = engine.graph()
+        # The session's view: rows of files it may read AND trust (owner or agent written),
+        # so no private name, alias or citation reaches a group block, and nothing written
+        # from a group session or an extra path is injected as memory anywhere.
+        graph: Graph = engine.view(access.injectable)
         matches = [
             m
             for m in match_entities(message, graph, threshold=cfg.threshold)
@@ -229,7 +241,8 @@ class ActiveMemory:
                 break
             out.triggers.append(trig)
         if lines:
-            out.text = "\n".join([OPEN_TAG, PREAMBLE, *lines, CLOSE_TAG])
+            body = inert_memory_text("\n".join(lines))  # stored text cannot forge the block
+            out.text = "\n".join([OPEN_TAG, PREAMBLE, body, CLOSE_TAG])
             out.tokens = self.count(out.text)
             keys = [h.stable_key for h in out.facts] + [f"e:{m.key}" for m in matches]
             try:

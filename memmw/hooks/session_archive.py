@@ -197,6 +197,8 @@ class ArchiveRequest:
         max_messages: Lines kept (the reference's 15).
         slug_fn: Optional LLM slug callable.
         slug_timeout_s: Timeout of the slug call.
+        folder: Workspace-relative folder of the archive: ``memory``, or a group
+            session's ``memory/groups/<scope>`` (recorded as group-written).
     """
 
     workspace: Path
@@ -209,6 +211,7 @@ class ArchiveRequest:
     max_messages: int = 15
     slug_fn: SlugFunction | None = None
     slug_timeout_s: float = 15.0
+    folder: str = MEMORY_DIR
 
 
 def archive_session(request: ArchiveRequest) -> Path | None:
@@ -229,9 +232,11 @@ def archive_session(request: ArchiveRequest) -> Path | None:
         if slug is None:
             slug = request.now.strftime("%H%M")
         workspace = Path(request.workspace)
-        memory_dir = workspace / MEMORY_DIR
-        if memory_dir.is_symlink():
-            raise PathPolicyError("memory/ is a symlink; refusing to write the archive")
+        memory_dir = workspace
+        for part in request.folder.split("/"):
+            memory_dir = memory_dir / part
+            if memory_dir.is_symlink():
+                raise PathPolicyError(f"{part}/ is a symlink; refusing to write the archive")
         memory_dir.mkdir(parents=True, exist_ok=True)
         target = archive_path(memory_dir, request.now.date(), slug)
         text = render_archive(
@@ -243,7 +248,7 @@ def archive_session(request: ArchiveRequest) -> Path | None:
             reason=request.reason,
         )
         atomic_write_text(target, text)
-        log.info("archived session %s to memory/%s", request.session_id, target.name)
+        log.info("archived session %s to %s/%s", request.session_id, request.folder, target.name)
         return target
     except Exception as exc:
         log.warning("session archive failed: %s: %s", type(exc).__name__, exc)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from memmw.config import ActiveMemoryConfig
 from memmw.errors import PathPolicyError
 from memmw.text.analysis import utf16_len
+from memmw.workspace.access import SessionAccess
 from memmw.workspace.files import atomic_write_text
 from memmw.workspace.layout import WORKING_MEMORY_FILE
 from memmw.workspace.locks import exclusive_lock
@@ -90,15 +91,22 @@ def working_files(
 
 
 def working_memory_section(
-    workspace: Path, config: ActiveMemoryConfig, *, private: bool
+    workspace: Path,
+    config: ActiveMemoryConfig,
+    *,
+    private: bool,
+    access: SessionAccess | None = None,
 ) -> tuple[str, list[str], bool]:
     """Render the working-memory section: ``(text, paths loaded, truncated)``.
 
     Each file is capped at its budget (75% head, 25% tail with a marker); project files
-    share ``project_max_chars``. Truncation adds a visible note.
+    share ``project_max_chars``. Truncation adds a visible note. Files are read through
+    the session's privacy gate (``access``, else one for ``private``): inert text, and a
+    group session never gets a file that is a private one under another name.
     """
     if not config.working_memory:
         return "", [], False
+    gate = access or SessionAccess(workspace=Path(workspace), private=private)
     blocks: list[str] = []
     loaded: list[str] = []
     truncated = False
@@ -108,10 +116,13 @@ def working_memory_section(
             if path.stat().st_size > RAW_READ_CAP_BYTES:
                 truncated = True
                 continue
-            text = path.read_text(encoding="utf-8", errors="replace").strip("\n")
+            read = gate.prompt_text(str(path))
         except OSError as exc:
             log.warning("working memory: cannot read %s: %s", label, type(exc).__name__)
             continue
+        if read is None:
+            continue
+        text = read[0].strip("\n")
         if not text.strip():
             continue
         is_project = label.rsplit("/", 1)[-1].startswith(PROJECT_PREFIX)
@@ -143,10 +154,17 @@ def working_memory_section(
 
 
 def with_working_memory(
-    context: BootstrapContext, workspace: Path, config: ActiveMemoryConfig, *, private: bool
+    context: BootstrapContext,
+    workspace: Path,
+    config: ActiveMemoryConfig,
+    *,
+    private: bool,
+    access: SessionAccess | None = None,
 ) -> BootstrapContext:
     """The bootstrap context with the working-memory section appended."""
-    text, _loaded, truncated = working_memory_section(workspace, config, private=private)
+    text, _loaded, truncated = working_memory_section(
+        workspace, config, private=private, access=access
+    )
     if not text:
         return context
     joined = f"{context.text.rstrip()}\n\n{text}" if context.text else text

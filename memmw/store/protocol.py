@@ -162,7 +162,7 @@ class GraphRows:
 
     Attributes:
         entities: ``(entity_key, name, kind, path, line)`` by path, line.
-        aliases: ``(entity_key, alias)`` by path, line.
+        aliases: ``(entity_key, alias, path)`` by path, line.
         facts: ``(id, entity_key, entity, key, key_norm, value, path, line, valid_from,
             retracted, importance, origin, session_kind, observed_at, private, current,
             stable_key)`` by path, line.

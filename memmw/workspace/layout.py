@@ -6,6 +6,7 @@ import datetime as dt
 import os
 import re
 import stat
+import unicodedata
 from pathlib import Path, PurePosixPath
 
 #: The curated root files (chunked per entry, never decayed, private to direct sessions).
@@ -20,6 +21,8 @@ DREAMS_FILE = "DREAMS.md"
 MEMORY_DIR = "memory"
 #: Root file private to direct sessions besides the curated ones (working memory).
 WORKING_MEMORY_FILE = "active-context.md"
+#: Notes written from group and channel sessions: ``memory/groups/<scope>/`` (untrusted).
+GROUP_NOTES_DIR = "memory/groups"
 
 _DATED = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:-.+)?\.md$")
 
@@ -27,6 +30,29 @@ _DATED = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:-.+)?\.md$")
 def daily_note_path(day: dt.date) -> str:
     """``memory/YYYY-MM-DD.md``: the daily note of ``day`` (where flushes and appends go)."""
     return f"{MEMORY_DIR}/{day.isoformat()}.md"
+
+
+def group_note_dir(scope: str) -> str:
+    """``memory/groups/<scope>``: where a group session's appends, flushes and archives go."""
+    return f"{GROUP_NOTES_DIR}/{scope}"
+
+
+def group_note_path(scope: str, day: dt.date) -> str:
+    """``memory/groups/<scope>/YYYY-MM-DD.md``: a group session's daily note."""
+    return f"{group_note_dir(scope)}/{day.isoformat()}.md"
+
+
+def is_group_note(path: str) -> bool:
+    """True for anything under ``memory/groups/`` (written from a group or channel session)."""
+    return path.startswith(GROUP_NOTES_DIR + "/")
+
+
+def group_scope_of(path: str) -> str | None:
+    """The scope of a note under ``memory/groups/<scope>/``, else None."""
+    if not is_group_note(path):
+        return None
+    parts = PurePosixPath(path).parts
+    return parts[2] if len(parts) >= 4 else None
 
 
 def archive_path(memory_dir: Path, day: dt.date, slug: str) -> Path:
@@ -71,17 +97,42 @@ def is_memory_path(path: str) -> bool:
     return path in ROOT_FILES or is_dreams(path) or path.startswith(MEMORY_DIR + "/")
 
 
+_PRIVATE_ROOT = frozenset(n.casefold() for n in (*ROOT_FILES, WORKING_MEMORY_FILE))
+_TRAILING = " .\u3000"
+
+
+def fold_path(rel: str) -> str:
+    """A workspace-relative posix path folded for comparison: NFKC, case, trailing dots/spaces."""
+    if rel.isascii():
+        text = rel.lower()  # the same as NFKC + casefold for ASCII, and much faster
+    else:
+        text = unicodedata.normalize("NFKC", rel).casefold()
+        text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    parts = [p.rstrip(_TRAILING) for p in text.split("/")]
+    return "/".join(p for p in parts if p not in ("", "."))
+
+
 def is_private_path(path: str, source: str = "memory") -> bool:
-    """True for what only direct (private) sessions may see, in prompts and tool results.
+    """True for what only direct (private) sessions may see, by name (folded, fail closed).
 
     That is ``MEMORY.md``/``memory.md``/``USER.md``, ``active-context.md``, the dated
-    notes under ``memory/`` (the daily log, which the flush writes from any session, and
-    the ``/new`` session archives) and session transcripts. Undated topic notes under
-    ``memory/`` and extra paths (shared folders) stay visible to group and channel sessions.
+    notes under ``memory/`` (the daily log and the ``/new`` session archives of private
+    sessions) and session transcripts, in any case or compatibility form
+    (:func:`fold_path`). Undated topic notes under ``memory/`` and extra paths (shared
+    folders) stay visible to group and channel sessions; so do the notes under
+    ``memory/groups/`` (only to the group that wrote them). This is the rule by name;
+    :meth:`memmw.workspace.access.SessionAccess.check` applies it to the resolved file.
     """
-    if source != "memory" or path.startswith("sessions/"):
+    if source != "memory":
         return True
-    return path in ROOT_FILES or path == WORKING_MEMORY_FILE or file_date(path) is not None
+    folded = fold_path(path)
+    if folded.startswith("sessions/") or folded in _PRIVATE_ROOT:
+        return True
+    if is_group_note(folded):
+        return False
+    if not folded.rpartition("/")[2][:1].isdigit():
+        return False  # not a dated note (the cheap test before the full parse)
+    return file_date(folded) is not None
 
 
 def _regular(path: Path) -> bool:
@@ -104,19 +155,24 @@ def curated_files(workspace: Path) -> list[str]:
     return out
 
 
-def dated_notes(workspace: Path, day: dt.date, max_archives: int) -> list[str]:
-    """``memory/<day>.md`` and up to ``max_archives`` ``memory/<day>-*.md``, newest first.
+def dated_notes(
+    workspace: Path, day: dt.date, max_archives: int, folder: str = MEMORY_DIR
+) -> list[str]:
+    """``<folder>/<day>.md`` and up to ``max_archives`` ``<folder>/<day>-*.md``, newest first.
 
-    Only existing regular files; nothing when ``memory/`` is missing or a symlink.
+    ``folder`` is ``memory`` (the owner's daily notes) or a group's ``memory/groups/<scope>``.
+    Only existing regular files; nothing when a folder on the way is missing or a symlink.
     """
-    memory_dir = workspace / MEMORY_DIR
-    if not memory_dir.is_dir() or memory_dir.is_symlink():
-        return []
+    memory_dir = workspace
+    for part in folder.split("/"):
+        memory_dir = memory_dir / part
+        if not memory_dir.is_dir() or memory_dir.is_symlink():
+            return []
     iso = day.isoformat()
     out: list[str] = []
     if _regular(memory_dir / f"{iso}.md"):
-        out.append(f"{MEMORY_DIR}/{iso}.md")
+        out.append(f"{folder}/{iso}.md")
     archives = [p for p in memory_dir.glob(f"{iso}-*.md") if _regular(p)]
     archives.sort(key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
-    out.extend(f"{MEMORY_DIR}/{p.name}" for p in archives[:max_archives])
+    out.extend(f"{folder}/{p.name}" for p in archives[:max_archives])
     return out

@@ -473,7 +473,7 @@ def test_graph_rows_follow_their_file(store: Store) -> None:
     with store.read() as reader:
         rows = reader.graph_rows()
     assert isinstance(rows, GraphRows)
-    assert ("alice martin", "Ali") in rows.aliases
+    assert ("alice martin", "Ali", "MEMORY.md") in rows.aliases  # with its file (privacy view)
     facts = {(f[1], f[3], f[5]) for f in rows.facts}
     assert {("alice martin", "city", "Berlin"), ("alice martin", "employer", "Acme")} <= facts
     assert all(f[15] for f in rows.facts)  # each the current value of its key

@@ -232,7 +232,7 @@ def read_rows(conn: psycopg.Connection[Any], ns: int) -> GraphRows:
             " WHERE namespace_id = %(ns)s ORDER BY path, line, id"
         ),
         aliases=q(
-            "SELECT entity_key, alias FROM memmw.graph_aliases WHERE namespace_id = %(ns)s"
+            "SELECT entity_key, alias, path FROM memmw.graph_aliases WHERE namespace_id = %(ns)s"
             " ORDER BY path, line, id"
         ),
         facts=q(

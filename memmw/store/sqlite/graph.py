@@ -198,7 +198,7 @@ def read_rows(conn: sqlite3.Connection) -> GraphRows:
             "SELECT entity_key, name, kind, path, line FROM graph_entities ORDER BY path, line"
         ).fetchall(),
         aliases=conn.execute(
-            "SELECT entity_key, alias FROM graph_aliases ORDER BY path, line"
+            "SELECT entity_key, alias, path FROM graph_aliases ORDER BY path, line"
         ).fetchall(),
         facts=conn.execute(
             "SELECT id, entity_key, entity, key, key_norm, value, path, line, valid_from, retracted,"
