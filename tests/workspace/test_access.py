@@ -275,6 +275,9 @@ GATED = {
     ("hooks/working_memory.py", "gate.prompt_text", "working_memory_section"),
     # Lists project files only; working_memory_section reads each through the gate.
     ("hooks/working_memory.py", "folder.glob", "working_files"),
+    # The MCP HTTP server's bearer token in the state folder, not a memory file.
+    ("adapters/mcp.py", "os.open", "http_token"),
+    ("adapters/mcp.py", "os.open", "_read_token"),
 }
 #: Modules whose file reads are not memory reads (state files, explicit extraction runs).
 EXEMPT = {"hooks/flush.py", "hooks/extractor.py"}
