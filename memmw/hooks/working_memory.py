@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from memmw.config import ActiveMemoryConfig
 from memmw.errors import PathPolicyError
 from memmw.text.analysis import utf16_len
+from memmw.redaction import redact_secrets
 from memmw.workspace.files import atomic_write_text
 from memmw.workspace.layout import WORKING_MEMORY_FILE
 from memmw.workspace.locks import exclusive_lock
@@ -47,6 +48,7 @@ def write_active_context(workspace: Path, text: str) -> int:
     path = Path(workspace) / ACTIVE_CONTEXT
     if path.is_symlink():
         raise PathPolicyError(f"{ACTIVE_CONTEXT}: refusing to write through a symlink")
+    text = redact_secrets(text)  # written from the conversation: the one redaction pass
     body = text if text.endswith("\n") or not text else text + "\n"
     with exclusive_lock(path.parent):
         atomic_write_text(path, body)
