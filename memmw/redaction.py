@@ -98,7 +98,8 @@ _TOKEN_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
 _SECRET_NAME = (
     r"[\w.\-]*?(?:api[_\-]?key|apikey|secret|token|passw(?:or)?d|passwd|pwd|passphrase"
     r"|access[_\-]?key|private[_\-]?key|credentials?|account[_\-]?key|shared[_\-]?access[_\-]?key"
-    r"|client[_\-]?secret|auth|sig|signature)(?:[_\-]?(?:id|value|key))?"
+    r"|client[_\-]?secret|auth|sig|signature|(?<![a-z])pass|(?:client[_\-]?)?key[_\-]data)"
+    r"(?:[_\-]?(?:id|value|key))?"
 )
 _ASSIGNMENT = re.compile(
     rf"""(?ix)
@@ -160,28 +161,27 @@ _PASSWORD_WORDS = (
     "heslo", "jelszó", "lösenord", "adgangskode", "passord", "salasana", "parola", "şifre",
     "sifre", "пароль", "паролата", "κωδικός", "סיסמה", "كلمة المرور", "كلمة السر",
     "पासवर्ड", "mật khẩu", "kata sandi", "kata laluan", "รหัสผ่าน", "密码", "密碼", "口令",
-    "パスワード", "暗証番号", "비밀번호", "암호", "패스워드", "password", "passwd",
+    "パスワード", "暗証番号", "비밀번호", "암호", "패스워드", "password", "passwd", "pw",
 )
 #: Little words between "password" and its value: possessives, "for the X", "is", ":".
 _CONNECTOR = (
-    r"(?:\s*(?:(?:is|was|ist|lautet|war|est|était|es|era|é|è|to|jest|это|был|е|är|er|on"
-    r"|olan|adalah|là|ialah)(?!\w)|=|:|：|-|—|–|是|为|為|は|が|는|은|이|가))+"
+    r"(?:[ \t]*(?:(?:is|was|ist|lautet|war|est|était|es|era|é|è|to|jest|это|был|е|är|er|on"
+    r"|olan|adalah|là|ialah)(?!\w)|=|:|：|-|—|–|是|为|為|は|が|는|은|이|가|है))+"
 )
 #: Scripts without spaces between words: no word boundary before "password" there.
 _SPACELESS = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 _WORLD_PROSE = re.compile(
     rf"""(?ix)
     ((?:(?<![\w])(?:{"|".join(re.escape(w) for w in _PASSWORD_WORDS if not _SPACELESS.search(w))})
-        (?:m|en|s|es|u|a|e)?
+        (?:m|en|et|s|es|u|a|e)?
       |(?:{"|".join(re.escape(w) for w in _PASSWORD_WORDS if _SPACELESS.search(w))}))
-     (?:\s+(?:for|für|pour|para|per|voor|dla|для|of|de|du|del|van|von|on|to|zu)\s+
+     (?:[ \t]+(?:for|für|pour|para|per|voor|dla|для|of|de|du|del|van|von|on|to|zu)[ \t]+
         (?:the\ |my\ |our\ |die\ |der\ |das\ |den\ |le\ |la\ |les\ |el\ |mein\ |meine\ )?
-        [\w.@\-]+)?)
-    ({_CONNECTOR}\s*|\s*)
+        [\w.@\-]+(?={_CONNECTOR}))?)
+    ({_CONNECTOR}[ \t]*|[ \t]*)
     (["'`«“„「『]?)([^\s"'`»”“」』，。、]+)
     """
 )
-_WORLD_WORDS = tuple(w for w in _PASSWORD_WORDS if w not in ("password", "passwd"))
 #: Without a connector word ("пароль qwerty123") only a value that looks made up (a
 #: digit or a sign in it) is hidden, so "password reset" and "Passwort vergessen" stay.
 _MADE_UP = re.compile(r"[\d\W_]")
@@ -212,6 +212,12 @@ _QUERY = re.compile(
     r"(?i)([?&;](?:key|apikey|api_key|api-key|access_token|id_token|refresh_token|token|"
     r"auth|sig|signature|secret|client_secret|password|passwd|pass|pwd|pw|code_verifier)=)"
     r"([^&#\s\"'<>]+)"
+)
+#: PowerShell's ``ConvertTo-SecureString 'X' -AsPlainText``: the plain text is the secret.
+_PS_PLAIN = re.compile(r"(?i)(ConvertTo-SecureString\s+(?:-String\s+)?)([\"'])(.*?)\2")
+#: ``Authorization:`` headers: whatever follows the scheme is the credential.
+_AUTHZ = re.compile(
+    r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:[a-z][\w\-]*\s+)?)([^\s\"'][^\n\"']*)"
 )
 #: crypt(3) and htpasswd hashes: crackable, so not to be kept either.
 _HASH = re.compile(r"\$(?:apr1|2[abxy]|1|5|6|y|gy|7|argon2(?:id|i|d))\$[^\s:\"']{8,}")
@@ -276,9 +282,13 @@ def _sub_more_rules(text: str, lower: str) -> str:
         text = _QUERY.sub(_keep(2, rf"\1{REDACTED}"), text)
     if "$" in text:
         text = _HASH.sub(REDACTED, text)
+    if "authorization" in lower:
+        text = _AUTHZ.sub(_keep(2, rf"\1{REDACTED}"), text)
+    if "convertto-securestring" in lower:
+        text = _PS_PLAIN.sub(rf"\1\2{REDACTED}\2", text)
     if "cookie" in lower:
         text = _COOKIE.sub(rf"\1{REDACTED}", text)
-    if _has(lower, _WORLD_WORDS) or "password" in lower or "passwd" in lower:
+    if _has(lower, _PASSWORD_WORDS):
         text = _WORLD_PROSE.sub(_world_value, text)
     return text
 

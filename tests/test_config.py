@@ -345,3 +345,19 @@ def test_repr_hides_header_values_keys_and_url_passwords() -> None:
                    "abcdefgh12345678", "zz9-plural-z"):
         assert secret not in text, secret
     assert "Authorization" in text and "proxy.example" in text and "bob" in text
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://bob:hunter2pass@db.example:5432/mem",
+        "postgresql://bob:p@ss:w/rd%40hunter2pass@db.example/mem",
+        "host=db.example user=bob password='hunter2pass x' dbname=mem",
+        "postgresql://bob@db.example/mem?password=hunter2pass",
+    ],
+)
+def test_repr_masks_the_store_dsn(dsn: str) -> None:
+    # Issue 20: repr(MemoryConfig) printed the DSN's password.
+    for text in (repr(MemoryConfig(store=StoreConfig(backend="postgres", dsn=dsn))),
+                 repr(StoreConfig(dsn=dsn))):
+        assert "hunter2pass" not in text and "db.example" in text and "bob" in text

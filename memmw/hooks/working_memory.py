@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from memmw.config import ActiveMemoryConfig
 from memmw.errors import PathPolicyError
-from memmw.text.analysis import utf16_len
 from memmw.redaction import redact_secrets
+from memmw.text.analysis import utf16_len
 from memmw.workspace.files import atomic_write_text
 from memmw.workspace.layout import WORKING_MEMORY_FILE
 from memmw.workspace.locks import exclusive_lock

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memmw.errors import ConfigError, IndexBusyError, IndexCorruptError, IndexStoreError
-from memmw.store.ownership import WriterThread
 from memmw.redaction import redact_error
+from memmw.store.ownership import WriterThread
 from memmw.store.postgres.connection import open_pool, redact_dsn
 from memmw.store.postgres.schema import WRITER_LOCK_CLASS
 from memmw.store.postgres.store import PostgresReader, PostgresWriter

@@ -444,8 +444,35 @@ def test_the_dsn_comes_from_config_then_the_environment(monkeypatch: pytest.Monk
     with pytest.raises(ConfigError, match=DSN_ENV):
         resolve_dsn(None)
     assert redact_dsn("postgresql://bob:secret@db.example:6543/mem") == (
-        "postgresql://bob@db.example:6543/mem"
+        "postgresql://bob:[REDACTED]@db.example:6543/mem"
     )
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://bob:hunter2@ss@127.0.0.1:1/none",  # raw "@": libpq misreads the host
+        "postgresql://bob:hun/ter2pw@127.0.0.1:1/none",  # raw "/"
+        "postgresql://bob:hunter2%zz@127.0.0.1:1/none",  # a bad %-escape is echoed
+        "postgresql://bob:hunter2%40ss@127.0.0.1:1/none",
+        "postgresql://bob:hünter2pw@127.0.0.1:1/none",
+        "postgresql://bob:@127.0.0.1:1/none",
+        "host=127.0.0.1 port=1 user=bob password='hunter2 pw@:/' dbname=none",
+        "host=127.0.0.1 port=1 user=bob password=hunter2@ss dbname=none",
+        "host=127.0.0.1 port=1 user=bob password='unterminated hunter2",
+    ],
+)
+def test_connection_errors_never_show_the_password(dsn: str) -> None:
+    # Issue 20: a password holding "@" (or ":", "/", "%") was partly printed in every
+    # connection error. The real driver, a closed port: nothing of the password shows.
+    from memmw.store.postgres.connection import open_pool
+
+    with pytest.raises(IndexStoreError) as info:
+        open_pool(dsn)
+    text = str(info.value)
+    for piece in ("hunter2", "hünter2", "ter2pw", "ss@127", "%zz"):
+        assert piece not in text, text
+    assert "PostgreSQL" in text
 
 
 def test_an_unreachable_server_is_a_clear_store_error() -> None:
