@@ -182,6 +182,14 @@ _WORLD_PROSE = re.compile(
     (["'`«“„「『]?)([^\s"'`»”“」』，。、]+)
     """
 )
+#: The gate of that rule: ASCII stems that every ASCII word above contains, then (only for
+#: a text that is not all ASCII) the others.
+_PASSWORD_ASCII = (
+    "pass", "pw", "mdp", "kennwort", "zugangscode", "contrasena", "clave", "senha", "parola",
+    "wachtwoord", "haslo", "heslo", "salasana", "sifre", "kata sandi", "kata laluan",
+    "adgangskode",
+)
+_PASSWORD_OTHER = tuple(w for w in _PASSWORD_WORDS if not w.isascii())
 #: Without a connector word ("пароль qwerty123") only a value that looks made up (a
 #: digit or a sign in it) is hidden, so "password reset" and "Passwort vergessen" stay.
 _MADE_UP = re.compile(r"[\d\W_]")
@@ -236,7 +244,7 @@ _LONG_RUN = re.compile(r"[A-Za-z0-9/+]{40}")
 
 
 def _has(text: str, words: Iterable[str]) -> bool:
-    return any(w in text for w in words)
+    return any(map(text.__contains__, words))  # C-level loop: the gates run on every text
 
 
 def _sub_rules(text: str) -> str:
@@ -268,7 +276,8 @@ def _sub_rules(text: str) -> str:
 def _sub_more_rules(text: str, lower: str) -> str:
     """Command lines, ``.netrc``, query strings, hashes, cookies, other languages."""
     if "-" in text:
-        text = _CLI_USERPASS.sub(rf"\1{REDACTED}", text)
+        if "-u" in text or "-U" in text or "--user" in text or "--proxy-user" in text:
+            text = _CLI_USERPASS.sub(rf"\1{REDACTED}", text)
         if _has(lower, ("pass", "pwd", "token", "secret", "key")):
             text = _CLI_FLAG.sub(_keep(3, rf"\1\2{REDACTED}"), text)
         if "-p" in text:
@@ -288,7 +297,7 @@ def _sub_more_rules(text: str, lower: str) -> str:
         text = _PS_PLAIN.sub(rf"\1\2{REDACTED}\2", text)
     if "cookie" in lower:
         text = _COOKIE.sub(rf"\1{REDACTED}", text)
-    if _has(lower, _PASSWORD_WORDS):
+    if _has(lower, _PASSWORD_ASCII) or (not lower.isascii() and _has(lower, _PASSWORD_OTHER)):
         text = _WORLD_PROSE.sub(_world_value, text)
     return text
 

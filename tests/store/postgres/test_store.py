@@ -475,6 +475,24 @@ def test_connection_errors_never_show_the_password(dsn: str) -> None:
     assert "PostgreSQL" in text
 
 
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://bob:hunter2@pw@db.example:5432/mem",
+        "postgresql://bob:hun:ter2/pw@db.example/mem",
+        "host=db.example user=bob password='hunter2 pw' dbname=mem",
+    ],
+)
+def test_status_location_never_shows_the_password(dsn: str) -> None:
+    # `memmw status` and every store message show ``location``: the DSN masked as written
+    # (libpq's own parse of a raw "@" put half the password in the host name).
+    from memmw.store.postgres.backend import PostgresStore
+
+    location = PostgresStore(dsn).location
+    assert "hunter2" not in location and "ter2" not in location and "pw@" not in location
+    assert "db.example" in location and "bob" in location
+
+
 def test_an_unreachable_server_is_a_clear_store_error() -> None:
     from memmw.store.postgres.connection import open_pool
 
