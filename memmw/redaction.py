@@ -166,7 +166,7 @@ _PASSWORD_WORDS = (
 #: Little words between "password" and its value: possessives, "for the X", "is", ":".
 _CONNECTOR = (
     r"(?:[ \t]*(?:(?:is|was|ist|lautet|war|est|était|es|era|é|è|to|jest|это|был|е|är|er|on"
-    r"|olan|adalah|là|ialah)(?!\w)|=|:|：|-|—|–|是|为|為|は|が|는|은|이|가|है))+"
+    r"|olan|adalah|là|ialah)(?!\w)|=|:|：|[-—–](?=\s)|是|为|為|は|が|는|은|이|가|है))+"
 )
 #: Scripts without spaces between words: no word boundary before "password" there.
 _SPACELESS = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
@@ -201,7 +201,7 @@ _CLI_USERPASS = re.compile(
 #: ``--password=X``, ``--password X``, ``--passwd``, ``--pass``, ``--token X``, ``--secret``.
 _CLI_FLAG = re.compile(
     r"""(?x)((?<!\S)--?(?:[\w\-]*?(?:password|passwd|pass|pwd|token|secret|api-?key|auth-key))
-    (?:\s+|=))(["']?)((?<=")[^"\n]+(?=")|(?<=')[^'\n]+(?=')|[^\s"']+)"""
+    (?:[ \t]+(?!-)|=))(["']?)((?<=")[^"\n]+(?=")|(?<=')[^'\n]+(?=')|[^\s"']+)"""
 )
 #: ``mysql -pSECRET``, ``mysql -p'SECRET'`` (the value sticks to ``-p``).
 _MYSQL_P = re.compile(
@@ -318,8 +318,8 @@ def _world_value(m: re.Match[str]) -> str:
     value = m.group(4)
     if value.startswith(REDACTED) or REDACTED in value:
         return m.group(0)
-    if not m.group(2).strip() and not _MADE_UP.search(value):
-        return m.group(0)  # "password reset", "Passwort vergessen": no connector, a word
+    if not m.group(2).strip() and (not _MADE_UP.search(value) or value.startswith("-")):
+        return m.group(0)  # "password reset", "Passwort vergessen", "--no-password -h"
     return m.group(1) + m.group(2) + m.group(3) + REDACTED
 
 
@@ -522,13 +522,18 @@ def mask_dsn(dsn: str | None) -> str | None:
     if not dsn:
         return dsn
     hole = "\ue000"  # a private-use character stands for the password meanwhile
-    text = dsn.replace(hole, "")
-    parts = _dsn_url_parts(text)
-    if parts is not None:
-        text = f"{parts[0]}:{hole}{parts[2]}"
-    text = _DSN_KV_PASSWORD.sub(lambda m: m.group(1) + hole, text)
-    text = re.sub(r"(?i)([?&](?:ssl)?password=)[^&#\s]*", rf"\1{hole}", text)
-    return redact_secrets(text).replace(hole, MASK)
+
+    def rest(text: str) -> str:
+        text = _DSN_KV_PASSWORD.sub(lambda m: m.group(1) + hole, text.replace(hole, ""))
+        text = re.sub(r"(?i)([?&](?:ssl)?password=)[^&#\s]*", rf"\1{hole}", text)
+        return redact_secrets(text).replace(hole, MASK)
+
+    parts = _dsn_url_parts(dsn)
+    if parts is None:
+        return rest(dsn)
+    # Each side of the password on its own: a user named "token" must not make the
+    # password's mask look like "token: value" and swallow the host with it.
+    return f"{redact_secrets(parts[0])}:{MASK}{rest(parts[2])}"
 
 
 def redact_error(text: str, *, dsn: str | None = None) -> str:

@@ -282,6 +282,8 @@ def test_every_credential_form_of_the_corpus_is_redacted(
         "mkdir -p /tmp/x",
         "ssh -p 22 host",
         "docker run -p 8080:80 nginx",
+        "psql --no-password -h db -U app",
+        "memmw search --max-tokens 400 harbour",
         "https://example.com:8080/x?email=a@b.com",
         "https://medium.com/@author/post",
         "git clone git@github.com:org/repo.git",

@@ -563,7 +563,7 @@ def test_store_backend_and_dsn_are_configurable(monkeypatch: pytest.MonkeyPatch)
         create_postgres_store(config, agent_id="a")
     monkeypatch.setenv(DSN_ENV, "postgresql://u:pw@127.0.0.1:1/db")
     store = create_postgres_store(config, agent_id="ops")
-    assert store.location == "postgresql://u@127.0.0.1:1/db namespace ops"
+    assert store.location == "postgresql://u:[REDACTED]@127.0.0.1:1/db namespace ops"
     assert store.agent_id == "ops"
 
 
