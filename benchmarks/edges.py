@@ -286,6 +286,7 @@ def bench_redact() -> dict[str, Any]:
         "archives": archives,
         "leaks": {place: len(names) for place, names in leaks.items()},
         "leakedForms": {place: names for place, names in leaks.items() if names},
+        "bytesSearched": {"index": len(raw_db), "telemetry": len(telemetry), "notes": len(notes)},
         "logRecords": len(records),
         "rawLogLeaks": [f["name"] for f in forms if f["secret"] in log_raw],
         "transcriptJsonlHolds": sum(1 for f in forms if f["secret"].encode() in jsonl),
