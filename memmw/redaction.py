@@ -165,8 +165,8 @@ _PASSWORD_WORDS = (
 )
 #: Little words between "password" and its value: possessives, "for the X", "is", ":".
 _CONNECTOR = (
-    r"(?:[ \t]*(?:(?:is|was|ist|lautet|war|est|était|es|era|é|è|to|jest|это|был|е|är|er|on"
-    r"|olan|adalah|là|ialah)(?!\w)|=|:|：|[-—–](?=\s)|是|为|為|は|が|는|은|이|가|है))+"
+    r"(?:[ \t]+(?:is|was|ist|lautet|war|est|était|es|era|é|è|to|jest|это|был|е|är|er|on"
+    r"|olan|adalah|là|ialah)(?!\w)|[ \t]*(?:=|:|：|[-—–](?=\s)|是|为|為|は|が|는|은|이|가|है))+"
 )
 #: Scripts without spaces between words: no word boundary before "password" there.
 _SPACELESS = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
@@ -174,11 +174,12 @@ _WORLD_PROSE = re.compile(
     rf"""(?ix)
     ((?:(?<![\w])(?:{"|".join(re.escape(w) for w in _PASSWORD_WORDS if not _SPACELESS.search(w))})
         (?:m|en|et|s|es|u|a|e)?
-      |(?:{"|".join(re.escape(w) for w in _PASSWORD_WORDS if _SPACELESS.search(w))}))
-     (?:[ \t]+(?:for|für|pour|para|per|voor|dla|для|of|de|du|del|van|von|on|to|zu)[ \t]+
+      |(?:{"|".join(re.escape(w) for w in _PASSWORD_WORDS if _SPACELESS.search(w))})))
+    # "for the NAS" then a connector, or a connector, or (a made-up value only) nothing
+    ((?:[ \t]+(?:for|für|pour|para|per|voor|dla|для|of|de|du|del|van|von|on|to|zu)[ \t]+
         (?:the\ |my\ |our\ |die\ |der\ |das\ |den\ |le\ |la\ |les\ |el\ |mein\ |meine\ )?
-        [\w.@\-]+(?={_CONNECTOR}))?)
-    ({_CONNECTOR}[ \t]*|[ \t]*)
+        [\w.@\-]*\w{_CONNECTOR}[ \t]*)
+     |{_CONNECTOR}[ \t]*|[ \t]*)
     (["'`«“„「『]?)([^\s"'`»”“」』，。、]+)
     """
 )
