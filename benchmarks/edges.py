@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/edges.py [--only append,forget,hang,hang-index] [--seconds 60] [--json OUT]
+    python benchmarks/edges.py [--only append,forget,hang,hang-index,redact] [--seconds 60] [--json OUT]
 
 * ``append``: one agent calls ``memory_append`` every 50 ms while another process
   appends lines to the same note with the shell's ``>>`` (a ``sh`` loop) for
@@ -29,6 +29,17 @@ Usage::
   three times in a row (the second run's timeout opens the shared breaker, the third
   fails fast), against the bound ``remote.timeout_s``; and ``memmw status --deep`` and
   ``memmw doctor`` wall times (their probe's bound is ``remote.query_timeout_s``).
+* ``redact``: every credential form of ``benchmarks/credential_forms.json`` goes through
+  the conversation paths of a custom-loop agent with ``sources = memory + sessions``:
+  the user pastes it and the model echoes it (transcript), a tool error echoes it (error
+  text), the flush turn writes the conversation into today's note with ``memory_append``
+  (flush note), ``/new`` archives the session; a note holding every secret is written
+  and then deleted. After a sync, each secret is looked for in the index file's raw
+  bytes (``.sqlite``, ``-wal``, ``-shm``), in ``memory_search`` snippets (the secret as
+  the query), in the telemetry log, in the workspace notes and in every log record
+  (raw, and through ``RedactingFilter`` as the CLI logs them). Reported: forms tried and
+  leaks per place (target 0). The transcript JSONL itself is the raw session record
+  (not a derived or written-from-memory artefact): its count is reported, not a leak.
 """
 
 from __future__ import annotations
@@ -389,6 +400,118 @@ def bench_hang_index() -> dict[str, Any]:
     }
 
 
+def bench_redact() -> dict[str, Any]:
+    """Credential forms through transcript, error text, flush note and /new archive."""
+    import logging
+
+    from memmw.adapters.custom_loop import MemoryAgent
+    from memmw.config import FlushConfig
+    from memmw.middleware import MemoryMiddleware
+    from memmw.redaction import RedactingFilter
+
+    forms = json.loads((ROOT / "benchmarks" / "credential_forms.json").read_text("utf-8"))
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    keep = Keep(level=logging.DEBUG)
+    root = logging.getLogger("memmw")
+    old_level = root.level
+    root.addHandler(keep)
+    root.setLevel(logging.DEBUG)
+
+    def model(messages: list[dict[str, Any]], tools: Any = None) -> dict[str, Any]:
+        system = " ".join(str(m["content"]) for m in messages if m["role"] == "system")
+        last = messages[-1]
+        if "Memory flush before compaction" in system:
+            if last["role"] == "tool":
+                return {"content": "NO_REPLY"}
+            said = "\n".join(f"- {m['content']}" for m in messages if m["role"] == "user")
+            call = {"id": "f", "name": "memory_append", "args": {"content": said}}
+            return {"content": "", "tool_calls": [call]}
+        if last["role"] == "tool":
+            return {"content": "done"}
+        text = str(last["content"])
+        if text.startswith("get "):  # a tool error that echoes its argument
+            call = {"id": "g", "name": "memory_get", "args": {"path": text[4:]}}
+            return {"content": "", "tool_calls": [call]}
+        return {"content": f"Noted, you said: {text}"}
+
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            ws, state = Path(tmp) / "ws", Path(tmp) / "state"
+            (ws / "memory").mkdir(parents=True)
+            (ws / "MEMORY.md").write_text("# Facts\n- The gateway runs on port 8080.\n")
+            gone = ws / "memory" / "2026-01-01.md"
+            gone.write_text("".join(f"- {f['text']}\n" for f in forms), encoding="utf-8")
+            config = MemoryConfig(
+                provider="none", sources=("memory", "sessions"), flush=FlushConfig(enabled=True)
+            )
+            with Memory(ws, state, config=config) as mem:
+                mem.sync()  # the note holding every secret is indexed ...
+                gone.unlink()  # ... then deleted
+                agent = MemoryAgent(model, mem, middleware=MemoryMiddleware(mem))
+                for form in forms:
+                    agent.chat(form["text"])
+                    agent.chat("get " + form["text"])
+                agent._flush(force=True)  # the silent flush turn writes the conversation
+                flushed = sum(1 for o in agent.flushes if o.ran)
+                agent.chat("/new")
+                mem.sync()
+                telemetry = b"".join(p.read_bytes() for p in state.rglob("telemetry/*.jsonl*"))
+                notes = b"".join(p.read_bytes() for p in ws.rglob("*.md"))
+                jsonl = b"".join(
+                    p.read_bytes() for p in state.rglob("*.jsonl*") if "sessions" in p.parts
+                )
+                db = mem.db_path
+                snippets: dict[str, str] = {}
+                for form in forms:
+                    hits = mem.search_result(form["secret"]).hits
+                    snippets[form["name"]] = "\n".join(h.snippet for h in hits)
+            sidecars = [Path(f"{db}{x}") for x in ("", "-wal", "-shm")]
+            raw_db = b"".join(p.read_bytes() for p in sidecars if p.exists())
+            archives = sorted(p.name for p in (ws / "memory").glob("*-*-*-*.md"))
+    finally:
+        root.removeHandler(keep)
+        root.setLevel(old_level)
+    log_raw = "\n".join(_log_text(r) for r in records)
+    redactor = RedactingFilter()
+    log_filtered = "\n".join(_log_text(r) for r in records if redactor.filter(r))
+    places = {
+        "indexFileBytes": lambda s: s.encode() in raw_db,
+        "searchSnippets": lambda s: any(s in text for text in snippets.values()),
+        "telemetry": lambda s: s.encode() in telemetry,
+        "workspaceNotes": lambda s: s.encode() in notes,
+        "logsThroughRedactingFilter": lambda s: s in log_filtered,
+    }
+    leaks = {
+        place: [f["name"] for f in forms if found(f["secret"])] for place, found in places.items()
+    }
+    return {
+        "formsTried": len(forms),
+        "paths": ["transcript", "toolErrorText", "flushNote", "newArchive", "deletedNote"],
+        "flushTurns": flushed,
+        "archives": archives,
+        "leaks": {place: len(names) for place, names in leaks.items()},
+        "leakedForms": {place: names for place, names in leaks.items() if names},
+        "bytesSearched": {"index": len(raw_db), "telemetry": len(telemetry), "notes": len(notes)},
+        "logRecords": len(records),
+        "rawLogLeaks": [f["name"] for f in forms if f["secret"] in log_raw],
+        "transcriptJsonlHolds": sum(1 for f in forms if f["secret"].encode() in jsonl),
+    }
+
+
+def _log_text(record: Any) -> str:
+    import logging
+
+    text = record.getMessage()
+    if record.exc_info and not record.exc_text:
+        text += "\n" + logging.Formatter().formatException(record.exc_info)
+    return text + ("\n" + record.exc_text if record.exc_text else "")
+
+
 def _timed(fn: Any) -> float:
     started = time.perf_counter()
     fn()
@@ -414,7 +537,7 @@ def _summary(values: list[float]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--only", default="append,forget,hang")
+    parser.add_argument("--only", default="append,forget,hang,redact")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -432,6 +555,9 @@ def main() -> None:
     if "hang" in wanted or "hang-index" in wanted:
         results["hangIndex"] = bench_hang_index()
         print("hang-index:", json.dumps(results["hangIndex"]), flush=True)
+    if "redact" in wanted:
+        results["redact"] = bench_redact()
+        print("redact:", json.dumps(results["redact"], ensure_ascii=False), flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

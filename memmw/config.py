@@ -200,6 +200,17 @@ class StoreConfig(_Section):
             check_agent_id(name, "store.shared entries")
         object.__setattr__(self, "shared", shared)
 
+    def __repr__(self) -> str:
+        # The DSN may hold a password: a repr lands in logs, tracebacks and bug reports.
+        from memmw.redaction import mask_dsn
+
+        shown = ", ".join(
+            f"{f.name}={(mask_dsn(self.dsn) if f.name == 'dsn' else getattr(self, f.name))!r}"
+            for f in dataclasses.fields(self)
+            if f.repr
+        )
+        return f"StoreConfig({shown})"
+
 
 @dataclass(frozen=True, kw_only=True)
 class HybridConfig(_Section):
@@ -475,9 +486,9 @@ def _mask_url(url: str | None) -> str | None:
     """``url`` with the password of ``user:password@`` and secret query values masked."""
     if not url:
         return url
-    from memmw.redaction import redact_secrets
+    from memmw.redaction import mask_dsn
 
-    return re.sub(r"(://[^/\s:@]*):[^@/\s]*@", r"\1:***@", redact_secrets(url))
+    return mask_dsn(url)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -98,12 +98,13 @@ _TOKEN_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
 _SECRET_NAME = (
     r"[\w.\-]*?(?:api[_\-]?key|apikey|secret|token|passw(?:or)?d|passwd|pwd|passphrase"
     r"|access[_\-]?key|private[_\-]?key|credentials?|account[_\-]?key|shared[_\-]?access[_\-]?key"
-    r"|client[_\-]?secret|auth|sig|signature)(?:[_\-]?(?:id|value|key))?"
+    r"|client[_\-]?secret|auth|sig|signature|(?<![a-z])pass|(?:client[_\-]?)?key[_\-]data)"
+    r"(?:[_\-]?(?:id|value|key))?"
 )
 _ASSIGNMENT = re.compile(
     rf"""(?ix)
     (\b{_SECRET_NAME}["']?\s*[:=]\s*)   # name, optional quote, := with spaces
-    (["']?)([^\s"',;]{{4,}})(\2)
+    (["']?)((?<=")[^"\n]+(?=")|(?<=')[^'\n]+(?=')|[^\s"',;]{{3,}})(\2)
     """
 )
 #: Connection strings: ``AccountKey=...;`` and ``Password=...;`` keep the separator.
@@ -111,7 +112,9 @@ _CONN_STRING = re.compile(
     r"(?i)\b((?:Account|SharedAccess|Primary|Secondary)Key|SharedAccessSignature"
     r"|Password|Pwd)=([^;\s]+)"
 )
-_URL_USERINFO = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@]+):([^\s@/]{3,})@", re.IGNORECASE)
+#: ``scheme://user:password@host``: the password runs to the token's last ``@`` (a raw
+#: ``@``, ``:`` or ``/`` in a password is still hidden whole); the user may be empty.
+_URL_USERINFO = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@'\"<>]*):(?!\d{1,5}/)([^\s'\"<>]+)@", re.IGNORECASE)
 _AUTH_HEADER = re.compile(r"\b(Bearer|Basic|Token|Digest)\s+[A-Za-z0-9._~+/=\-]{8,}", re.IGNORECASE)
 #: "my password is X", "the passphrase was: X", "password for the NAS is X".
 _PROSE_SECRET = re.compile(
@@ -148,6 +151,89 @@ _AWS_SECRET = re.compile(
 )
 
 
+# ---------------------------------------------------------------------------------------
+# Passwords in prose in other languages, command lines, .netrc, query strings, hashes.
+
+#: "password" in the languages people write notes in (lower case; matched case-folded).
+_PASSWORD_WORDS = (
+    "passwort", "kennwort", "zugangscode", "mot de passe", "mdp", "contraseña", "contrasena",
+    "clave", "senha", "palavra-passe", "parola d'ordine", "wachtwoord", "hasło", "haslo",
+    "heslo", "jelszó", "lösenord", "adgangskode", "passord", "salasana", "parola", "şifre",
+    "sifre", "пароль", "паролата", "κωδικός", "סיסמה", "كلمة المرور", "كلمة السر",
+    "पासवर्ड", "mật khẩu", "kata sandi", "kata laluan", "รหัสผ่าน", "密码", "密碼", "口令",
+    "パスワード", "暗証番号", "비밀번호", "암호", "패스워드", "password", "passwd", "pw",
+)
+#: Little words between "password" and its value: possessives, "for the X", "is", ":".
+_CONNECTOR = (
+    r"(?:[ \t]+(?:is|was|ist|lautet|war|est|était|es|era|é|è|to|jest|это|был|е|är|er|on"
+    r"|olan|adalah|là|ialah)(?!\w)|[ \t]*(?:=|:|：|[-—–](?=\s)|是|为|為|は|が|는|은|이|가|है))+"
+)
+#: Scripts without spaces between words: no word boundary before "password" there.
+_SPACELESS = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_WORLD_PROSE = re.compile(
+    rf"""(?ix)
+    ((?:(?<![\w])(?:{"|".join(re.escape(w) for w in _PASSWORD_WORDS if not _SPACELESS.search(w))})
+        (?:m|en|et|s|es|u|a|e)?
+      |(?:{"|".join(re.escape(w) for w in _PASSWORD_WORDS if _SPACELESS.search(w))})))
+    # "for the NAS" then a connector, or a connector, or (a made-up value only) nothing
+    ((?:[ \t]+(?:for|für|pour|para|per|voor|dla|для|of|de|du|del|van|von|on|to|zu)[ \t]+
+        (?:the\ |my\ |our\ |die\ |der\ |das\ |den\ |le\ |la\ |les\ |el\ |mein\ |meine\ )?
+        [\w.@\-]*\w{_CONNECTOR}[ \t]*)
+     |{_CONNECTOR}[ \t]*|[ \t]*)
+    (["'`«“„「『]?)([^\s"'`»”“」』，。、]+)
+    """
+)
+#: The gate of that rule: ASCII stems that every ASCII word above contains, then (only for
+#: a text that is not all ASCII) the others.
+_PASSWORD_ASCII = (
+    "pass", "pw", "mdp", "kennwort", "zugangscode", "contrasena", "clave", "senha", "parola",
+    "wachtwoord", "haslo", "heslo", "salasana", "sifre", "kata sandi", "kata laluan",
+    "adgangskode",
+)
+_PASSWORD_OTHER = tuple(w for w in _PASSWORD_WORDS if not w.isascii())
+#: Without a connector word ("пароль qwerty123") only a value that looks made up (a
+#: digit or a sign in it) is hidden, so "password reset" and "Passwort vergessen" stay.
+_MADE_UP = re.compile(r"[\d\W_]")
+
+#: ``curl -u user:pass``, ``--user user:pass``, ``-U``/``--proxy-user`` too.
+_CLI_USERPASS = re.compile(
+    r"""(?x)((?<!\S)(?:-u|-U|--user|--proxy-user)(?:\s+|=)["']?[^\s:"']*:)([^\s"']+)"""
+)
+#: ``--password=X``, ``--password X``, ``--passwd``, ``--pass``, ``--token X``, ``--secret``.
+_CLI_FLAG = re.compile(
+    r"""(?x)((?<!\S)--?(?:[\w\-]*?(?:password|passwd|pass|pwd|token|secret|api-?key|auth-key))
+    (?:[ \t]+(?!-)|=))(["']?)((?<=")[^"\n]+(?=")|(?<=')[^'\n]+(?=')|[^\s"']+)"""
+)
+#: ``mysql -pSECRET``, ``mysql -p'SECRET'`` (the value sticks to ``-p``).
+_MYSQL_P = re.compile(
+    r"""(?x)(\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mariadb|mariadb-dump)\b[^\n|;&]*?
+    (?<!\S)-p)(["']?)((?<=")[^"\n]+(?=")|(?<=')[^'\n]+(?=')|[^\s"']+)"""
+)
+#: ``sshpass -p X``, ``docker login -p X`` and friends, where ``-p`` is a password.
+_P_FLAG = re.compile(
+    r"""(?x)(\b(?:sshpass|(?:docker|podman|buildah|helm\ registry|skopeo|oras|nerdctl)\s+login)
+    \b[^\n|;&]*?(?<!\S)-p\s+)(["']?)((?<=")[^"\n]+(?=")|(?<=')[^'\n]+(?=')|[^\s"']+)"""
+)
+#: ``.netrc``: ``machine H login U password P`` (also on several lines).
+_NETRC = re.compile(r"(?i)(\b(?:login|user)\s+\S+\s+password\s+)(\S+)")
+#: Query strings: ``?key=``, ``&access_token=``, ``&sig=`` and other secret names.
+_QUERY = re.compile(
+    r"(?i)([?&;](?:key|apikey|api_key|api-key|access_token|id_token|refresh_token|token|"
+    r"auth|sig|signature|secret|client_secret|password|passwd|pass|pwd|pw|code_verifier)=)"
+    r"([^&#\s\"'<>]+)"
+)
+#: PowerShell's ``ConvertTo-SecureString 'X' -AsPlainText``: the plain text is the secret.
+_PS_PLAIN = re.compile(r"(?i)(ConvertTo-SecureString\s+(?:-String\s+)?)([\"'])(.*?)\2")
+#: ``Authorization:`` headers: whatever follows the scheme is the credential.
+_AUTHZ = re.compile(
+    r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:[a-z][\w\-]*\s+)?)([^\s\"'][^\n\"']*)"
+)
+#: crypt(3) and htpasswd hashes: crackable, so not to be kept either.
+_HASH = re.compile(r"\$(?:apr1|2[abxy]|1|5|6|y|gy|7|argon2(?:id|i|d))\$[^\s:\"']{8,}")
+#: ``Cookie:`` and ``Set-Cookie:`` headers carry sessions: hidden to the line end.
+_COOKIE = re.compile(r"(?i)(\b(?:set-)?cookie\s*:\s*)([^\n]*=[^\n]*)")
+
+
 _NAME_WORDS = ("key", "secret", "token", "pass", "pwd", "credential", "auth", "sig")
 _PROSE_WORDS = (
     "pass", "pwd", "secret", "api key", "access key", "security answer", "recovery code",
@@ -159,7 +245,7 @@ _LONG_RUN = re.compile(r"[A-Za-z0-9/+]{40}")
 
 
 def _has(text: str, words: Iterable[str]) -> bool:
-    return any(w in text for w in words)
+    return any(map(text.__contains__, words))  # C-level loop: the gates run on every text
 
 
 def _sub_rules(text: str) -> str:
@@ -185,7 +271,57 @@ def _sub_rules(text: str) -> str:
         text = _PIN.sub(rf"\1{REDACTED}", text)
     if _LONG_RUN.search(text):
         text = _AWS_SECRET.sub(REDACTED, text)
+    return _sub_more_rules(text, lower)
+
+
+def _sub_more_rules(text: str, lower: str) -> str:
+    """Command lines, ``.netrc``, query strings, hashes, cookies, other languages."""
+    if "-" in text:
+        if "-u" in text or "-U" in text or "--user" in text or "--proxy-user" in text:
+            text = _CLI_USERPASS.sub(rf"\1{REDACTED}", text)
+        if _has(lower, ("pass", "pwd", "token", "secret", "key")):
+            text = _CLI_FLAG.sub(_keep(3, rf"\1\2{REDACTED}"), text)
+        if "-p" in text:
+            if _has(lower, ("mysql", "mariadb")):
+                text = _MYSQL_P.sub(_keep(3, rf"\1\2{REDACTED}"), text)
+            if _has(lower, ("sshpass", "login")):
+                text = _P_FLAG.sub(_keep(3, rf"\1\2{REDACTED}"), text)
+    if "password" in lower and ("login" in lower or "user" in lower):
+        text = _NETRC.sub(_keep(2, rf"\1{REDACTED}"), text)
+    if "=" in text and ("?" in text or "&" in text):
+        text = _QUERY.sub(_keep(2, rf"\1{REDACTED}"), text)
+    if "$" in text:
+        text = _HASH.sub(REDACTED, text)
+    if "authorization" in lower:
+        text = _AUTHZ.sub(_keep(2, rf"\1{REDACTED}"), text)
+    if "convertto-securestring" in lower:
+        text = _PS_PLAIN.sub(rf"\1\2{REDACTED}\2", text)
+    if "cookie" in lower:
+        text = _COOKIE.sub(rf"\1{REDACTED}", text)
+    if _has(lower, _PASSWORD_ASCII) or (not lower.isascii() and _has(lower, _PASSWORD_OTHER)):
+        text = _WORLD_PROSE.sub(_world_value, text)
     return text
+
+
+def _keep(group: int, template: str) -> Callable[[re.Match[str]], str]:
+    """A replacement that leaves an already redacted value (group ``group``) alone."""
+
+    def repl(m: re.Match[str]) -> str:
+        if m.group(group).startswith(REDACTED):
+            return m.group(0)
+        return m.expand(template)
+
+    return repl
+
+
+def _world_value(m: re.Match[str]) -> str:
+    """Hide the value after "password" (any language) unless it is plainly a word."""
+    value = m.group(4)
+    if value.startswith(REDACTED) or REDACTED in value:
+        return m.group(0)
+    if not m.group(2).strip() and (not _MADE_UP.search(value) or value.startswith("-")):
+        return m.group(0)  # "password reset", "Passwort vergessen", "--no-password -h"
+    return m.group(1) + m.group(2) + m.group(3) + REDACTED
 
 
 def _keep_redacted(template: str) -> Callable[[re.Match[str]], str]:
@@ -320,6 +456,94 @@ def redact_all(texts: Iterable[str]) -> list[str]:
 def redact_value(value: object) -> str:
     """``repr``-safe text of a value that may hold a secret (errors, config values)."""
     return redact_secrets(str(value))
+
+
+# ---------------------------------------------------------------------------------------
+# Connection strings (DSNs) shown in reprs, status and errors.
+
+#: What a DSN's password is shown as (the same marker as every other redaction).
+MASK = REDACTED
+#: ``scheme://`` then the userinfo, which runs to the last ``@`` of the token: a raw
+#: ``@``, ``:`` or ``/`` in a password (a DSN the driver will misread) is still inside it.
+_DSN_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)(\S*@)?")
+#: ``password=...`` in a libpq key=value DSN: quoted (with backslash escapes) or a word.
+_DSN_KV_PASSWORD = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s'&]*)")
+
+
+def _dsn_url_parts(dsn: str) -> tuple[str, str, str] | None:
+    """``(scheme://user, password, rest)`` of a URL DSN with a password, else None."""
+    m = _DSN_URL.search(dsn)
+    if m is None or not m.group(2):
+        return None
+    userinfo = m.group(2)[:-1]
+    user, colon, password = userinfo.partition(":")
+    if not colon:
+        return None
+    return dsn[: m.start(2)] + user, password, dsn[m.end(2) - 1 :]
+
+
+def dsn_passwords(dsn: str | None) -> tuple[str, ...]:
+    """The password(s) written in ``dsn`` (raw and percent-decoded), to hide in errors."""
+    if not dsn:
+        return ()
+    from urllib.parse import unquote
+
+    found: list[str] = []
+    parts = _dsn_url_parts(dsn)
+    if parts is not None:
+        found.append(parts[1])
+    for m in _DSN_KV_PASSWORD.finditer(dsn):
+        value = m.group(2)
+        if value.startswith("'"):
+            value = value[1:-1] if len(value) > 1 and value.endswith("'") else value[1:]
+            found.append(re.sub(r"\\(.)", r"\1", value))
+        found.append(value)
+    out = {v for p in found for v in (p, unquote(p)) if v}
+    # A password the driver misreads (a raw "@" or "/" in a URL) may show up in pieces.
+    out |= {piece for p in found for piece in re.split(r"[@/:?#&=\s]+", p) if len(piece) >= 4}
+    return tuple(sorted(out, key=len, reverse=True))
+
+
+def dsn_is_ambiguous(dsn: str | None) -> bool:
+    """True when a URL DSN's password holds a raw ``@`` or ``/``: drivers split it at the
+    wrong place (part of the password becomes the host), so it must be percent-encoded."""
+    parts = _dsn_url_parts(dsn or "")
+    return parts is not None and ("@" in parts[1] or "/" in parts[1])
+
+
+def mask_dsn(dsn: str | None) -> str | None:
+    """``dsn`` with its password shown as ``***``: the one masking function for DSNs and
+    URLs in reprs, status, logs and errors.
+
+    URL form (``postgresql://user:pass@host/db``, the password running to the last ``@``
+    so a raw ``@``/``:``/``/`` is masked whole), libpq key=value form (``password=...``,
+    quoted or not) and secret query parameters (``?password=``, ``?sslpassword=``,
+    ``?token=``); any other credential shape :func:`redact_secrets` knows is hidden too.
+    """
+    if not dsn:
+        return dsn
+    hole = "\ue000"  # a private-use character stands for the password meanwhile
+
+    def rest(text: str) -> str:
+        text = _DSN_KV_PASSWORD.sub(lambda m: m.group(1) + hole, text.replace(hole, ""))
+        text = re.sub(r"(?i)([?&](?:ssl)?password=)[^&#\s]*", rf"\1{hole}", text)
+        return redact_secrets(text).replace(hole, MASK)
+
+    parts = _dsn_url_parts(dsn)
+    if parts is None:
+        return rest(dsn)
+    # Each side of the password on its own: a user named "token" must not make the
+    # password's mask look like "token: value" and swallow the host with it.
+    return f"{redact_secrets(parts[0])}:{MASK}{rest(parts[2])}"
+
+
+def redact_error(text: str, *, dsn: str | None = None) -> str:
+    """Error text for messages and logs: :func:`redact_secrets`, and every password
+    written in ``dsn`` (raw, percent-decoded, and the pieces a driver shows when it
+    misreads a raw ``@``) replaced by ``***``."""
+    for secret in dsn_passwords(dsn):
+        text = text.replace(secret, MASK)
+    return redact_secrets(text)
 
 
 class RedactingFilter(logging.Filter):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import memmw
 from memmw.config import (
@@ -345,3 +347,35 @@ def test_repr_hides_header_values_keys_and_url_passwords() -> None:
                    "abcdefgh12345678", "zz9-plural-z"):
         assert secret not in text, secret
     assert "Authorization" in text and "proxy.example" in text and "bob" in text
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://bob:hunter2pass@db.example:5432/mem",
+        "postgresql://bob:p@ss:w/rd%40hunter2pass@db.example/mem",
+        "host=db.example user=bob password='hunter2pass x' dbname=mem",
+        "postgresql://bob@db.example/mem?password=hunter2pass",
+    ],
+)
+def test_repr_masks_the_store_dsn(dsn: str) -> None:
+    # Issue 20: repr(MemoryConfig) printed the DSN's password.
+    for text in (repr(MemoryConfig(store=StoreConfig(backend="postgres", dsn=dsn))),
+                 repr(StoreConfig(dsn=dsn))):
+        assert "hunter2pass" not in text and "db.example" in text and "bob" in text
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    password=st.text(
+        st.characters(codec="utf-8", exclude_categories=("Cs", "Zs", "Cc", "Zl", "Zp")),
+        min_size=6, max_size=20,
+    ).map(lambda p: "Zq" + p)
+)
+def test_repr_never_shows_a_generated_dsn_password(password: str) -> None:
+    from urllib.parse import quote
+
+    for dsn in (f"postgresql://bob:{password}@db.example/mem",
+                f"postgresql://bob:{quote(password, safe='')}@db.example/mem"):
+        text = repr(MemoryConfig(store=StoreConfig(backend="postgres", dsn=dsn)))
+        assert password not in text and quote(password, safe="") not in text

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -13,7 +16,10 @@ from memmw.redaction import (
     REDACTED,
     RedactingFilter,
     StreamRedactor,
+    dsn_is_ambiguous,
+    mask_dsn,
     redact_all,
+    redact_error,
     redact_secrets,
 )
 
@@ -211,6 +217,7 @@ def test_redaction_is_idempotent(text: str) -> None:
     lead=st.sampled_from(["my password is", "password:", "the passcode was", "pwd ="]),
 )
 def test_passwords_in_prose_are_hidden(password: str, lead: str) -> None:
+    assume(password not in f"fyi {lead} {REDACTED}")  # "pass" is in "password" itself
     out = redact_secrets(f"fyi {lead} {password}")
     assert password not in out
 
@@ -236,3 +243,180 @@ def test_a_key_split_anywhere_across_two_messages_never_leaks(
 def test_plain_notes_are_left_alone(words: list[str]) -> None:
     text = " ".join(words)
     assert redact_secrets(text) == text
+
+
+
+# -- issue 20: every form people paste, in every language ---------------------------------
+
+#: The credential corpus shared with ``benchmarks/edges.py --only redact``.
+CORPUS = json.loads(
+    (Path(__file__).resolve().parents[1] / "benchmarks" / "credential_forms.json").read_text(
+        encoding="utf-8"
+    )
+)
+
+
+@pytest.mark.parametrize("form", CORPUS, ids=[f["name"] for f in CORPUS])
+def test_every_credential_form_of_the_corpus_is_redacted(
+    monkeypatch: pytest.MonkeyPatch, form: dict[str, str]
+) -> None:
+    # Built-in rules alone (detect-secrets is an optional extra), then with it if present.
+    monkeypatch.setattr(redaction, "_detect", redaction._DetectSecrets(loaded=True))
+    assert form["secret"] not in redact_secrets(form["text"])
+    monkeypatch.setattr(redaction, "_detect", redaction._DetectSecrets())
+    out = redact_secrets(form["text"])
+    assert form["secret"] not in out and REDACTED in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "we reset the password yesterday",
+        "password reset link sent",
+        "I forgot my Passwort yesterday",
+        "Das Passwort muss 12 Zeichen haben",
+        "passwordless login",
+        "bypass: true",
+        "the compass=north",
+        "find . -name x -print",
+        "mkdir -p /tmp/x",
+        "ssh -p 22 host",
+        "docker run -p 8080:80 nginx",
+        "psql --no-password -h db -U app",
+        "memmw search --max-tokens 400 harbour",
+        "https://example.com:8080/x?email=a@b.com",
+        "https://medium.com/@author/post",
+        "git clone git@github.com:org/repo.git",
+        "cookies are in the jar",
+        "Session ID: 6a1f",
+        "我们明天开会",
+        "パスワードを忘れた",
+    ],
+)
+def test_ordinary_text_about_passwords_is_kept(text: str) -> None:
+    assert redact_secrets(text) == text
+
+
+#: A made-up password: letters, at least one digit, some signs people use.
+MADE_UP = st.builds(
+    lambda head, digit, tail: head + digit + tail,
+    st.text("abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ", min_size=3, max_size=12),
+    st.sampled_from("23456789"),
+    st.text("abcdefghjkmnpqrstuvwxyz23456789!#%*+-_", max_size=10),
+)
+#: Where people write a password: {} is the password.
+TEMPLATES = [
+    "DB_PASSWORD={}", "export AWS_SECRET_ACCESS_KEY={}", "export API_TOKEN='{}'",
+    'SECRET_KEY="{}"', "password: {}", '{{"password": "{}"}}', "  secret: {}",
+    "curl -u alice:{} https://api.example.com", "curl --user bob:{} https://x.example",
+    "mysql -u root -p'{}' prod", "mysql -uroot -p{} prod", "psql --password={} -h db",
+    "sshpass -p '{}' ssh root@host", "docker login -u bob -p {} registry.io",
+    "machine api.example.com login bob password {}", "https://x.example/v1?token={}&a=1",
+    "https://bob:{}@example.com/x", "postgresql://app:{}@db:5432/prod",
+    "Authorization: Basic {}", "my password is {}", "the password for the NAS is {}",
+    "Passwort: {}", "mein Passwort ist {}", "Das Kennwort lautet {}", "mot de passe : {}",
+    "mon mot de passe est {}", "contraseña {}", "mi contraseña es {}", "minha senha é {}",
+    "la mia password è {}", "mijn wachtwoord is {}", "moje hasło to {}", "şifrem: {}",
+    "пароль {}", "мой пароль: {}", "我的密码是{}", "密码：{}", "パスワードは{}です",
+    "パスワード: {}", "비밀번호는 {} 입니다", "mật khẩu là {}", "lösenordet är {}",
+    "ssh root@10.0.0.5, password {}", "the PIN code for the door is 4821 and pw {}",
+]
+LINE_PROSE = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cs", "Zl", "Zp", "Cc")), max_size=40
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    template=st.sampled_from(TEMPLATES), password=MADE_UP, before=LINE_PROSE, after=LINE_PROSE
+)
+def test_a_generated_password_in_any_form_never_survives(
+    template: str, password: str, before: str, after: str
+) -> None:
+    out = redact_secrets(f"{before}\n{template.format(password)}\n{after}")
+    assert password not in out
+
+
+#: Words of the sample workspaces: generated "ordinary notes" are recombinations of them.
+_SAMPLES = Path(__file__).resolve().parents[1]
+_VOCABULARY = sorted(
+    {
+        word
+        for folder in ("examples/workspace", "benchmarks/facts/workspace")
+        for path in (_SAMPLES / folder).rglob("*.md")
+        for word in path.read_text(encoding="utf-8").split()
+    }
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.lists(st.sampled_from(_VOCABULARY), max_size=40))
+def test_notes_made_of_the_sample_workspaces_words_are_not_mangled(words: list[str]) -> None:
+    text = " ".join(words)
+    assert redact_secrets(text) == text
+
+
+# -- DSNs: one masking function, whatever the password holds ------------------------------
+
+PASSWORDS = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters="\ue000"),
+    max_size=24,
+)
+USERS = st.text("abcdefghijklmnopqrstuvwxyz_0123456789", min_size=1, max_size=10)
+
+
+def _dsn_forms(user: str, password: str) -> list[str]:
+    """The ways a DSN carries ``password``: raw and percent-encoded URLs, key=value."""
+    escaped = password.replace("\\", "\\\\").replace("'", "\\'")
+    forms = [
+        f"postgresql://{user}:{quote(password, safe='')}@db.example:5432/mem?sslmode=require",
+        f"host=db.example port=5432 user={user} password='{escaped}' dbname=mem",
+    ]
+    if not any(c.isspace() for c in password):  # a raw URL cannot hold whitespace
+        forms.append(f"postgresql://{user}:{password}@db.example:5432/mem")
+        forms.append(f"postgres://{user}:{password}@db.example/mem")
+    return forms
+
+
+@settings(max_examples=300, deadline=None)
+@given(user=USERS, password=PASSWORDS, other=PASSWORDS)
+def test_a_masked_dsn_does_not_depend_on_the_password(
+    user: str, password: str, other: str
+) -> None:
+    # The strongest form of "never shows the password": two DSNs that differ only in
+    # their password mask to the same text (and the user, host and database stay).
+    forms = zip(_dsn_forms(user, password), _dsn_forms(user, other), _dsn_forms(user, ""),
+                strict=False)
+    for mine, theirs, empty in forms:
+        assert mask_dsn(mine) == mask_dsn(theirs), (mine, theirs)
+        shown = mask_dsn(mine) or ""
+        assert "db.example" in shown and user in shown
+        assert shown == mask_dsn(empty)  # carries nothing of the password
+        if password not in shown.replace(REDACTED, ""):
+            continue
+        assert password in (mask_dsn(empty) or "").replace(REDACTED, "")  # the fixed text
+
+
+@settings(max_examples=300, deadline=None)
+@given(user=USERS, password=PASSWORDS.filter(lambda p: len(p) >= 1), noise=LINE_PROSE)
+def test_connection_errors_never_show_the_password(user: str, password: str, noise: str) -> None:
+    from urllib.parse import unquote
+
+    for dsn in _dsn_forms(user, password):
+        # A driver that echoes the password, raw or decoded, inside its message.
+        encoded = quote(password, safe="")
+        text = f'{noise} invalid token "{encoded}" near "{unquote(encoded)}": {password} {noise}'
+        out = redact_error(text, dsn=dsn)
+        assume(password not in f'{noise} invalid token "{REDACTED}" near "": {noise}')
+        assert password not in out, (dsn, out)
+
+
+def test_dsn_with_a_raw_at_or_slash_in_its_password_is_flagged() -> None:
+    assert dsn_is_ambiguous("postgresql://bob:p@ss@db/x")
+    assert dsn_is_ambiguous("postgresql://bob:pa/ss@db/x")
+    assert not dsn_is_ambiguous("postgresql://bob:p%40ss@db/x")
+    assert not dsn_is_ambiguous("host=db password=p@ss/x dbname=x")
+    assert mask_dsn("postgresql://bob:p@ss@db:5432/x") == f"postgresql://bob:{REDACTED}@db:5432/x"
+    assert mask_dsn("postgresql://bob@db/x") == "postgresql://bob@db/x"
+    # libpq reads "dbname=x" as the password here: masked too.
+    assert mask_dsn("host=db password= dbname=x") == f"host=db password= {REDACTED}"

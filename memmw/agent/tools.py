@@ -523,6 +523,9 @@ def append_tool_payload(
             }
     if read_only if read_only is not None else not workspace_is_writable(workspace):
         return {"status": "error", "path": rel, "error": "the memory workspace is read-only"}
+    # Notes written from a conversation (the agent's and the flush turn's) pass the same
+    # redaction as transcripts and archives: a pasted key never reaches the note or index.
+    content = redact_secrets(content)
     try:
         appended = append_text(abs_path, content)
     except ContentPolicyError as exc:

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from memmw.redaction import RedactingFilter
+
 if TYPE_CHECKING:
     from memmw.engine.memory import Memory
 
@@ -69,6 +71,7 @@ class Settings:
         if not root.handlers:
             handler = logging.StreamHandler(sys.stderr)
             handler.setFormatter(logging.Formatter("memmw: %(levelname)s %(name)s: %(message)s"))
+            handler.addFilter(RedactingFilter())
             root.addHandler(handler)
         root.setLevel(getattr(logging, level))
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from memmw.errors import PathPolicyError
+from memmw.redaction import redact_secrets
 from memmw.workspace.files import MEMORY_DIR, append_text, resolve_read_path
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,6 @@ def write_facts(workspace: Path, path: str, facts: Iterable[Any]) -> tuple[str, 
         raise PathPolicyError(f"proposed facts go to a note under memory/, not {rel}")
     clean = [f for f in (coerce_fact(item) for item in facts) if f is not None]
     if clean:
-        append_text(abs_path, render_facts(clean))
+        append_text(abs_path, redact_secrets(render_facts(clean)))
         log.info("wrote %d proposed facts to %s", len(clean), rel)
     return rel, len(clean)

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from memmw.redaction import redact_secrets
+
 log = logging.getLogger(__name__)
 
 #: The log is rotated to ``<name>.1`` past this size, so it never grows without bound.
@@ -47,7 +49,9 @@ class TelemetryLog:
         """Append ``{"ts": ..., "event": event, **fields}``."""
         if not self.enabled:
             return
-        line = json.dumps({"ts": round(time.time(), 3), "event": event, **fields}, default=str)
+        # Text fields pass the one redaction pass: an error or label never carries a key.
+        clean = {k: redact_secrets(v) if isinstance(v, str) else v for k, v in fields.items()}
+        line = json.dumps({"ts": round(time.time(), 3), "event": event, **clean}, default=str)
         try:
             with self._lock:
                 fh = self._open()

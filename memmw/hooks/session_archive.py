@@ -14,6 +14,7 @@ from pathlib import Path
 from memmw.agent.chat import ChatModel, call_model
 from memmw.agent.prompts import visible_text
 from memmw.errors import PathPolicyError
+from memmw.redaction import redact_all, redact_value
 from memmw.workspace.files import atomic_write_text
 from memmw.workspace.layout import MEMORY_DIR, archive_path
 from memmw.workspace.transcripts import TranscriptMessage
@@ -82,6 +83,14 @@ def collect_archive_lines(
             continue
         lines.append((message.role, text))
     return lines[-limit:] if limit > 0 else []
+
+
+def redact_lines(lines: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The archive lines through memmw's one redaction pass (:mod:`memmw.redaction`), in
+    order, so a key pasted over two messages is hidden whole; run before the slug model
+    sees the text and before the note is written."""
+    texts = redact_all([text for _role, text in lines])
+    return [(role, text) for (role, _old), text in zip(lines, texts, strict=True)]
 
 
 def archive_line(role: str, text: str) -> str:
@@ -221,7 +230,7 @@ def archive_session(request: ArchiveRequest) -> Path | None:
         The file written, or None when the transcript had nothing to keep or on failure.
     """
     try:
-        lines = collect_archive_lines(request.messages, request.max_messages)
+        lines = redact_lines(collect_archive_lines(request.messages, request.max_messages))
         if not lines:
             log.info("session %s ended with an empty transcript; no archive", request.session_id)
             return None
@@ -251,6 +260,6 @@ def archive_session(request: ArchiveRequest) -> Path | None:
         log.info("archived session %s to %s/%s", request.session_id, request.folder, target.name)
         return target
     except Exception as exc:
-        log.warning("session archive failed: %s: %s", type(exc).__name__, exc)
+        log.warning("session archive failed: %s: %s", type(exc).__name__, redact_value(exc))
         log.debug("session archive failure", exc_info=True)
         return None

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from memmw.config import ActiveMemoryConfig
 from memmw.errors import PathPolicyError
+from memmw.redaction import redact_secrets
 from memmw.text.analysis import utf16_len
 from memmw.workspace.access import SessionAccess
 from memmw.workspace.files import atomic_write_text
@@ -48,6 +49,7 @@ def write_active_context(workspace: Path, text: str) -> int:
     path = Path(workspace) / ACTIVE_CONTEXT
     if path.is_symlink():
         raise PathPolicyError(f"{ACTIVE_CONTEXT}: refusing to write through a symlink")
+    text = redact_secrets(text)  # written from the conversation: the one redaction pass
     body = text if text.endswith("\n") or not text else text + "\n"
     with exclusive_lock(path.parent):
         atomic_write_text(path, body)

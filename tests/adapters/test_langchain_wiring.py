@@ -419,7 +419,7 @@ def test_group_prompt_has_no_private_line(scenario_factory) -> None:
     def say(text: str, thread: str) -> None:
         agent.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": thread}})
 
-    say("my bank PIN is 1234", "telegram:dm:7")
+    say("my locker number is 1234", "telegram:dm:7")  # private, not a secret: archived
     say("/new", "telegram:dm:7")
     say("hello everyone", "telegram:group:42")
     system = seen[-1]

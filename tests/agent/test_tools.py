@@ -245,3 +245,17 @@ def test_appended_note_is_found_by_search(memory: Memory) -> None:
     assert out["status"] == "ok"
     memory.sync()
     assert any(h.path == "memory/2026-03-11.md" for h in memory.search("badger"))
+
+
+def test_appended_notes_pass_the_one_redaction(memory: Memory) -> None:
+    # Issue 20: what the agent (or the flush turn) appends from the conversation goes
+    # through the same redaction as transcripts: the note and the index never hold it.
+    out = tools(memory)["memory_append"].invoke(
+        {"content": "- deploy key ghp_abcdefghijklmnopqrstuvwxyz0123456789\n"
+                    "- DB_PASSWORD=hunter2 and mot de passe : chaton42\n- the badger code word"}
+    )
+    assert out["status"] == "ok"
+    text = (memory.workspace / "memory" / "2026-03-11.md").read_text(encoding="utf-8")
+    for secret in ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "hunter2", "chaton42"):
+        assert secret not in text
+    assert "[REDACTED]" in text and "the badger code word" in text

@@ -544,3 +544,28 @@ def test_a_missing_extra_path_says_how_to_fix_it(
     code, out, _ = run(capsys, "status", "-w", str(ws))
     assert code == EXIT_DEGRADED
     assert "extra path missing-notes" in out and "remove it from extra_paths" in out
+
+
+def test_the_cli_log_handler_redacts_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 20: every log line the CLI prints passes the one redaction (errors echoing
+    # a key, a DSN with its password).
+    import io
+    import logging
+
+    from memmw.cli.common import Settings
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    monkeypatch.setattr(root, "level", root.level)
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    Settings().configure_logging()
+    try:
+        logging.getLogger("memmw.x").warning(
+            "provider said %s", "bad key sk-abc123def456 for postgresql://bob:hunter2@db/x"
+        )
+    finally:
+        for handler in root.handlers:
+            handler.flush()
+    text = stream.getvalue()
+    assert "provider said" in text and "sk-abc123def456" not in text and "hunter2" not in text

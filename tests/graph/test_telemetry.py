@@ -47,3 +47,10 @@ def test_memory_stats_counts_searches_and_facts(mem: Memory) -> None:
     mem.facts("Where does Ali live")
     stats = mem.stats()
     assert stats["by_event"]["search"]["count"] == 1 and stats["by_event"]["facts"]["count"] == 1
+
+
+def test_telemetry_text_fields_pass_the_redaction(tmp_path: Path) -> None:
+    log = TelemetryLog(tmp_path / "t.jsonl")
+    log.record("search", ms=1.0, error="provider said: bad key sk-abc123def456", hits=0)
+    text = (tmp_path / "t.jsonl").read_text(encoding="utf-8")
+    assert "sk-abc123def456" not in text and '"hits": 0' in text

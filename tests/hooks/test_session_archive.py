@@ -174,3 +174,49 @@ def test_model_slug_fn_asks_without_tools_and_is_cleaned() -> None:
     slug = llm_slug(model_slug_fn(model), "user: lots of text " * 500, timeout_s=5)
     assert slug == "gateway-migration"
     assert "slug" in str(seen[0][0]["content"]) and len(str(seen[0][1]["content"])) == 2000
+
+
+def test_the_archive_passes_the_redaction_of_transcripts(tmp_path: Path) -> None:
+    # Issue 20: /new copied the last messages raw; the key the transcript source hides
+    # reached the archive note, the index and the slug model.
+    key = "sk-proj-Abcdefghijklmnopqrstuvwx0123456789"
+    pem_body = "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun"
+    seen: list[str] = []
+
+    def slug(conversation: str) -> str:
+        seen.append(conversation)
+        return "keys"
+
+    path = archive_session(
+        request(
+            tmp_path,
+            [
+                msg("user", f"my key is {key} and DB_PASSWORD=hunter2"),
+                msg("assistant", "noted"),
+                msg("user", "mein Passwort ist Sonne123, curl -u bob:s3cretpw https://x"),
+                msg("user", "-----BEGIN RSA PRIVATE KEY-----\n" + pem_body),
+                msg("user", "-----END RSA PRIVATE KEY----- that was the key"),
+            ],
+            slug_fn=slug,
+        )
+    )
+    assert path is not None
+    text = path.read_text(encoding="utf-8")
+    for secret in (key, "hunter2", "Sonne123", "s3cretpw", pem_body):
+        assert secret not in text
+        assert not any(secret in s for s in seen)
+    assert "[REDACTED]" in text and "that was the key" in text and 'assistant: "noted"' in text
+
+
+def test_a_failure_log_never_carries_a_secret(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memmw.hooks.session_archive as module
+
+    def fail(*_args: object, **_kw: object) -> None:
+        raise OSError("echo: Authorization: Bearer abcdefgh12345678")
+
+    monkeypatch.setattr(module, "atomic_write_text", fail)
+    assert archive_session(request(tmp_path, [msg("user", "hi")])) is None
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "session archive failed" in logged and "abcdefgh12345678" not in logged

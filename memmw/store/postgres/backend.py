@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memmw.errors import ConfigError, IndexBusyError, IndexCorruptError, IndexStoreError
+from memmw.redaction import redact_error
 from memmw.store.ownership import WriterThread
 from memmw.store.postgres.connection import open_pool, redact_dsn
 from memmw.store.postgres.schema import WRITER_LOCK_CLASS
@@ -52,7 +53,7 @@ def translate(exc: BaseException, location: str) -> IndexStoreError:
     """The store-neutral error for a driver error (busy, damaged or other)."""
     import psycopg
 
-    text = str(exc).strip() or type(exc).__name__
+    text = redact_error(str(exc).strip()) or type(exc).__name__
     if isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled):
         return IndexBusyError(f"the index {location} is busy ({text}); try again shortly")
     if isinstance(exc, psycopg.errors.DataCorrupted | psycopg.errors.IndexCorrupted):

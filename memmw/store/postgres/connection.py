@@ -7,6 +7,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from memmw.errors import ConfigError, IndexStoreError
+from memmw.redaction import dsn_is_ambiguous, mask_dsn, redact_error
 
 if TYPE_CHECKING:
     import psycopg
@@ -36,17 +37,24 @@ def resolve_dsn(configured: str | None) -> str:
 
 
 def redact_dsn(dsn: str) -> str:
-    """The DSN without its password, for messages and status."""
-    from psycopg.conninfo import conninfo_to_dict
+    """The DSN without its password, for messages and status (:func:`memmw.redaction.mask_dsn`:
+    masked as written, so a password the driver would misread is never half shown)."""
+    return mask_dsn(dsn) or ""
 
-    try:
-        parts = conninfo_to_dict(dsn)
-    except Exception:  # a malformed DSN: say nothing of it
-        return "<unparsable DSN>"
-    host = parts.get("host") or parts.get("hostaddr") or "localhost"
-    port = parts.get("port") or 5432
-    user = str(parts.get("user") or "")
-    return f"postgresql://{user + '@' if user else ''}{host}:{port}/{parts.get('dbname') or ''}"
+
+def connect_error(dsn: str, exc: BaseException) -> str:
+    """The driver's error text with every trace of the DSN's password removed.
+
+    A URL password with a raw ``@`` or ``/`` is split by libpq at the wrong place (part of
+    it becomes the host name and is echoed in its errors): then the driver's text is
+    replaced by the fix.
+    """
+    if dsn_is_ambiguous(dsn):
+        return (
+            "the password in the DSN holds a raw '@' or '/', which the driver misreads: "
+            "percent-encode it ('@' is %40, '/' is %2F) or use ~/.pgpass"
+        )
+    return redact_error(str(exc), dsn=dsn)
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
@@ -90,7 +98,8 @@ def open_pool(dsn: str, *, max_size: int = 4) -> ConnectionPool[Any]:
             migrate(conn)
     except psycopg.Error as exc:
         raise IndexStoreError(
-            f"cannot open the PostgreSQL store at {redact_dsn(dsn)}: {exc}".strip()
+            f"cannot open the PostgreSQL store at {redact_dsn(dsn)}: {connect_error(dsn, exc)}"
+            .strip()
         ) from exc
     pool: ConnectionPool[Any] = ConnectionPool(
         dsn,
@@ -108,5 +117,7 @@ def open_pool(dsn: str, *, max_size: int = 4) -> ConnectionPool[Any]:
         pool.wait(timeout=CONNECT_TIMEOUT_S)
     except PoolTimeout as exc:
         pool.close()
-        raise IndexStoreError(f"cannot connect to PostgreSQL at {redact_dsn(dsn)}") from exc
+        raise IndexStoreError(
+            f"cannot connect to PostgreSQL at {redact_dsn(dsn)}: {connect_error(dsn, exc)}"
+        ) from exc
     return pool

@@ -24,6 +24,7 @@ from memmw.store.sqlite.db import (
     fts5_available,
     is_corruption,
     is_writable_dir,
+    scrub_deleted,
     snapshot,
 )
 from memmw.store.sqlite.schema import migrate
@@ -311,7 +312,10 @@ class SqliteStore:
                 raise translate(exc, self.location) from exc
             try:
                 migrate(conn, self.fts_tokenizer)
-                yield IndexStore(conn, fts_tokenizer=self.fts_tokenizer, fts=self.fts)
+                store = IndexStore(conn, fts_tokenizer=self.fts_tokenizer, fts=self.fts)
+                yield store
+                if store.removed_text:
+                    scrub_deleted(conn, fts=self.fts)
             except sqlite3.Error as exc:
                 raise translate(exc, self.location) from exc
             finally:
@@ -395,6 +399,7 @@ class SqliteStore:
             raise IndexStoreError("a rebuild needs the writer lock (call inside write())")
         if not isinstance(writer, IndexStore):
             raise IndexStoreError("a SQLite rebuild needs this store's own writer")
+        writer.removed_text = True  # the old pages go: checkpoint them out of the WAL
         return sqlite_sync.staged_rebuild(self.db_path, writer, self.fts_tokenizer, fts=self.fts)
 
     def quarantine(self, reason: str) -> str:

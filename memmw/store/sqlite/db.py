@@ -28,7 +28,25 @@ def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
+    # Deleted rows are overwritten with zeros, not left in free space: a secret removed
+    # from a note does not survive in the file's bytes (FTS5 shadow tables included).
+    conn.execute("PRAGMA secure_delete=ON")
     return conn
+
+
+def scrub_deleted(conn: sqlite3.Connection, *, fts: bool) -> None:
+    """After a write that removed indexed text: leave none of it in the file's bytes.
+
+    ``secure_delete`` zeroes deleted rows in the pages written to the WAL; FTS5 keeps a
+    deleted row's tokens in older index segments until they merge, so those are merged
+    (``optimize``, only when the FTS table is kept); then the WAL, which still holds
+    the pages as they were before the delete, is checkpointed into the main file and
+    truncated. A reader holding an old snapshot keeps that checkpoint from finishing;
+    the next write that removes text tries again.
+    """
+    if fts:
+        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
 
 
 def _connect_readonly(path: Path) -> sqlite3.Connection:

@@ -94,6 +94,9 @@ class IndexStore:
         self.vec0 = vec0
         #: Postings changes of the current write transaction (see ``flush_postings``).
         self.postings_buffer = PostingsBuffer()
+        #: Set when a write removed indexed text (a deleted or changed note): the writer
+        #: then scrubs it from the file (:func:`memmw.store.sqlite.db.scrub_deleted`).
+        self.removed_text = False
 
     # -- meta ------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -134,6 +137,7 @@ class IndexStore:
 
     def delete_file(self, path: str, source: str) -> None:
         """Remove a file and everything derived from it."""
+        self.removed_text = True
         self._delete_chunks(
             [
                 r
@@ -149,6 +153,8 @@ class IndexStore:
 
     def _delete_chunks(self, rowids: Sequence[int], source: str) -> None:
         """Delete chunks of ``source`` with their postings, FTS rows and (by cascade) the rest."""
+        if rowids:
+            self.removed_text = True
         for start in range(0, len(rowids), 500):
             part = rowids[start : start + 500]
             marks = ",".join("?" * len(part))

@@ -444,8 +444,53 @@ def test_the_dsn_comes_from_config_then_the_environment(monkeypatch: pytest.Monk
     with pytest.raises(ConfigError, match=DSN_ENV):
         resolve_dsn(None)
     assert redact_dsn("postgresql://bob:secret@db.example:6543/mem") == (
-        "postgresql://bob@db.example:6543/mem"
+        "postgresql://bob:[REDACTED]@db.example:6543/mem"
     )
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://bob:hunter2@ss@127.0.0.1:1/none",  # raw "@": libpq misreads the host
+        "postgresql://bob:hun/ter2pw@127.0.0.1:1/none",  # raw "/"
+        "postgresql://bob:hunter2%zz@127.0.0.1:1/none",  # a bad %-escape is echoed
+        "postgresql://bob:hunter2%40ss@127.0.0.1:1/none",
+        "postgresql://bob:hünter2pw@127.0.0.1:1/none",
+        "postgresql://bob:@127.0.0.1:1/none",
+        "host=127.0.0.1 port=1 user=bob password='hunter2 pw@:/' dbname=none",
+        "host=127.0.0.1 port=1 user=bob password=hunter2@ss dbname=none",
+        "host=127.0.0.1 port=1 user=bob password='unterminated hunter2",
+    ],
+)
+def test_connection_errors_never_show_the_password(dsn: str) -> None:
+    # Issue 20: a password holding "@" (or ":", "/", "%") was partly printed in every
+    # connection error. The real driver, a closed port: nothing of the password shows.
+    from memmw.store.postgres.connection import open_pool
+
+    with pytest.raises(IndexStoreError) as info:
+        open_pool(dsn)
+    text = str(info.value)
+    for piece in ("hunter2", "hünter2", "ter2pw", "ss@127", "%zz"):
+        assert piece not in text, text
+    assert "PostgreSQL" in text
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://bob:hunter2@pw@db.example:5432/mem",
+        "postgresql://bob:hun:ter2/pw@db.example/mem",
+        "host=db.example user=bob password='hunter2 pw' dbname=mem",
+    ],
+)
+def test_status_location_never_shows_the_password(dsn: str) -> None:
+    # `memmw status` and every store message show ``location``: the DSN masked as written
+    # (libpq's own parse of a raw "@" put half the password in the host name).
+    from memmw.store.postgres.backend import PostgresStore
+
+    location = PostgresStore(dsn).location
+    assert "hunter2" not in location and "ter2" not in location and "pw@" not in location
+    assert "db.example" in location and "bob" in location
 
 
 def test_an_unreachable_server_is_a_clear_store_error() -> None:
@@ -518,7 +563,7 @@ def test_store_backend_and_dsn_are_configurable(monkeypatch: pytest.MonkeyPatch)
         create_postgres_store(config, agent_id="a")
     monkeypatch.setenv(DSN_ENV, "postgresql://u:pw@127.0.0.1:1/db")
     store = create_postgres_store(config, agent_id="ops")
-    assert store.location == "postgresql://u@127.0.0.1:1/db namespace ops"
+    assert store.location == "postgresql://u:[REDACTED]@127.0.0.1:1/db namespace ops"
     assert store.agent_id == "ops"
 
 
