@@ -5,10 +5,12 @@ Internal module: import its public names from ``memmw``.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -451,6 +453,29 @@ def redact_all(texts: Iterable[str]) -> list[str]:
     """Redact messages in order with one :class:`StreamRedactor`."""
     stream = StreamRedactor()
     return [stream.redact(t) for t in texts]
+
+
+def redact_json(value: Any, stream: StreamRedactor | None = None) -> Any:
+    """``value`` with every string inside it redacted (dict keys kept), for JSON records.
+
+    Message content may be a string or a list of content blocks; tool calls carry their
+    arguments as nested objects or JSON text: all of it passes the one rule set.
+    """
+    stream = stream or StreamRedactor()
+    if isinstance(value, str):
+        if value[:1] in ("{", "["):  # tool-call arguments sent as JSON text
+            try:
+                parsed = json.loads(value)
+            except (ValueError, RecursionError):
+                pass
+            else:
+                return json.dumps(redact_json(parsed, stream), ensure_ascii=False)
+        return stream.redact(value)
+    if isinstance(value, Mapping):
+        return {k: redact_json(v, stream) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_json(v, stream) for v in value]
+    return value
 
 
 def redact_value(value: object) -> str:

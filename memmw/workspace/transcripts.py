@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from memmw.errors import ConfigError
+from memmw.redaction import redact_json
 from memmw.text.lines import split_line_bytes
 from memmw.text.tokens import content_text
 from memmw.workspace.files import atomic_write_text
@@ -235,6 +236,10 @@ class TranscriptStore:
     ) -> None:
         """Append one message line ``{"type":"message","message":{...},"timestamp":...}``.
 
+        Every string of the message (content, content blocks, tool calls) passes the one
+        redaction pass (:func:`memmw.redaction.redact_json`) before it is written: a
+        credential the user pastes never reaches the transcript file.
+
         Args:
             session_id: The session.
             role: Message role.
@@ -244,6 +249,7 @@ class TranscriptStore:
         """
         message: dict[str, Any] = {"role": role, "content": content}
         message.update({k: v for k, v in fields.items() if v is not None})
+        message = redact_json(message)
         record = {"type": "message", "message": message, "timestamp": timestamp or _utc_now_iso()}
         line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
         path = self.path(session_id)

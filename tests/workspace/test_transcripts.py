@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from memmw.text.lines import NOT_LINE_BREAKS
+from memmw.text.lines import NOT_LINE_BREAKS, split_lines
 from memmw.workspace import transcripts as transcripts_mod
 from memmw.workspace.transcripts import (
     TranscriptStore,
@@ -124,3 +127,59 @@ def test_session_ids_with_line_breaks_are_refused(session_id: str) -> None:
 
     with pytest.raises(ConfigError, match="session id"):
         check_session_id(session_id)
+
+
+# -- one redaction pass: a pasted credential never reaches the transcript file ----------
+
+_CORPUS = json.loads(
+    (Path(__file__).resolve().parents[2] / "benchmarks" / "credential_forms.json").read_text(
+        encoding="utf-8"
+    )
+)
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    form=st.sampled_from(_CORPUS),
+    before=st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20),
+    where=st.sampled_from(["content", "blocks", "tool-args", "tool-args-json"]),
+)
+def test_a_pasted_credential_never_reaches_the_transcript_file(
+    form: dict[str, str], before: str, where: str
+) -> None:
+    """Issue 20: transcripts are written through the one redaction pass (content, content
+    blocks and tool-call arguments alike), so the JSONL on disk holds no credential."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _append_and_check(TranscriptStore(tmp, "main"), form, before, where)
+
+
+def _append_and_check(
+    store: TranscriptStore, form: dict[str, str], before: str, where: str
+) -> None:
+    text = f"{before}\n{form['text']}\nthanks"
+    if where == "content":
+        store.append("s1", "user", text)
+    elif where == "blocks":
+        store.append("s1", "user", [{"type": "text", "text": text}])
+    elif where == "tool-args":
+        store.append("s1", "assistant", "", tool_calls=[{"id": "c", "args": {"note": text}}])
+    else:
+        store.append(
+            "s1", "assistant", "", tool_calls=[{"id": "c", "arguments": json.dumps({"n": text})}]
+        )
+    path = store.path("s1")
+    raw = path.read_text(encoding="utf-8")
+    (line,) = split_lines(raw)
+    decoded = " ".join(_strings(json.loads(line)))
+    assert form["secret"] not in decoded, form["name"]
+    assert form["secret"] not in raw, form["name"]
