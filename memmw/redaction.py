@@ -75,9 +75,9 @@ _TOKEN_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
         (("xox",), r"\bxox[abposre]-[A-Za-z0-9\-]{10,}"),  # Slack tokens
         (("xapp-",), r"\bxapp-\d-[A-Za-z0-9\-]{10,}"),
         (("hooks.slack.com",),
-         r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]+"),
-        (("/api/webhooks/",), r"https?://discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]+"),
-        ((".webhook.office.com",), r"https?://[a-z0-9\-]+\.webhook\.office\.com/[^\s\"'<>]+"),
+         r"https?:/{1,2}hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]+"),
+        (("/api/webhooks/",), r"https?:/{1,2}discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]+"),
+        ((".webhook.office.com",), r"https?:/{1,2}[a-z0-9\-]+\.webhook\.office\.com/[^\s\"'<>]+"),
         (("eyJ",), r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),  # JWT
         (("SG.",), r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),  # SendGrid
         (("AC", "SK"), r"\b(?:AC|SK)[0-9a-f]{32}\b"),  # Twilio
@@ -114,9 +114,10 @@ _CONN_STRING = re.compile(
     r"(?i)\b((?:Account|SharedAccess|Primary|Secondary)Key|SharedAccessSignature"
     r"|Password|Pwd)=([^;\s]+)"
 )
-#: ``scheme://user:password@host``: the password runs to the token's last ``@`` (a raw
+#: ``scheme://user:password@host`` (or ``scheme:/`` once a path normaliser folded ``//``):
+#: the password runs to the token's last ``@`` (a raw
 #: ``@``, ``:`` or ``/`` in a password is still hidden whole); the user may be empty.
-_URL_USERINFO = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@'\"<>]*):(?!\d{1,5}/)([^\s'\"<>]+)@", re.IGNORECASE)
+_URL_USERINFO = re.compile(r"\b([a-z][a-z0-9+.\-]*:/{1,3}[^\s:/@'\"<>]*):(?!\d{1,5}/)([^\s'\"<>]+)@", re.IGNORECASE)
 _AUTH_HEADER = re.compile(r"\b(Bearer|Basic|Token|Digest)\s+[A-Za-z0-9._~+/=\-]{8,}", re.IGNORECASE)
 #: "my password is X", "the passphrase was: X", "password for the NAS is X".
 _PROSE_SECRET = re.compile(
@@ -256,7 +257,7 @@ def _sub_rules(text: str) -> str:
         if _has(text, triggers):
             text = pattern.sub(REDACTED, text)
     lower = text.lower()
-    if "://" in text and "@" in text:
+    if ":/" in text and "@" in text:  # one slash too: a path normaliser folds "//"
         text = _URL_USERINFO.sub(rf"\1:{REDACTED}@", text)
     if _has(lower, ("bearer", "basic", "token", "digest")):
         text = _AUTH_HEADER.sub(rf"\1 {REDACTED}", text)
@@ -323,7 +324,22 @@ def _world_value(m: re.Match[str]) -> str:
         return m.group(0)
     if not m.group(2).strip() and (not _MADE_UP.search(value) or value.startswith("-")):
         return m.group(0)  # "password reset", "Passwort vergessen", "--no-password -h"
-    return m.group(1) + m.group(2) + m.group(3) + REDACTED
+    return m.group(1) + _hide_made_up_thing(m.group(2)) + m.group(3) + REDACTED
+
+
+#: The "X" of "password to X:" ("for the NAS", "to kotek12"): a preposition, an optional
+#: article, then the thing.
+_FOR_THING = re.compile(r"(?i)^([ \t]+\S+[ \t]+(?:\S+[ \t])??)([\w.@\-]*\w)(?=\W)")
+
+
+def _hide_made_up_thing(phrase: str) -> str:
+    """In "hasło to kotek12: ..." the preposition reading ("password to <thing>:") and the
+    connector reading ("password is kotek12") overlap: a thing that looks made up (a digit
+    or a sign in it, as in a password) is hidden too, so either reading leaks nothing."""
+    m = _FOR_THING.match(phrase)
+    if m is None or not _MADE_UP.search(m.group(2).replace(".", "")):
+        return phrase
+    return m.group(1) + REDACTED + phrase[m.end() :]
 
 
 def _keep_redacted(template: str) -> Callable[[re.Match[str]], str]:
@@ -459,23 +475,37 @@ def redact_json(value: Any, stream: StreamRedactor | None = None) -> Any:
     """``value`` with every string inside it redacted (dict keys kept), for JSON records.
 
     Message content may be a string or a list of content blocks; tool calls carry their
-    arguments as nested objects or JSON text: all of it passes the one rule set.
+    arguments as nested objects or as JSON text: all of it passes the one rule set. A
+    string under a key is redacted with its key as context (``{"password": "x"}`` is
+    judged as ``password=x``), so parsed JSON loses no rule that its text would match.
     """
     stream = stream or StreamRedactor()
     if isinstance(value, str):
-        if value[:1] in ("{", "["):  # tool-call arguments sent as JSON text
+        if value[:1] in ("{", "["):  # tool-call arguments or payloads sent as JSON text
             try:
                 parsed = json.loads(value)
             except (ValueError, RecursionError):
                 pass
             else:
-                return json.dumps(redact_json(parsed, stream), ensure_ascii=False)
+                if isinstance(parsed, (dict, list)):
+                    return json.dumps(redact_json(parsed, stream), ensure_ascii=False)
         return stream.redact(value)
     if isinstance(value, Mapping):
-        return {k: redact_json(v, stream) for k, v in value.items()}
+        return {k: _redact_under(str(k), v, stream) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [redact_json(v, stream) for v in value]
     return value
+
+
+def _redact_under(key: str, value: Any, stream: StreamRedactor) -> Any:
+    """A mapping's value redacted with its key as context (see :func:`redact_json`)."""
+    if not isinstance(value, str) or value[:1] in ("{", "["):
+        return redact_json(value, stream)
+    pair = f"{key}={value}"
+    judged = stream.redact(pair)
+    if judged != pair and judged.startswith(f"{key}="):
+        return stream.redact(judged[len(key) + 1 :])
+    return stream.redact(value)
 
 
 def redact_value(value: object) -> str:

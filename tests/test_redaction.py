@@ -420,3 +420,26 @@ def test_dsn_with_a_raw_at_or_slash_in_its_password_is_flagged() -> None:
     assert mask_dsn("postgresql://bob@db/x") == "postgresql://bob@db/x"
     # libpq reads "dbname=x" as the password here: masked too.
     assert mask_dsn("host=db password= dbname=x") == f"host=db password= {REDACTED}"
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        # A path normaliser folds "//": the tool error echoes "https:/user:pw@host".
+        ("https:/bob:pa55word@example.com/x: not a memory file", "pa55word"),
+        ("https:/hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXXXXXXXXXX: bad", "XXXXXXXXXXXX"),
+        # "hasło to X: ..." reads as "password to <thing>:" and as "password is X".
+        ("moje hasło to kotek12: not a memory file", "kotek12"),
+    ],
+)
+def test_echoed_forms_of_a_credential_are_redacted(text: str, secret: str) -> None:
+    """Issue 20: a tool error echoes what the user pasted in a changed form."""
+    assert secret not in redact_secrets(text)
+
+
+def test_json_values_are_judged_with_their_key() -> None:
+    from memmw.redaction import redact_json
+
+    record = {"content": '{"password": "jsonpw123"}', "args": {"password": "jsonpw123"}}
+    assert "jsonpw123" not in json.dumps(redact_json(record))
+    assert redact_json({"path": "MEMORY.md", "n": 3}) == {"path": "MEMORY.md", "n": 3}
