@@ -215,9 +215,9 @@ _INLINE_CODE = re.compile(r"\A(`+)(.*?)\1\Z", re.S)
 _INFO_WORD = re.compile(r"\A[^\s{]+\s+(\{.*)\Z", re.S)
 _HTML = re.compile(r"\A<([A-Za-z][\w-]*)[^>]*>(.*)</\1\s*>\Z", re.S)
 _REASON = re.compile(r"\Ano_reply(?:[\s*_`~\"'“”‘’«»)\]]*:|\s*[\u2013\u2014]|\s+-|-\s)", re.I)
-_LEADING_TOKEN = re.compile(
-    r"[\s*_`~>\"'“”‘’«»\\]*no_reply(?!\w)[\s*_`~:.!,;\-\u2013\u2014\"'“”‘’«»\\]*", re.I
-)
+#: A leading token: only marks before it (no word, no JSON or tag), marks and a reason
+#: separator after it.
+_LEADING_TOKEN = re.compile(r"(?:[^\w{<]|_)*?no_reply(?!\w)(?:[^\w{<]|_)*", re.I)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -308,10 +308,10 @@ def _special_end(n: str, i: int, final: bool) -> int | None:
     return end
 
 
-def _leading_end(n: str, final: bool) -> tuple[int, bool, bool]:
-    """Where the leading whitespace and special tokens end: ``(index, any special token,
-    a special token may still be completing)``."""
-    j, special = 0, False
+def _leading_end(n: str, final: bool, start: int = 0) -> tuple[int, bool, bool]:
+    """Where the whitespace and special tokens from ``start`` end: ``(index, any special
+    token, a special token may still be completing)``."""
+    j, special = start, False
     while j < len(n):
         if n[j].isspace():
             j += 1
@@ -477,8 +477,10 @@ def _cut(text: str, n: str, pos: list[int], lead: int, special: bool) -> str | N
     start = lead if special else 0
     token = False
     m = _LEADING_TOKEN.match(n, lead)
-    if m:
-        start, token = m.end(), True
+    while m:  # tokens and special tokens in a row: all cut (the rule is idempotent)
+        start, _special, _ = _leading_end(n, True, m.end())
+        token = True
+        m = _LEADING_TOKEN.match(n, start)
     end, cut, has_token = _region_start(n, start, final=True)
     if cut:
         token = token or has_token
@@ -501,16 +503,19 @@ def visible_text(text: str | None) -> str | None:
         >>> visible_text("“NO_REPLY”") is None, visible_text("Saved. NO_REPLY")
         (True, 'Saved.')
     """
-    if text is None:
-        return None
-    n, pos = _decision_text(text)
-    lead, special, _ = _leading_end(n, final=True)
-    if lead == len(n):
-        return None  # blank: whitespace, invisible characters or special tokens only
-    tail, _c, _t = _region_start(n, lead, final=True, tokens=False)
-    if _unwraps_to_token(n[lead:tail]):
-        return None
-    return _cut(text, n, pos, lead, special)
+    while text is not None:
+        n, pos = _decision_text(text)
+        lead, special, _ = _leading_end(n, final=True)
+        if lead == len(n):
+            return None  # blank: whitespace, invisible characters or special tokens only
+        tail, _c, _t = _region_start(n, lead, final=True, tokens=False)
+        if _unwraps_to_token(n[lead:tail]):
+            return None
+        shown = _cut(text, n, pos, lead, special)
+        if shown == text:
+            return text
+        text = shown  # what is left is judged again: the rule is idempotent
+    return None
 
 
 def is_silent_reply(text: str | None) -> bool:

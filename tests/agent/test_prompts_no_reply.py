@@ -172,3 +172,12 @@ def test_special_tokens_at_either_end_are_never_shown(body: str, special: str, w
 def test_blank_replies_are_silent(filler: str, specials: list[str]) -> None:
     text = filler + "".join(specials) + filler
     assert visible_text(text) is None and is_silent_reply(text)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=mixed_replies())
+def test_the_rule_is_idempotent(text: str) -> None:
+    """What is shown passes the rule unchanged (LangChain guards the streamed message again)."""
+    shown = visible_text(text)
+    if shown is not None:
+        assert visible_text(shown) == shown
