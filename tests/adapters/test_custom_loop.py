@@ -9,8 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memmw.adapters.custom_loop import NEW_SESSION_REPLY, MemoryAgent
+from memmw.agent.prompts import visible_text
 from memmw.config import FlushConfig, MemoryConfig
 from memmw.engine.memory import Memory
 from memmw.errors import ConfigError
@@ -18,6 +21,7 @@ from memmw.hooks.registry import Event, HookContext
 from memmw.middleware import MemoryMiddleware
 from memmw.text.tokens import TokenCounter
 
+from ..agent.noreply_strategies import chunked, mixed_replies, ordinary_sentences, silent_forms
 from .conftest import (
     FILLER,
     NO_REPLY_FORMS,
@@ -369,6 +373,42 @@ def test_a_window_the_bootstrap_fills_is_refused_up_front(tmp_path: Path) -> Non
             MemoryAgent(lambda messages, tools=None: "ack", memory, middleware=mw)
     finally:
         memory.close()
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    reply=st.one_of(silent_forms(), ordinary_sentences(), mixed_replies()),
+    cuts=st.lists(st.integers(min_value=1, max_value=7), min_size=1, max_size=6),
+)
+def test_generated_replies_invoked_and_streamed(scenario_factory, reply: str, cuts: list[int]) -> None:
+    """Both modes show exactly the final rule's text (nothing for a silent reply)."""
+    sc = shared_scenario(scenario_factory)
+    holder = {"reply": reply}
+
+    def model(messages: list[dict[str, Any]], tools: Any = None) -> Any:
+        return holder["reply"]
+
+    def streamed(messages: list[dict[str, Any]], tools: Any = None) -> Any:
+        return iter(list(chunked(holder["reply"], cuts)))
+
+    expected = visible_text(reply)
+    agent = MemoryAgent(model, sc.memory, middleware=sc.middleware)
+    assert agent.chat("hi") == expected
+    deltas: list[str] = []
+    agent = MemoryAgent(streamed, sc.memory, middleware=sc.middleware)
+    assert agent.chat("hi", on_delta=deltas.append) == expected
+    assert "".join(deltas) == (expected or "") and all(deltas)
+
+
+def shared_scenario(factory: Any) -> Scenario:
+    """One scenario for all examples of a property test (the factory is per test)."""
+    if not hasattr(factory, "shared"):
+        factory.shared = factory()
+    return factory.shared  # type: ignore[no-any-return]
 
 
 def test_group_prompt_has_no_private_line(scenario_factory) -> None:
