@@ -16,7 +16,7 @@ a sentence ("ordinary" forms: shown unchanged).
 
 Each form is the model's reply in four modes: the custom loop invoked and streamed (random
 chunk sizes through ``on_delta``), and a LangChain ``create_agent`` invoked and streamed
-(``stream_mode="messages"``, random chunk size). Counted per (form, mode), target 0:
+(``stream_mode="messages"``, random chunk size). Counted per form and per (form, mode), target 0:
 
 * ``token_shown``: the shown text still holds the token (decision text, case-insensitive)
   for a silent, cut or blank form;
@@ -27,7 +27,8 @@ chunk sizes through ``on_delta``), and a LangChain ``create_agent`` invoked and 
 * ``wrong_text``: a cut form did not show exactly its text, or an ordinary form was
   changed, or a silent form showed anything.
 
-Prints one line per counter and writes them (with the settings) to ``--json``.
+Prints, per counter, how many forms hit it in at least one mode and the count per mode,
+and writes them (with the settings and a few examples) to ``--json``.
 """
 
 from __future__ import annotations
@@ -291,7 +292,8 @@ COUNTERS = ("token_shown", "special_shown", "blank_message", "stream_differs", "
 
 def run(count: int, seed: int) -> dict[str, Any]:
     forms = generate(count, seed)
-    totals = dict.fromkeys(COUNTERS, 0)
+    by_mode = {mode: dict.fromkeys(COUNTERS, 0) for mode in MODES}
+    forms_with = dict.fromkeys(COUNTERS, 0)
     examples: dict[str, list[dict[str, Any]]] = {c: [] for c in COUNTERS}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -300,6 +302,7 @@ def run(count: int, seed: int) -> dict[str, Any]:
             for kind, reply, expected in forms:
                 h.reply = reply
                 shown = {mode: getattr(h, mode)() for mode in MODES}
+                hit_here: set[str] = set()
                 for mode, messages in shown.items():
                     text = "".join(messages)
                     found = {
@@ -312,9 +315,12 @@ def run(count: int, seed: int) -> dict[str, Any]:
                     }
                     for name, hit in found.items():
                         if hit:
-                            totals[name] += 1
+                            by_mode[mode][name] += 1
+                            hit_here.add(name)
                             if len(examples[name]) < 5:
                                 examples[name].append({"mode": mode, "kind": kind, "reply": reply, "shown": text})
+                for name in hit_here:
+                    forms_with[name] += 1
         finally:
             h.close()
     return {
@@ -322,7 +328,8 @@ def run(count: int, seed: int) -> dict[str, Any]:
         "seed": seed,
         "modes": list(MODES),
         "kinds": {k: sum(1 for f in forms if f[0] == k) for k in ("silent", "cut", "blank", "ordinary")},
-        "counts": totals,
+        "forms_with": forms_with,
+        "by_mode": by_mode,
         "examples": examples,
         "seconds": round(time.perf_counter() - started, 1),
     }
@@ -337,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     report = run(args.forms, args.seed)
     print(f"{report['forms']} forms x {len(MODES)} modes, seed {report['seed']}, {report['kinds']}")
     for name in COUNTERS:
-        print(f"{name}: {report['counts'][name]}")
+        modes = ", ".join(f"{m} {report['by_mode'][m][name]}" for m in MODES)
+        print(f"{name}: {report['forms_with'][name]} forms ({modes})")
     print(f"seconds: {report['seconds']}")
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
