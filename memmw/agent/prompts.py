@@ -628,6 +628,8 @@ class NoReplyStreamGuard:
         self._start: int | None = None
         self._hold = 0
         self._to_end = False
+        self._lead = 0
+        self._lead_special = False
 
     @property
     def suppressed(self) -> bool:
@@ -658,7 +660,10 @@ class NoReplyStreamGuard:
             return ""
         n = self._text
         if self._start is None:
-            lead, special, partial = _leading_end(n, final=False)
+            # Resume where the complete leading whitespace and special tokens ended.
+            lead, special, partial = _leading_end(n, False, self._lead)
+            self._lead, self._lead_special = lead, self._lead_special or special
+            special = self._lead_special
             if partial or lead == len(n):
                 return ""
             verdict = _could_be_silent(n, lead)
