@@ -14,12 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from memmw.agent.prompts import visible_text
-
-from ..agent.noreply_strategies import mixed_replies, ordinary_sentences, silent_forms
 from .conftest import FLUSH_MARK, NO_REPLY_FORMS, Scenario
 
 pytestmark = pytest.mark.optional
@@ -446,43 +441,6 @@ def test_silent_text_beside_tool_calls_keeps_the_calls_in_state(
     session = mw.session_for(f"calls-{mode}")
     recorded = [r.content for r in sc.middleware.transcripts.read(session.session_id)]
     assert not any("NO_REPLY" in str(c) or "<|" in str(c) for c in recorded)
-
-
-@settings(
-    max_examples=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(
-    reply=st.one_of(silent_forms(), ordinary_sentences(), mixed_replies()),
-    chunk=st.integers(min_value=1, max_value=7),
-)
-def test_generated_replies_invoked_and_streamed(scenario_factory, reply: str, chunk: int) -> None:
-    """Invoked and streamed, the person sees exactly the final rule's text (nothing, or
-    the flagged placeholder, for a silent reply)."""
-    if not hasattr(scenario_factory, "shared"):
-        sc: Scenario = scenario_factory()
-        holder: dict[str, Any] = {}
-        model = scripted(lambda messages: holder["reply"])
-        mw = LangChainMemoryMiddleware(middleware=sc.middleware)
-        agent = create_agent(model, middleware=[mw], checkpointer=InMemorySaver())
-        scenario_factory.shared = (holder, model, agent, [0])
-    holder, model, agent, count = scenario_factory.shared
-    holder["reply"] = reply
-    model.chunk_chars = chunk
-    expected = visible_text(reply) or ""
-    count[0] += 1
-    cfg = {"configurable": {"thread_id": f"gen-{count[0]}"}}
-    last = agent.invoke({"messages": [HumanMessage("hi")]}, cfg)["messages"][-1]
-    assert isinstance(last, AIMessage) and last.text == expected
-    assert bool(last.additional_kwargs.get("memmw_no_reply")) == (visible_text(reply) is None)
-    cfg = {"configurable": {"thread_id": f"gen-s{count[0]}"}}
-    pieces = [
-        c.text
-        for c, _meta in agent.stream({"messages": [HumanMessage("hi")]}, cfg, stream_mode="messages")
-        if c.type == "AIMessageChunk"
-    ]
-    assert "".join(pieces) == expected
 
 
 # -- bootstrap freshness and room -----------------------------------------------------
