@@ -162,10 +162,12 @@ def flush_user_prompt(day: dt.date, now: dt.datetime) -> str:
 #    element, and a JSON object in which some top-level value is the token whatever the
 #    other keys (``{"action": "NO_REPLY", "reason": "..."}``). The token followed by
 #    ``:`` or a dash and a reason (for the runtime, never for the user) is silent too.
-# 4. strip: a leading token, and a trailing one (after whitespace or punctuation, with its
-#    own quotes or emphasis), are cut; a reply left without a letter or digit is silent.
-# 5. Otherwise the reply is delivered unchanged: a token inside a sentence (a word
-#    character on both sides, as in "the NO_REPLY token is special") never changes it.
+# 4. strip: a leading token (only marks before it) and a trailing one (after whitespace or
+#    punctuation, with its own quotes or emphasis; only marks, whitespace and special
+#    tokens after it) are cut, and what is left is judged again (the rule is idempotent);
+#    a reply left without a letter or digit is silent.
+# 5. Otherwise the reply is delivered unchanged: a token that is not the first word and
+#    has a word after it ("the NO_REPLY token is special") never changes a reply.
 #
 # Streaming: :class:`NoReplyStreamGuard` holds back exactly the text that could still be
 # cut or become silent, so for every chunking the streamed text equals the final rule's.
