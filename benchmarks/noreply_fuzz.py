@@ -10,7 +10,8 @@ brackets, emphasis, inline code, code fences with random info strings, HTML, JSO
 envelopes with random extra keys, reasons), with invisible format characters inserted
 anywhere, fullwidth / mathematical letters, Markdown escapes, random case, special tokens
 before and after and whitespace around ("silent" forms); an ordinary text followed by a
-trailing token or special token ("cut" forms: only the text may show); whitespace or
+trailing token or special token ("cut" forms: only the text may show, nothing when it
+has no letter or digit and a token was cut); whitespace or
 special tokens only ("blank" forms); ordinary text, sometimes mentioning the token inside
 a sentence ("ordinary" forms: shown unchanged).
 
@@ -182,7 +183,10 @@ def generate(count: int, seed: int) -> list[tuple[str, str, str | None]]:
             out.append((kind, silent_form(rng), None))
         elif kind == "cut":
             reply, body = cut_form(rng)
-            out.append((kind, reply, body))
+            # The rule: a reply left without a letter or digit once the token is cut is
+            # silent ("😀 NO_REPLY").
+            shown = body if "no_reply" not in decision(reply) or any(c.isalnum() for c in body) else None
+            out.append((kind, reply, shown))
         elif kind == "blank":
             out.append((kind, blank_form(rng), None))
         else:
