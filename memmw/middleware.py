@@ -32,7 +32,13 @@ from memmw.agent.tools import workspace_is_writable as _writable
 from memmw.chat_type import ChatType, chat_type_for, citations_enabled
 from memmw.errors import ConfigError, WiringError
 from memmw.hooks.active_memory import ActiveMemory
-from memmw.hooks.bootstrap import BootstrapContext, build_startup_context, run_bootstrap
+from memmw.hooks.bootstrap import (
+    BootstrapContext,
+    BootstrapStamp,
+    bootstrap_stamp,
+    build_startup_context,
+    run_bootstrap,
+)
 from memmw.hooks.flush import (
     FlushDecision,
     FlushOutcome,
@@ -159,6 +165,14 @@ def deliverable_text(reply: Any) -> str | None:
     return visible_text(normalize_reply(reply).text)
 
 
+def deliverable_reply(reply: Any) -> Reply:
+    """``reply`` with its text as a person may see it: a silent text becomes ``""``, a
+    stripped token or special token disappears; tool calls are kept."""
+    normalized = normalize_reply(reply)
+    shown = visible_text(normalized.text) or ""
+    return normalized if shown == normalized.text else replace(normalized, text=shown)
+
+
 # ---------------------------------------------------------------------------------------
 # Session
 
@@ -179,6 +193,10 @@ class Session:
         previous_archive: Archive file written when the previous session ended, if any.
         startup_context: Recent daily notes (fenced, untrusted) loaded because the session
             was started by a bare ``/new`` or ``/reset``; private sessions only.
+        bootstrap_stamp: What the bootstrap was read from (see
+            :meth:`MemoryMiddleware.refresh_bootstrap`).
+        bootstrap_daily: The bootstrap includes the recent daily notes (not after a bare
+            ``/new``, whose startup context has them).
     """
 
     session_id: str
@@ -191,6 +209,8 @@ class Session:
     last_flush: FlushOutcome | None = None
     previous_archive: Path | None = None
     startup_context: str = ""
+    bootstrap_stamp: BootstrapStamp | None = None
+    bootstrap_daily: bool = True
 
     @property
     def private(self) -> bool:
@@ -324,6 +344,7 @@ class MemoryMiddleware:
             session_id = self.transcripts.current_session(session_key)
         session_id = session_id or new_session_id(self.clock())
         self.transcripts.bind_session(session_key, session_id)
+        stamp = self._stamp(session_key, kind, include_daily=not startup)
         bootstrap = run_bootstrap(
             self.memory,
             session_key=session_key,
@@ -359,6 +380,8 @@ class MemoryMiddleware:
             bootstrap=bootstrap,
             tools=tools,
             startup_context=startup_text,
+            bootstrap_stamp=stamp,
+            bootstrap_daily=not startup,
         )
         self._sessions[session_key] = session
         log.info(
@@ -377,6 +400,72 @@ class MemoryMiddleware:
         return session_access(
             self.memory, session_key=session.session_key, chat_type=session.chat_type
         )
+
+
+    # -- bootstrap freshness -----------------------------------------------------------
+    def _stamp(
+        self, session_key: str, chat_type: str, *, include_daily: bool
+    ) -> BootstrapStamp | None:
+        try:
+            return bootstrap_stamp(
+                self.memory,
+                session_key=session_key,
+                chat_type=chat_type,
+                clock=self.clock,
+                include_daily=include_daily,
+            )
+        except Exception as exc:  # no stamp: the next check re-reads
+            log.warning("bootstrap stat check failed: %s", type(exc).__name__)
+            return None
+
+    def refresh_bootstrap(self, session: Session) -> bool:
+        """Re-read the session bootstrap when its files changed; True when it did.
+
+        A stat check per file (``mtime_ns``, size, inode, and which files exist, for the
+        user's current day): an edit to ``MEMORY.md``, ``USER.md``, a daily note or a
+        working-memory file reaches the very next model call, in every adapter, without
+        re-reading unchanged files. :meth:`system_prompt` calls it.
+        """
+        stamp = self._stamp(
+            session.session_key, session.chat_type, include_daily=session.bootstrap_daily
+        )
+        old = session.bootstrap_stamp
+        if stamp is not None and old is not None and old.current(stamp):
+            return False
+        session.bootstrap = run_bootstrap(
+            self.memory,
+            session_key=session.session_key,
+            chat_type=session.chat_type,
+            clock=self.clock,
+            warm_sync=False,
+            include_daily=session.bootstrap_daily,
+        )
+        session.bootstrap_stamp = stamp
+        if old is not None and stamp is not None and old.files != stamp.files:
+            log.info("session %s: bootstrap files changed; re-read", session.session_id)
+        return True
+
+    def check_prompt_room(self, base_tokens: int, compact_at: int | None = None) -> None:
+        """Refuse a context window that the system prompt, bootstrap and tools alone fill.
+
+        Args:
+            base_tokens: Tokens of the system prompt (with the memory bootstrap) and the
+                tool schemas, without any message.
+            compact_at: Where compaction happens when something else decides it.
+
+        Raises:
+            ConfigError: No room is left before compaction (names the window, the
+                reserve and the sizes), instead of overflow errors turn after turn.
+        """
+        points = self.flush_points(compact_at)
+        if base_tokens >= points.compact_at:
+            raise ConfigError(
+                f"context window {points.context_window} with reserve {points.reserve} "
+                f"leaves {points.compact_at} tokens before compaction, but the system prompt "
+                f"(with the memory bootstrap) and tools alone take {base_tokens}: use a "
+                "larger context_window, a shorter system prompt or smaller bootstrap files "
+                "(MEMORY.md, USER.md; bootstrap.total_max_chars)"
+            )
 
     # -- prompt ----------------------------------------------------------------------
     def recall_section(self, session: Session, tool_names: Sequence[str] | None = None) -> str:
@@ -402,7 +491,9 @@ class MemoryMiddleware:
         ``base`` (the host's own prompt), then the ``## Memory Recall`` section (only with
         memory tools), the session bootstrap and, after a bare ``/new``, the startup
         context. Add a memmw prompt block in this one method and every host gets it.
+        The bootstrap is re-read first when its files changed (:meth:`refresh_bootstrap`).
         """
+        self.refresh_bootstrap(session)
         prompt = append_section(base, self.recall_section(session, tool_names))
         prompt = append_section(prompt, session.bootstrap.text)
         prompt = append_section(prompt, session.startup_context)
@@ -815,6 +906,7 @@ __all__ = [
     "TokenCounter",
     "WiringError",
     "auto_reset_reason",
+    "deliverable_reply",
     "deliverable_text",
     "is_bare_command",
     "is_context_overflow",

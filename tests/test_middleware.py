@@ -258,3 +258,38 @@ def test_the_middleware_declares_what_it_uses_of_the_engine() -> None:
     assert "getattr(self.memory" not in source
     for name in ("start_watching", "sync_in_background", "notify_transcript", "notify_compaction"):
         assert callable(getattr(MemoryEngine, name)) and callable(getattr(Memory, name))
+
+
+def test_system_prompt_rereads_the_bootstrap_only_when_its_files_change(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import time
+
+    mw = make(memory)
+    session = mw.start_session("main")
+    memory_md = Path(memory.workspace) / "MEMORY.md"
+    past = time.time() - 3600
+    os.utime(memory_md, (past, past))
+    reads: list[int] = []
+    real = middleware_module.run_bootstrap
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        reads.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(middleware_module, "run_bootstrap", counting)
+    mw.system_prompt(session)  # the start-up stamp may be racy: one re-read at most
+    reads.clear()
+    for _ in range(5):
+        assert "curated fact" in mw.system_prompt(session)
+    assert reads == []  # a stat check per call, no read
+    memory_md.write_text("# Memory\n- edited fact\n")
+    assert "edited fact" in mw.system_prompt(session) and reads == [1]
+
+
+def test_check_prompt_room_names_window_reserve_and_sizes(memory: Memory) -> None:
+    mw = make(memory)
+    mw.check_prompt_room(100)
+    with pytest.raises(ConfigError, match=r"context window 3000 with reserve 1000 leaves 2000"):
+        mw.check_prompt_room(2500)

@@ -9,10 +9,15 @@ from typing import Any
 from memmw.agent.chat import ChatModel, Message, Reply, call_model, normalize_reply, tool_message
 from memmw.agent.prompts import NoReplyStreamGuard, visible_text
 from memmw.agent.tools import payload_text, tools_by_name
-from memmw.errors import ConfigError
 from memmw.hooks.flush import FlushOutcome
 from memmw.hooks.session_archive import SlugFunction
-from memmw.middleware import MemoryEngine, MemoryMiddleware, Session, parse_reset_command
+from memmw.middleware import (
+    MemoryEngine,
+    MemoryMiddleware,
+    Session,
+    deliverable_reply,
+    parse_reset_command,
+)
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +87,6 @@ class MemoryAgent:
         self.max_tool_steps = max_tool_steps
         self.keep_messages = keep_messages
         points = self.middleware.flush_points(compact_at_tokens)
-        window, reserve = points.context_window, points.reserve
         self.compact_at_tokens = points.compact_at
         self.flush_at_tokens = points.flush_at
         self.summarizer = summarizer or _default_summary
@@ -91,14 +95,7 @@ class MemoryAgent:
         self.flushes: list[FlushOutcome] = []
         self.compactions = 0
         self._since_compaction = 0
-        base = self._tokens()
-        if base >= self.compact_at_tokens:
-            raise ConfigError(
-                f"context window {window} with reserve {reserve} leaves "
-                f"{self.compact_at_tokens} tokens before compaction, but the system prompt "
-                f"and tools alone take {base}: use a larger context_window or a shorter "
-                "system prompt"
-            )
+        self._check_room()
 
     # -- helpers ---------------------------------------------------------------------
     @property
@@ -113,6 +110,13 @@ class MemoryAgent:
         return self.middleware.count_tokens(
             self.messages, system_prompt=self.system_prompt, tool_schemas=self._schemas()
         )
+
+    def _check_room(self) -> None:
+        """Refuse a window the system prompt, bootstrap and tools alone fill (ConfigError)."""
+        base = self.middleware.count_tokens(
+            [], system_prompt=self.system_prompt, tool_schemas=self._schemas()
+        )
+        self.middleware.check_prompt_room(base, self.compact_at_tokens)
 
     def _append(self, message: Message) -> None:
         self.messages.append(message)
@@ -209,6 +213,7 @@ class MemoryAgent:
             self.messages = []
             self._since_compaction = 0
             return NEW_SESSION_REPLY
+        self._check_room()  # the bootstrap may have grown since the last turn
         self._append({"role": "user", "content": text})
         overflow_retried = False
         for _ in range(self.max_tool_steps):
@@ -235,7 +240,7 @@ class MemoryAgent:
             if not reply.tool_calls:
                 self.messages.append(reply.to_message())
                 return self.middleware.after_model(self.session, reply)
-            self._append(reply.to_message())
+            self._append(deliverable_reply(reply).to_message())  # calls kept, silent text not
             by_name = tools_by_name(self.session.tools)
             for call in reply.tool_calls:
                 tool = by_name.get(call.name)

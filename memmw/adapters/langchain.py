@@ -42,10 +42,8 @@ from memmw.adapters.langchain_no_reply import (
     NoReplyGuardModel,
     guard_message,
     is_dropped_reply,
-    silent_placeholder,
 )
 from memmw.agent.chat import ChatModel, Message, Reply, normalize_reply
-from memmw.agent.prompts import visible_text
 from memmw.agent.tools import build_memory_tools, payload_text, tools_by_name
 from memmw.errors import ConfigError
 from memmw.hooks.session_archive import SlugFunction
@@ -269,6 +267,8 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
     Raises:
         WiringError: ``flush_model`` is not a chat model that can call tools, or both
             ``summarization`` and ``summarization_trigger_tokens`` were given.
+        ConfigError: (at a model call) the system prompt, the memory bootstrap and the
+            tools alone fill the context window up to the compaction point.
     """
 
     state_schema = MemoryAgentState
@@ -326,6 +326,7 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
         self.flush_at: int | None = (
             min(self.core.flush_points(compact_at=n).flush_at for n in limits) if limits else None
         )
+        self._compact_at: int | None = min(limits) if limits else None
         self._name = name
         self._strict = strict
         self._flush_model = flush_model
@@ -672,22 +673,22 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
 
         The placeholder (same id, no text) replaces the silent answer, so the run never
         ends with the user's own message as its last one; it is not sent to the model
-        again. A stripped token (``Done. NO_REPLY``) leaves only the visible text.
+        again. A stripped token (``Done. NO_REPLY``) leaves only the visible text; a
+        silent text beside tool calls is emptied and the calls are kept.
         """
         session = self.session_for(_thread_id(runtime))
         messages = state["messages"]
         last = messages[-1] if messages else None
-        if isinstance(last, AIMessage) and not last.tool_calls:
-            text = last.text
-            if is_dropped_reply(last) or (text.strip() and visible_text(text) is None):
+        if isinstance(last, AIMessage):
+            cleaned = guard_message(last)  # a silent text with tool calls: calls kept
+            if is_dropped_reply(cleaned):
                 self.core.after_model(session, message_to_dict(last), record=False)
                 if last.id is not None:
                     with self._lock:
                         self._seen(session).add(last.id)
-                if is_dropped_reply(last) and not text:
+                if cleaned is last:
                     return None  # the guard model already left the placeholder
-                return {"messages": [silent_placeholder(last)]}
-            cleaned = guard_message(last)
+                return {"messages": [cleaned]}
             if cleaned is not last:
                 self._record_new(session, [*messages[:-1], cleaned])
                 self.core.after_model(session, message_to_dict(cleaned), record=False)
@@ -710,11 +711,7 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
             self._models[thread] = request.model
             self._last_model = request.model
         self._detect_compaction(session, request.messages)
-        if thread in self._pending_flush or self._flush_decision_due(
-            thread, session, request.messages
-        ):
-            # First call of a thread or of a new process: the model is known only now.
-            self._flush_now(thread, session, request.messages, force=thread in self._pending_flush)
+        messages = request.messages
         names = _tool_names(request.tools)
         extra = self.core.system_prompt(session, "", tool_names=names).strip()
         overrides: dict[str, Any] = {}
@@ -745,6 +742,12 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
         self._prompt_tokens[thread] = self.core.count_tokens(
             [], system_prompt=system_text, tool_schemas=schemas
         )
+        # A window the system prompt, bootstrap and tools alone fill: a clear error now,
+        # not an overflow on every turn (the custom loop refuses the same way).
+        self.core.check_prompt_room(self._prompt_tokens[thread], self._compact_at)
+        if thread in self._pending_flush or self._flush_decision_due(thread, session, messages):
+            # First call of a thread or of a new process: the model is known only now.
+            self._flush_now(thread, session, messages, force=thread in self._pending_flush)
         return thread, session, request
 
     def _overflow_flush(

@@ -19,7 +19,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "memmw.adapters.langchain_no_reply needs langchain-core: pip install 'memmw[langchain]'"
     ) from exc
 
-from memmw.agent.prompts import NoReplyStreamGuard, is_silent_reply, visible_text
+from memmw.agent.prompts import NoReplyStreamGuard, visible_text
 
 #: ``additional_kwargs`` key marking a reply that was dropped as ``NO_REPLY``.
 SILENT_FLAG = "memmw_no_reply"
@@ -60,17 +60,29 @@ def _with_text(content: Any, text: str) -> Any:
     return blocks
 
 
+def _other_blocks(content: Any) -> bool:
+    """True when ``content`` holds more than text (images, tool-use blocks ...)."""
+    return not isinstance(content, str) and any(
+        isinstance(b, dict) and b.get("type") != "text" for b in content or ()
+    )
+
+
 def guard_message(message: AIMessage) -> AIMessage:
-    """Apply the ``NO_REPLY`` rules to a complete reply (tool-call replies pass through)."""
-    if message.tool_calls:
-        return message
+    """Apply the ``NO_REPLY`` rules to a complete reply.
+
+    A silent reply (blank, or the token in any wrapping) becomes the empty flagged
+    placeholder; with tool calls (or other content blocks) it keeps them and loses only
+    its text. A stripped token or special token disappears from the text.
+    """
     text = message.text
-    if is_silent_reply(text) or (text and visible_text(text) is None):
-        return silent_placeholder(message)
-    shown = visible_text(text)
-    if shown is None or shown == text:
+    if is_dropped_reply(message) and not text:
         return message
-    return message.model_copy(update={"content": _with_text(message.content, shown)})
+    shown = visible_text(text)
+    if shown is None and not (message.tool_calls or _other_blocks(message.content)):
+        return silent_placeholder(message)
+    if shown == text or (not text and shown is None):
+        return message
+    return message.model_copy(update={"content": _with_text(message.content, shown or "")})
 
 
 def _config(run_manager: Any) -> RunnableConfig:
@@ -145,7 +157,7 @@ class NoReplyGuardModel(BaseChatModel):
     @staticmethod
     def _last(guard: NoReplyStreamGuard, chunk_id: str | None, calls: bool) -> AIMessageChunk:
         rest = guard.finish()
-        silent = not calls and guard.sent == 0 and not rest and bool(guard.raw.strip())
+        silent = not calls and guard.suppressed and not rest
         return AIMessageChunk(
             content=rest,
             id=chunk_id,

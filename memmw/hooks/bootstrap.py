@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memmw.agent.tools import request_sync, session_access
 from memmw.config import BootstrapConfig
-from memmw.hooks.working_memory import with_working_memory
+from memmw.hooks.working_memory import with_working_memory, working_files
 from memmw.text.analysis import cut_utf16, utf16_len
 from memmw.timeutil import Clock, user_now
 from memmw.workspace.access import SessionAccess
@@ -295,6 +296,81 @@ def run_bootstrap(
         log.warning("bootstrap failed: %s", type(exc).__name__)
         log.debug("bootstrap failure", exc_info=True)
         return BootstrapContext(private=private)
+
+
+# ---------------------------------------------------------------------------------------
+# Freshness: the bootstrap is re-read when its files change (reference 8.2 re-reads every
+# turn; a stat check per file keeps that cheap)
+
+#: A file modified this recently when it was stamped may change again within the same
+#: timestamp tick without changing its size (coarse file system clocks): such a stamp is
+#: "racy" and the next check re-reads the files anyway.
+RACY_NS = 2_000_000_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class BootstrapStamp:
+    """What a bootstrap was built from, to tell cheaply whether it is still current.
+
+    Attributes:
+        scope: The day, privacy and daily-notes setting the candidates depend on.
+        files: ``(path, mtime_ns, size, inode)`` of every file it reads that exists (so
+            the set of files present is part of it).
+        racy: Some file was modified within :data:`RACY_NS` of the stamp.
+    """
+
+    scope: tuple[object, ...]
+    files: tuple[tuple[str, int, int, int], ...]
+    racy: bool = False
+
+    def current(self, newer: BootstrapStamp) -> bool:
+        """True when ``newer`` (taken now) shows that nothing changed since this stamp."""
+        return not self.racy and self.scope == newer.scope and self.files == newer.files
+
+
+def bootstrap_stamp(
+    memory: MemoryBackend,
+    *,
+    session_key: str | None = None,
+    chat_type: str | None = None,
+    clock: Clock | None = None,
+    include_daily: bool = True,
+    include_daily_in_groups: bool = False,
+) -> BootstrapStamp:
+    """Stat every file :func:`run_bootstrap` (same arguments) would read, reading none.
+
+    Take it before building the bootstrap: a change in between only costs one more read.
+    """
+    config = memory.config
+    workspace = Path(memory.workspace)
+    access = session_access(memory, session_key=session_key, chat_type=chat_type)
+    private = access.private
+    today = user_now(config.user_timezone, clock).date()
+    daily = include_daily and (private or include_daily_in_groups)
+    paths: list[Path] = []
+    if config.bootstrap.enabled:
+        rels = bootstrap_candidates(
+            workspace,
+            private=private,
+            today=today,
+            daily_days=config.bootstrap.daily_days,
+            include_daily=daily,
+            scope=None if private else access.scope,
+        )
+        paths.extend(workspace / rel for rel in rels)
+    if config.active_memory.working_memory:
+        paths.extend(p for _label, p, _n in working_files(workspace, config.active_memory, private=private))
+    now = time.time_ns()
+    files: list[tuple[str, int, int, int]] = []
+    racy = False
+    for path in paths:
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        files.append((str(path), st.st_mtime_ns, st.st_size, st.st_ino))
+        racy = racy or st.st_mtime_ns >= now - RACY_NS
+    return BootstrapStamp(scope=(today, private, daily), files=tuple(files), racy=racy)
 
 
 # ---------------------------------------------------------------------------------------

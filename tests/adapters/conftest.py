@@ -45,6 +45,30 @@ NO_REPLY_FORMS: list[tuple[str, str | None]] = [
     ("Plan N", "Plan N"),
     ("FOO_NO_REPLY", "FOO_NO_REPLY"),
     ("The NO_REPLY token is special.", "The NO_REPLY token is special."),
+    # Issue 19: forms that reached the user on c5acdd4 in at least one mode.
+    ("NO_\u200bREPLY", None),  # zero-width space inside
+    ("NO_RE\u200dPLY", None),  # zero-width joiner
+    ("NO\u00ad_REPLY", None),  # soft hyphen
+    ("NO_REP\u2060LY", None),  # word joiner
+    ("\ufeffNO_REPLY", None),  # BOM
+    ("“NO_REPLY”", None),
+    ("«NO_REPLY»", None),
+    ("‘NO_REPLY’", None),
+    ("ＮＯ＿ＲＥＰＬＹ", None),  # fullwidth (NFKC)
+    ("NO\\_REPLY", None),  # Markdown escape
+    ('```json\n{"action":"NO_REPLY","reason":"nothing new to add"}\n```', None),
+    ('{"action": "NO_REPLY", "reason": "not for me"}', None),
+    ('{"reply": "no_reply"}', None),
+    ("   ", None),  # whitespace only
+    ("\n\n", None),
+    ("<|endoftext|>", None),
+    ("<|im_end|>", None),
+    ("</s>", None),
+    ("<|eot_id|>", None),
+    ("<end_of_turn>", None),
+    ("NO_REPLY<|im_end|>", None),
+    ("Here you go.<|eot_id|>", "Here you go."),
+    ("Saved. “NO_REPLY”", "Saved."),
 ]
 
 

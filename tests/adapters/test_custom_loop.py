@@ -9,8 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memmw.adapters.custom_loop import NEW_SESSION_REPLY, MemoryAgent
+from memmw.agent.prompts import visible_text
 from memmw.config import FlushConfig, MemoryConfig
 from memmw.engine.memory import Memory
 from memmw.errors import ConfigError
@@ -18,6 +21,7 @@ from memmw.hooks.registry import Event, HookContext
 from memmw.middleware import MemoryMiddleware
 from memmw.text.tokens import TokenCounter
 
+from ..agent.noreply_strategies import chunked, mixed_replies, ordinary_sentences, silent_forms
 from .conftest import (
     FILLER,
     NO_REPLY_FORMS,
@@ -310,6 +314,101 @@ def test_no_reply_forms(scenario_factory, text: str, shown: str | None, streamed
     if streamed:
         assert "".join(deltas).strip() == (shown or "")
         assert shown is not None or deltas == []
+
+
+@pytest.mark.parametrize("text", ["NO_REPLY", "“NO_REPLY”", " ", "NO_REPLY<|im_end|>"])
+@pytest.mark.parametrize("streamed", [False, True])
+def test_silent_text_beside_tool_calls_keeps_the_calls(
+    scenario_factory, text: str, streamed: bool
+) -> None:
+    sc = scenario_factory()
+    call = {"id": "c1", "name": "memory_search", "args": {"query": "gateway"}}
+
+    def model(messages: list[dict[str, Any]], tools: Any = None) -> Any:
+        if messages[-1]["role"] == "tool":
+            return iter(["a", "ck"]) if streamed else "ack"
+        if streamed:
+            return iter([*(text[i : i + 2] for i in range(0, len(text), 2)), {"tool_calls": [call]}])
+        return {"content": text, "tool_calls": [call]}
+
+    agent = MemoryAgent(model, sc.memory, middleware=sc.middleware)
+    deltas: list[str] = []
+    answer = agent.chat("hi", on_delta=deltas.append) if streamed else agent.chat("hi")
+    assert answer == "ack"
+    if streamed:
+        assert "".join(deltas) == "ack"
+    with_calls = [m for m in agent.messages if m.get("tool_calls")]
+    assert len(with_calls) == 1 and with_calls[0]["tool_calls"][0]["name"] == "memory_search"
+    assert with_calls[0]["content"] == ""
+    recorded = [r.content for r in sc.middleware.transcripts.read(agent.session.session_id)]
+    assert not any("NO_REPLY" in str(c) or "<|" in str(c) for c in recorded)
+
+
+def test_bootstrap_follows_every_edit(scenario_factory) -> None:
+    """Issue 19: the loop picked up one MEMORY.md edit, then missed the next."""
+    sc = scenario_factory()
+    agent = make_agent(sc)
+    memory_md = sc.workspace / "MEMORY.md"
+    for version in range(1, 5):  # same size each time, written right before the turn
+        memory_md.write_text(f"# Memory\n\n- fact version {version}\n", encoding="utf-8")
+        agent.chat(f"hello {version}")
+        system = sc.main_calls[-1][0]["content"]
+        assert f"fact version {version}" in system
+        assert [v for v in range(1, 5) if f"fact version {v}" in system] == [version]
+    (sc.workspace / "USER.md").unlink()
+    (sc.workspace / "memory" / f"{TODAY}.md").write_text("- a new daily line\n", encoding="utf-8")
+    agent.chat("and now")
+    system = sc.main_calls[-1][0]["content"]
+    assert "Name: Ada" not in system and "a new daily line" in system
+
+
+def test_a_window_the_bootstrap_fills_is_refused_up_front(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path)
+    (ws / "MEMORY.md").write_text("# Memory\n" + "- a long curated line\n" * 1200, encoding="utf-8")
+    config = MemoryConfig(provider="none", flush=FlushConfig(context_window=8000))
+    memory = Memory(workspace=ws, state_dir=tmp_path / "state", config=config)
+    mw = MemoryMiddleware(memory, clock=fixed_clock, token_counter=TokenCounter(use_tiktoken=False))
+    try:
+        with pytest.raises(ConfigError, match=r"context window 8000 with reserve 4000 .*bootstrap"):
+            MemoryAgent(lambda messages, tools=None: "ack", memory, middleware=mw)
+    finally:
+        memory.close()
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    reply=st.one_of(silent_forms(), ordinary_sentences(), mixed_replies()),
+    cuts=st.lists(st.integers(min_value=1, max_value=7), min_size=1, max_size=6),
+)
+def test_generated_replies_invoked_and_streamed(scenario_factory, reply: str, cuts: list[int]) -> None:
+    """Both modes show exactly the final rule's text (nothing for a silent reply)."""
+    sc = shared_scenario(scenario_factory)
+    holder = {"reply": reply}
+
+    def model(messages: list[dict[str, Any]], tools: Any = None) -> Any:
+        return holder["reply"]
+
+    def streamed(messages: list[dict[str, Any]], tools: Any = None) -> Any:
+        return iter(list(chunked(holder["reply"], cuts)))
+
+    expected = visible_text(reply)
+    agent = MemoryAgent(model, sc.memory, middleware=sc.middleware)
+    assert agent.chat("hi") == expected
+    deltas: list[str] = []
+    agent = MemoryAgent(streamed, sc.memory, middleware=sc.middleware)
+    assert agent.chat("hi", on_delta=deltas.append) == expected
+    assert "".join(deltas) == (expected or "") and all(deltas)
+
+
+def shared_scenario(factory: Any) -> Scenario:
+    """One scenario for all examples of a property test (the factory is per test)."""
+    if not hasattr(factory, "shared"):
+        factory.shared = factory()
+    return factory.shared  # type: ignore[no-any-return]
 
 
 def test_group_prompt_has_no_private_line(scenario_factory) -> None:

@@ -402,6 +402,108 @@ def test_no_reply_forms_async_streamed(scenario_factory, text: str, shown: str |
     assert "".join(asyncio.run(collect())).strip() == (shown or "")
 
 
+SILENT_WITH_CALLS = ["NO_REPLY", "“NO_REPLY”", " ", "NO_REPLY<|im_end|>", '{"action":"NO_REPLY","why":"x"}']
+
+
+@pytest.mark.parametrize("text", SILENT_WITH_CALLS)
+@pytest.mark.parametrize("mode", ["invoke", "stream"])
+def test_silent_text_beside_tool_calls_keeps_the_calls_in_state(
+    scenario_factory, text: str, mode: str
+) -> None:
+    """Issue 19: state kept AIMessage('NO_REPLY', tool_calls=[...])."""
+    sc: Scenario = scenario_factory()
+    call = {"id": "c1", "name": "memory_search", "args": {"query": "gateway"}}
+
+    def policy(messages: list[BaseMessage]) -> Any:
+        if isinstance(messages[-1], ToolMessage):
+            return "ack"
+        return {"content": text, "tool_calls": [call]}
+
+    mw = LangChainMemoryMiddleware(middleware=sc.middleware)
+    agent = create_agent(scripted(policy), middleware=[mw], checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": f"calls-{mode}"}}
+    payload = {"messages": [HumanMessage("hi")]}
+    if mode == "invoke":
+        messages = agent.invoke(payload, cfg)["messages"]
+    else:
+        pieces = [
+            chunk.text
+            for chunk, _meta in agent.stream(payload, cfg, stream_mode="messages")
+            if chunk.type == "AIMessageChunk"
+        ]
+        assert "".join(pieces) == "ack"
+        messages = agent.get_state(cfg).values["messages"]
+    with_calls = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
+    assert len(with_calls) == 1 and with_calls[0].tool_calls[0]["name"] == "memory_search"
+    assert with_calls[0].text == ""
+    assert any(isinstance(m, ToolMessage) for m in messages)
+    assert messages[-1].text == "ack"
+    session = mw.session_for(f"calls-{mode}")
+    recorded = [r.content for r in sc.middleware.transcripts.read(session.session_id)]
+    assert not any("NO_REPLY" in str(c) or "<|" in str(c) for c in recorded)
+
+
+# -- bootstrap freshness and room -----------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["invoke", "stream"])
+def test_bootstrap_follows_every_edit_in_a_thread(scenario_factory, mode: str) -> None:
+    """Issue 19: after an edit to MEMORY.md a thread kept the old text."""
+    sc: Scenario = scenario_factory()
+    seen: list[str] = []
+
+    def policy(messages: list[BaseMessage]) -> Any:
+        seen.append(messages[0].text if isinstance(messages[0], SystemMessage) else "")
+        return "ack"
+
+    mw = LangChainMemoryMiddleware(middleware=sc.middleware)
+    agent = create_agent(scripted(policy), middleware=[mw], checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": f"fresh-{mode}"}}
+    memory_md = sc.workspace / "MEMORY.md"
+    for version in range(1, 5):  # same size each time, written right before the turn
+        memory_md.write_text(f"# Memory\n\n- fact version {version}\n", encoding="utf-8")
+        payload = {"messages": [HumanMessage(f"hello {version}")]}
+        if mode == "invoke":
+            agent.invoke(payload, cfg)
+        else:
+            list(agent.stream(payload, cfg, stream_mode="messages"))
+        assert [v for v in range(1, 5) if f"fact version {v}" in seen[-1]] == [version]
+    (sc.workspace / "USER.md").unlink()
+    agent.invoke({"messages": [HumanMessage("and now")]}, cfg)
+    assert "Name: Ada" not in seen[-1]
+
+
+def test_a_window_the_bootstrap_fills_is_refused_at_the_first_call(tmp_path: Path) -> None:
+    """Issue 19: a large MEMORY.md on an 8k window failed 12 of 20 turns with overflows."""
+    from memmw.config import FlushConfig, MemoryConfig
+    from memmw.engine.memory import Memory
+    from memmw.errors import ConfigError
+    from memmw.middleware import MemoryMiddleware
+    from memmw.text.tokens import TokenCounter
+
+    from .conftest import fixed_clock, make_workspace
+
+    ws = make_workspace(tmp_path)
+    (ws / "MEMORY.md").write_text("# Memory\n" + "- a long curated line\n" * 1200, encoding="utf-8")
+    config = MemoryConfig(provider="none", flush=FlushConfig(context_window=8000))
+    memory = Memory(workspace=ws, state_dir=tmp_path / "state", config=config)
+    core = MemoryMiddleware(memory, clock=fixed_clock, token_counter=TokenCounter(use_tiktoken=False))
+    calls: list[int] = []
+
+    def policy(messages: list[BaseMessage]) -> Any:
+        calls.append(1)
+        return "ack"
+
+    mw = LangChainMemoryMiddleware(middleware=core)
+    agent = create_agent(scripted(policy), middleware=[mw], checkpointer=InMemorySaver())
+    try:
+        with pytest.raises(ConfigError, match=r"context window 8000 with reserve 4000 .*bootstrap"):
+            agent.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "w"}})
+        assert calls == []  # refused before any model call (no flush, no turn)
+    finally:
+        memory.close()
+
+
 # -- privacy --------------------------------------------------------------------------
 
 

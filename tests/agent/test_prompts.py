@@ -85,7 +85,7 @@ def test_flush_prompts_name_the_dated_target() -> None:
         ('{"action": "NO_REPLY"}', True),
         ("Saved the note. NO_REPLY", False),
         ("NO_REPLY but here is more", False),
-        ('{"action": "NO_REPLY", "x": 1}', False),
+        ('{"action": "NO_REPLY", "x": 1}', True),  # extra keys: still an envelope
         ("NO_REPLY.", True),
         ("**NO_REPLY**", True),
         ("`NO_REPLY`", True),
@@ -97,7 +97,8 @@ def test_flush_prompts_name_the_dated_target() -> None:
         ("NO_REPLY\u2014quiet", True),
         ("FOO_NO_REPLY", False),
         ("The NO_REPLY token is special.", False),
-        ("", False),
+        ("", True),  # blank
+        (" \n", True),
         (None, False),
     ],
 )

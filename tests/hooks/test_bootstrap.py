@@ -184,3 +184,46 @@ def test_startup_context_budgets(tmp_path: Path) -> None:
     assert utf16_len(text) < 2800 + 1200
     assert "left out to fit the budget" in text
     assert build_startup_context(tmp_path / "nothing", today=TODAY) == ""
+
+
+def _age(root: Path, seconds: int = 3600) -> None:
+    """Set every file's mtime in the past (outside the racy window)."""
+    import os
+    import time
+
+    past = time.time() - seconds
+    for p in root.rglob("*.md"):
+        os.utime(p, (past, past))
+
+
+def test_stamp_tells_exactly_when_the_bootstrap_is_stale(tmp_path: Path) -> None:
+    from memmw.hooks.bootstrap import bootstrap_stamp
+
+    root = ws(tmp_path)
+    mem = FakeMemory(root)
+    clock = lambda: dt.datetime(2026, 3, 10, 12, 0, tzinfo=dt.timezone.utc)  # noqa: E731
+
+    def stamp() -> Any:
+        return bootstrap_stamp(mem, session_key="main", clock=clock)  # type: ignore[arg-type]
+
+    _age(root)
+    first = stamp()
+    assert not first.racy and first.current(stamp())  # nothing changed: still current
+    paths = {Path(f[0]).name for f in first.files}
+    assert {"MEMORY.md", "USER.md", "2026-03-10.md", "2026-03-09.md"} <= paths
+    # An edit of the same size right now: mtime may not move on a coarse clock, so a
+    # stamp taken this close to the edit is racy and never counts as current.
+    (root / "MEMORY.md").write_text("# Memory\n- curated fict\n")
+    edited = stamp()
+    assert not first.current(edited) and edited.racy and not edited.current(stamp())
+    _age(root)
+    settled = stamp()
+    (root / "USER.md").unlink()
+    assert not settled.current(stamp())  # a file left the set
+    (root / "SOUL.md").write_text("I am careful.\n")  # working memory is part of it
+    gone = stamp()
+    assert "SOUL.md" in {Path(f[0]).name for f in gone.files}
+    other_day = bootstrap_stamp(  # type: ignore[arg-type]
+        mem, session_key="main", clock=lambda: dt.datetime(2026, 3, 11, 12, 0, tzinfo=dt.timezone.utc)
+    )
+    assert other_day.scope != gone.scope
