@@ -141,6 +141,7 @@ class Stats:
     flush_turns: int = 0
     unsaved_recorded: int = 0
     failed_turns: int = 0
+    tail_overflows: int = 0
     restarts: int = 0
     unseen_examples: list[str] = field(default_factory=list)
 
@@ -312,6 +313,26 @@ class LoopRig(Rig):
 # LangChain
 
 
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+try:
+    from langchain_core.exceptions import ContextOverflowError as _Overflow
+except ImportError:  # pragma: no cover - the custom loop runs without LangChain
+    _Overflow = Exception  # type: ignore[assignment,misc]
+
+
+class KeptTailOverflow(_Overflow):  # type: ignore[misc,valid-type]
+    """A main call that overflows although it was already compacted (what the summarizer
+    keeps is larger than the window): a turn that fails for its keep setting."""
+
+
 class LangChainRig(Rig):
     """``create_agent`` with the README wiring; a scripted model that overflows past
     ``window`` tokens (counted like the summarizer counts)."""
@@ -373,6 +394,10 @@ class LangChainRig(Rig):
         if used > self.window + (self.system_tokens or 0):
             from langchain_core.exceptions import ContextOverflowError
 
+            if not flush and len(messages) > 1 and "summary" in _text(messages[1].content):
+                # Already compacted: the summarizer's kept tail alone passes the window
+                # (its keep setting, not the flush); counted apart.
+                raise KeptTailOverflow(f"kept tail too long: {used} > {self.window} tokens")
             raise ContextOverflowError(f"prompt is too long: {used} > {self.window} tokens")
 
     def _policy(self, messages: list[Any]) -> Any:
@@ -427,8 +452,11 @@ class LangChainRig(Rig):
             else:
                 for _chunk in self.agent.stream(payload, self.cfg, stream_mode="messages"):
                     pass
-        except Exception:
-            self.stats.failed_turns += 1
+        except Exception as exc:
+            if _caused_by(exc, KeptTailOverflow):
+                self.stats.tail_overflows += 1
+            else:
+                self.stats.failed_turns += 1
         gone = self.labels - self.present()
         self.check_evicted(gone)
 
@@ -508,7 +536,8 @@ def main(argv: list[str] | None = None) -> int:
         "by_adapter": {k: v.to_dict() for k, v in per.items()},
     }
     keys = ("conversations", "turns", "compactions", "evicted", "evicted_unseen", "flushes",
-            "delta_flushes", "failed_flushes", "flush_turns", "failed_turns", "restarts")  # fmt: skip
+            "delta_flushes", "failed_flushes", "flush_turns", "failed_turns", "tail_overflows",
+            "restarts")  # fmt: skip
     print(f"{'adapter':<10}" + "".join(f"{k:>15}" for k in keys))
     for name, stats in [*per.items(), ("total", total)]:
         row = stats.to_dict()

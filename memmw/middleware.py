@@ -30,9 +30,9 @@ from memmw.agent.tools import (
 from memmw.agent.tools import workspace_is_writable as _writable
 from memmw.chat_type import ChatType, chat_type_for, citations_enabled
 from memmw.errors import ConfigError, WiringError
+from memmw.graph.telemetry import TelemetryLog, telemetry_path
 from memmw.hooks.active_memory import ActiveMemory
 from memmw.hooks.bootstrap import BootstrapContext, build_startup_context, run_bootstrap
-from memmw.graph.telemetry import TelemetryLog, telemetry_path
 from memmw.hooks.flush import (
     FlushDecision,
     FlushOutcome,

@@ -458,7 +458,7 @@ def with_tool_pairs(
 
 
 def _trim_text(text: str, ratio: float) -> str:
-    keep = max(16, int(len(text) * ratio))
+    keep = max(16, int(len(text) * ratio) - 64)  # 64: the marker that replaces the middle
     if keep >= len(text):
         return text
     head = keep // 2
