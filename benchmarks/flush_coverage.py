@@ -374,6 +374,7 @@ class LangChainRig(Rig):
         summarizer = SummarizationMiddleware(
             scripted(self._summary), trigger=("tokens", self.trigger), keep=("messages", self.keep)
         )
+        self.summarizer = summarizer
         mw = LangChainMemoryMiddleware(middleware=core, summarization=summarizer)
         return create_agent(
             scripted(self._policy), middleware=[mw], checkpointer=self.checkpointer
@@ -394,11 +395,17 @@ class LangChainRig(Rig):
         if used > self.window + (self.system_tokens or 0):
             from langchain_core.exceptions import ContextOverflowError
 
-            if not flush and len(messages) > 1 and "summary" in _text(messages[1].content):
-                # Already compacted: the summarizer's kept tail alone passes the window
-                # (its keep setting, not the flush); counted apart.
+            if not flush and self._nothing_to_compact(messages[1:]):
+                # What the summarizer keeps alone passes the window (its keep setting,
+                # not the flush): counted apart.
                 raise KeptTailOverflow(f"kept tail too long: {used} > {self.window} tokens")
             raise ContextOverflowError(f"prompt is too long: {used} > {self.window} tokens")
+
+    def _nothing_to_compact(self, conversation: list[Any]) -> bool:
+        """True when the summarizer could evict nothing but an earlier summary."""
+        cut = int(self.summarizer._determine_cutoff_index(conversation))
+        first = _text(conversation[0].content) if conversation else ""
+        return cut == 0 or (cut == 1 and "summary of the conversation" in first)
 
     def _policy(self, messages: list[Any]) -> Any:
         from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage

@@ -228,10 +228,14 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
     and do not list that one in ``create_agent``: memmw then owns the compaction point.
     The silent flush fires ``soft_threshold_tokens`` below the summarizer's token trigger
     (counted with the summarizer's own counter) and, whatever the trigger, before every
-    summarization that would otherwise run unflushed. The flush uses ``flush_model`` or
-    else the agent's own model; on a thread's first call (or after a restart) that model
-    is known only inside the model call, so a due summarization then waits one model call
-    while the flush runs there first.
+    summarization that would otherwise run unflushed. Every message a summary removes was
+    seen by a flush first: messages that arrived after the cycle's flush (or since a
+    restart) and fall outside the kept tail get a delta flush over exactly those right
+    before the summary is applied (:meth:`MemoryMiddleware.flush_before_eviction`). The
+    flush uses ``flush_model`` or else the agent's own model; on a thread's first call
+    (or after a restart) that model is known only inside the model call, so a due
+    summarization then waits one model call: the flush runs there first and that call is
+    sent the summarised view, so it fits the window (the state is summarised next step).
 
     Wrong wiring is never silent: a summary that appears without the flush of its cycle
     (a summarizer listed in ``create_agent`` before memmw, or one whose trigger lies
