@@ -568,18 +568,17 @@ class MemoryMiddleware:
             session, conversation, message_keys(conversation), decision, model=model
         )
 
-    def flush_budget(self) -> int:
+    def flush_budget(self, tools: Sequence[MemoryTool] = ()) -> int:
         """Tokens of conversation one flush turn may be shown: the room below compaction
-        (``context_window - reserve``) less the flush prompts and tool schemas."""
-        points = self.flush_points()
+        (``context_window - reserve``) less the flush prompts and the ``tools``' schemas.
+        A turn the model still finds too long is split again (``run_flush_chunked``)."""
         now = self.now()
-        schemas = [t.openai_schema() for t in flush_tools(self.memory, "memory/x.md")]
         overhead = self.count_tokens(
             [{"role": "user", "content": flush_user_prompt(now.date(), now)}],
             system_prompt=flush_system_prompt(now.date()),
-            tool_schemas=schemas,
+            tool_schemas=[t.openai_schema() for t in tools],
         )
-        return max(64, points.compact_at - overhead)
+        return max(64, self.flush_points().compact_at - overhead)
 
     def _flush_turns(
         self,
@@ -610,7 +609,7 @@ class MemoryMiddleware:
             system_prompt=flush_system_prompt(now.date()),
             user_prompt=flush_user_prompt(now.date(), now),
             tools=tools,
-            budget=self.flush_budget(),
+            budget=self.flush_budget(tools),
             count=lambda m: self.tokens.count_messages([m]),
             is_overflow=is_context_overflow,
         )
@@ -696,7 +695,6 @@ class MemoryMiddleware:
         shown = with_tool_pairs(conversation, unseen)
         reason = "delta" if state.flushed_cycle == state.cycle else "pre-compaction"
         decision = FlushDecision(run=True, reason=reason, cycle=state.cycle)
-        self._emit(Event.BEFORE_MODEL, session, decision=decision, tokens=None)
         outcome = self._flush_turns(
             session, [conversation[i] for i in shown], [keys[i] for i in shown], decision,
             model=model,

@@ -258,3 +258,54 @@ def test_the_middleware_declares_what_it_uses_of_the_engine() -> None:
     assert "getattr(self.memory" not in source
     for name in ("start_watching", "sync_in_background", "notify_transcript", "notify_compaction"):
         assert callable(getattr(MemoryEngine, name)) and callable(getattr(Memory, name))
+
+
+def test_eviction_flushes_exactly_the_unseen_messages_first(memory: Memory) -> None:
+    shown: list[list[dict[str, Any]]] = []
+
+    def model(messages: list[dict[str, Any]], tools: Any = None) -> Any:
+        if messages[-1]["role"] == "tool":
+            return "NO_REPLY"
+        shown.append(messages[1:-1])
+        return {"content": "", "tool_calls": [{"id": "w", "name": "memory_append",
+                                                "args": {"content": "- noted"}}]}  # fmt: skip
+
+    mw = make(memory, flush_model=model)
+    session = mw.start_session("main")
+    convo: list[dict[str, Any]] = [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "one"},
+    ]
+    assert mw.before_model(session, convo, force=True).ran  # the cycle's flush saw these
+    convo += [
+        {"role": "user", "content": "look it up"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "memory_search",
+                                                             "args": {}}]},  # fmt: skip
+        {"role": "tool", "tool_call_id": "c1", "content": "port 8443"},
+        {"role": "assistant", "content": "8443"},
+        {"role": "user", "content": "kept"},
+    ]
+    # Evict everything but the last message; indices 3..4 arrive as a tool pair.
+    outcome = mw.flush_before_eviction(session, convo, range(4), model=model)
+    assert outcome is not None and outcome.ok and outcome.decision.reason == "delta"
+    assert [m["content"] for m in shown[-1]] == ["look it up", "", "port 8443"]
+    # Seen now: a second eviction of the same messages flushes nothing.
+    assert mw.flush_before_eviction(session, convo, range(4), model=model) is None
+    # After a restart too (the watermark is in the state file).
+    again = make(memory, flush_model=model)
+    assert again.flush_before_eviction(again.start_session("main"), convo, range(6)) is not None
+    assert [m["content"] for m in shown[-1]] == ["8443"]
+    assert memory.status().details["flush"]["unsavedEvictions"] == 0
+
+
+def test_eviction_after_a_failed_flush_is_counted(memory: Memory) -> None:
+    def down(messages: Any, tools: Any = None) -> Any:
+        raise ConnectionError("down")
+
+    mw = make(memory, flush_model=down)
+    session = mw.start_session("main")
+    convo = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    outcome = mw.flush_before_eviction(session, convo, range(2))
+    assert outcome is not None and not outcome.ok and len(outcome.missed) == 2
+    flush = memory.status().details["flush"]
+    assert flush["unsavedEvictions"] == 2 and flush["sessions"] == [session.session_id]
