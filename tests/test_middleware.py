@@ -260,6 +260,9 @@ def test_the_middleware_declares_what_it_uses_of_the_engine() -> None:
         assert callable(getattr(MemoryEngine, name)) and callable(getattr(Memory, name))
 
 
+CALL = {"id": "c1", "name": "memory_search", "args": {}}
+
+
 def test_eviction_flushes_exactly_the_unseen_messages_first(memory: Memory) -> None:
     shown: list[list[dict[str, Any]]] = []
 
@@ -279,8 +282,7 @@ def test_eviction_flushes_exactly_the_unseen_messages_first(memory: Memory) -> N
     assert mw.before_model(session, convo, force=True).ran  # the cycle's flush saw these
     convo += [
         {"role": "user", "content": "look it up"},
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "memory_search",
-                                                             "args": {}}]},  # fmt: skip
+        {"role": "assistant", "content": "", "tool_calls": [CALL]},
         {"role": "tool", "tool_call_id": "c1", "content": "port 8443"},
         {"role": "assistant", "content": "8443"},
         {"role": "user", "content": "kept"},
