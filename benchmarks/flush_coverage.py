@@ -355,6 +355,9 @@ class LangChainRig(Rig):
         self.window = trigger + window_margin if window_margin is not None else None
         self.system_tokens: int | None = None
         self.checkpointer = InMemorySaver()
+        # Checkpoints written when a run ends (restarts happen between runs): the same
+        # state, without a background checkpoint write per step.
+        self.durability = "exit"
         self.cfg = {"configurable": {"thread_id": "t"}}
         self.labels: set[str] = set()
         self.agent = self._new_agent()
@@ -452,12 +455,15 @@ class LangChainRig(Rig):
         self.labels |= set(LABEL.findall(text))
         payload = {"messages": [HumanMessage(text)]}
         try:
+            durable = {"durability": self.durability}
             if mode == "invoke":
-                self.agent.invoke(payload, self.cfg)
+                self.agent.invoke(payload, self.cfg, **durable)
             elif mode == "ainvoke":
-                asyncio.run(self.agent.ainvoke(payload, self.cfg))
+                asyncio.run(self.agent.ainvoke(payload, self.cfg, **durable))
             else:
-                for _chunk in self.agent.stream(payload, self.cfg, stream_mode="messages"):
+                for _chunk in self.agent.stream(
+                    payload, self.cfg, stream_mode="messages", **durable
+                ):
                     pass
         except Exception as exc:
             if _caused_by(exc, KeptTailOverflow):
