@@ -618,43 +618,6 @@ class FlushOutcome:
     turns: int = 0
 
 
-def run_flush_with_retry(
-    model: ChatModel,
-    conversation: Sequence[Message],
-    *,
-    decision: FlushDecision,
-    system_prompt: str,
-    user_prompt: str,
-    tools: Sequence[MemoryTool],
-    retries: int = 1,
-) -> FlushOutcome:
-    """Run the flush turn, retrying once on failure; never raises."""
-    error: str | None = None
-    for attempt in range(1, retries + 2):
-        try:
-            result = run_flush_turn(
-                model,
-                conversation,
-                system_prompt=system_prompt,
-                user_prompt=user_prompt,
-                tools=tools,
-            )
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            log.warning("memory flush attempt %d failed: %s", attempt, type(exc).__name__)
-            log.debug("memory flush failure", exc_info=True)
-            continue
-        log.info(
-            "memory flush done (cycle %d, %s): %d writes, silent=%s",
-            decision.cycle,
-            decision.reason,
-            len(result.writes),
-            result.silent,
-        )
-        return FlushOutcome(decision=decision, ran=True, ok=True, attempts=attempt, result=result)
-    return FlushOutcome(decision=decision, ran=True, ok=False, attempts=retries + 1, error=error)
-
-
 def _merge_results(results: Sequence[FlushTurnResult]) -> FlushTurnResult | None:
     if not results:
         return None
@@ -698,6 +661,7 @@ def run_flush_chunked(
     error: str | None = None
     attempts = 0
     turns = 0
+    failed = 0
     while pending:
         run, room = pending.pop(0)
         shown = [fit_message(conversation[i], room, count) for i in run]
@@ -731,9 +695,10 @@ def run_flush_chunked(
             done = True
             break
         if not done:
+            failed += 1
             missed.extend(keys[i] for i in run)
     merged = _merge_results(results)
-    ok = not missed
+    ok = failed == 0
     if merged is not None:
         log.info(
             "memory flush done (cycle %d, %s): %d turns, %d writes, silent=%s",

@@ -16,8 +16,8 @@ from memmw.hooks.flush import (
     effective_reserve,
     flush_points,
     flush_threshold,
+    run_flush_chunked,
     run_flush_turn,
-    run_flush_with_retry,
     soft_threshold,
     threshold_below_trigger,
 )
@@ -188,13 +188,22 @@ def test_retry_once_then_give_up_without_raising() -> None:
         return "NO_REPLY"
 
     d = FlushDecision(run=True, reason="tokens")
-    ok = run_flush_with_retry(flaky, [], decision=d, system_prompt="s", user_prompt="u", tools=[])
+    kw: dict[str, Any] = {
+        "decision": d,
+        "system_prompt": "s",
+        "user_prompt": "u",
+        "tools": [],
+        "budget": 1000,
+        "count": lambda m: 1,
+        "is_overflow": lambda exc: False,
+    }
+    ok = run_flush_chunked(flaky, [], [], **kw)
     assert ok.ok and ok.attempts == 2 and ok.result is not None and ok.result.silent
 
     def down(messages: Any) -> str:
         raise ConnectionError("down")
 
-    bad = run_flush_with_retry(down, [], decision=d, system_prompt="s", user_prompt="u", tools=[])
+    bad = run_flush_chunked(down, [], [], **kw)
     assert bad.ran and not bad.ok and bad.attempts == 2 and "ConnectionError" in (bad.error or "")
 
 
@@ -226,7 +235,6 @@ from memmw.hooks.flush import (  # noqa: E402
     fit_message,
     message_keys,
     plan_flush_chunks,
-    run_flush_chunked,
     with_tool_pairs,
 )
 
