@@ -492,3 +492,16 @@ def test_a_missing_extra_path_says_how_to_fix_it(
     code, out, _ = run(capsys, "status", "-w", str(ws))
     assert code == EXIT_DEGRADED
     assert "extra path missing-notes" in out and "remove it from extra_paths" in out
+
+
+def test_status_names_messages_compacted_away_unsaved() -> None:
+    from memmw.cli.commands.status import assess
+
+    degraded, _ = assess({"flush": {"unsavedEvictions": 0, "sessions": []}})
+    assert degraded == []
+    degraded, _ = assess({
+        "flush": {"unsavedEvictions": 5, "lastUnsavedAt": "2026-03-10T14:05:30+00:00",
+                  "sessions": ["s1"]},
+    })  # fmt: skip
+    assert degraded[0]["what"] == "memory flush" and "5 messages" in degraded[0]["why"]
+    assert "s1" in degraded[0]["why"]
