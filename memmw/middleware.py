@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,6 +31,7 @@ from memmw.agent.tools import (
 from memmw.agent.tools import workspace_is_writable as _writable
 from memmw.chat_type import ChatType, chat_type_for, citations_enabled
 from memmw.errors import ConfigError, WiringError
+from memmw.graph.telemetry import TelemetryLog, telemetry_path
 from memmw.hooks.active_memory import ActiveMemory
 from memmw.hooks.bootstrap import (
     BootstrapContext,
@@ -46,7 +47,9 @@ from memmw.hooks.flush import (
     FlushStateStore,
     decide_flush,
     flush_points,
-    run_flush_with_retry,
+    message_keys,
+    run_flush_chunked,
+    with_tool_pairs,
 )
 from memmw.hooks.registry import Event, HookContext, HookRegistry
 from memmw.hooks.session_archive import (
@@ -290,6 +293,7 @@ class MemoryMiddleware:
         self.transcripts = TranscriptStore(memory.state_dir, memory.agent_id)
         self.flush_state = FlushStateStore(memory.state_dir, memory.agent_id)
         self._sessions: dict[str, Session] = {}
+        self._telemetry_log: TelemetryLog | None = None
         # Active memory (issue 13): the [GRAPH MEMORY] block of each turn.
         self.active_memory = ActiveMemory(memory, token_counter=self.tokens.count)
         if self.config.sync.watch if watch is None else watch:
@@ -662,6 +666,34 @@ class MemoryMiddleware:
         Raises:
             WiringError: No model for the flush (never a silent skip).
         """
+        conversation = [dict(m) for m in messages]
+        return self._flush_turns(
+            session, conversation, message_keys(conversation), decision, model=model
+        )
+
+    def flush_budget(self, tools: Sequence[MemoryTool] = ()) -> int:
+        """Tokens of conversation one flush turn may be shown: the room below compaction
+        (``context_window - reserve``) less the flush prompts and the ``tools``' schemas.
+        A turn the model still finds too long is split again (``run_flush_chunked``)."""
+        now = self.now()
+        overhead = self.count_tokens(
+            [{"role": "user", "content": flush_user_prompt(now.date(), now)}],
+            system_prompt=flush_system_prompt(now.date()),
+            tool_schemas=[t.openai_schema() for t in tools],
+        )
+        return max(64, self.flush_points().compact_at - overhead)
+
+    def _flush_turns(
+        self,
+        session: Session,
+        conversation: list[dict[str, Any]],
+        keys: Sequence[str],
+        decision: FlushDecision,
+        *,
+        model: ChatModel | None = None,
+    ) -> FlushOutcome:
+        """Run the flush over ``conversation`` (split to fit the window), store the cycle
+        marker and the watermark (the keys of what a completed turn was shown)."""
         flush_model = model or self.flush_model
         if flush_model is None:
             raise WiringError(
@@ -680,24 +712,126 @@ class MemoryMiddleware:
         tools = flush_tools(
             self.memory, target, read_only=self.read_only, clock=self.clock, access=access
         )
-        outcome = run_flush_with_retry(
+        outcome = run_flush_chunked(
             flush_model,
-            [dict(m) for m in messages],
+            conversation,
+            keys,
             decision=decision,
             system_prompt=flush_system_prompt(now.date(), target),
             user_prompt=flush_user_prompt(now.date(), now, target),
             tools=tools,
+            budget=self.flush_budget(tools),
+            count=lambda m: self.tokens.count_messages([m]),
+            is_overflow=is_context_overflow,
         )
         status = "failed"
         if outcome.ok and outcome.result is not None:
             status = "silent" if outcome.result.silent else "ok"
         try:
-            self.flush_state.mark_flushed(session.session_id, decision.cycle, status=status)
+            self.flush_state.mark_flushed(
+                session.session_id, decision.cycle, status=status, seen=outcome.seen
+            )
         except Exception as exc:
             log.warning("could not store the flush marker: %s", type(exc).__name__)
         session.last_flush = outcome
+        self._telemetry(
+            "flush",
+            session=session.session_id,
+            cycle=decision.cycle,
+            reason=decision.reason,
+            ok=outcome.ok,
+            turns=outcome.turns,
+            seen=len(outcome.seen),
+            missed=len(outcome.missed),
+        )
         self._emit(Event.FLUSH, session, outcome=outcome)
         return outcome
+
+    def _telemetry(self, event: str, **fields: Any) -> None:
+        log_ = self._telemetry_log
+        if log_ is None:
+            enabled = getattr(getattr(self.config, "active_memory", None), "telemetry", True)
+            log_ = self._telemetry_log = TelemetryLog(
+                telemetry_path(Path(self.memory.state_dir), self.memory.agent_id),
+                enabled=bool(enabled),
+            )
+        log_.record(event, **fields)
+
+    def unflushed(
+        self, session: Session, messages: Sequence[Mapping[str, Any]], evicted: Iterable[int]
+    ) -> list[int]:
+        """Indices among ``evicted`` of the messages no flush has been shown yet."""
+        keys = message_keys(messages)
+        seen = set(self.flush_state.load(session.session_id).seen)
+        return [i for i in evicted if 0 <= i < len(keys) and keys[i] not in seen]
+
+    def flush_before_eviction(
+        self,
+        session: Session,
+        messages: Sequence[Mapping[str, Any]],
+        evicted: Iterable[int],
+        *,
+        model: ChatModel | None = None,
+    ) -> FlushOutcome | None:
+        """The compaction choke point: call it right before ``messages[i]`` for each ``i``
+        in ``evicted`` leave the context.
+
+        The messages among them that no flush has been shown yet (past the flush
+        watermark) get a delta flush over exactly those (with the tool calls or results
+        they need to be valid chat input) first: silent, ``NO_REPLY``, ``memory_append``
+        to today's daily note, split to fit the window. Messages a failed flush could not
+        save are counted (``unsaved_evictions`` in the flush state and
+        ``Memory.status()``), logged as an error and written to telemetry: an eviction
+        of unsaved messages is never silent. Never raises except :class:`WiringError`
+        (no model).
+
+        Returns:
+            The delta flush's outcome, or None when every evicted message was already
+            seen (or the flush is disabled or the workspace read-only).
+        """
+        chosen = list(evicted)
+        if not chosen or not self.flush_possible():
+            return None
+        conversation = [dict(m) for m in messages]
+        try:
+            keys = message_keys(conversation)
+            state = self.flush_state.load(session.session_id)
+        except Exception as exc:
+            log.warning("flush watermark unreadable: %s", type(exc).__name__)
+            return None
+        seen = set(state.seen)
+        unseen = [i for i in chosen if 0 <= i < len(keys) and keys[i] not in seen]
+        if not unseen:
+            return None
+        shown = with_tool_pairs(conversation, unseen)
+        reason = "delta" if state.flushed_cycle == state.cycle else "pre-compaction"
+        decision = FlushDecision(run=True, reason=reason, cycle=state.cycle)
+        outcome = self._flush_turns(
+            session, [conversation[i] for i in shown], [keys[i] for i in shown], decision,
+            model=model,
+        )
+        missed = set(outcome.missed)
+        lost = [i for i in unseen if keys[i] in missed]
+        if lost:
+            self.record_unsaved(session, len(lost), outcome.error)
+        return outcome
+
+    def record_unsaved(self, session: Session, count: int, error: str | None = None) -> None:
+        """``count`` messages leave the context unsaved: log, count, telemetry (never silent)."""
+        log.error(
+            "session %s: %d messages are being compacted away although the memory flush "
+            "failed to save them (%s)",
+            session.session_id,
+            count,
+            error or "unknown error",
+        )
+        try:
+            self.flush_state.record_unsaved(session.session_id, count)
+        except Exception as exc:
+            log.warning("could not count the unsaved eviction: %s", type(exc).__name__)
+        self._telemetry(
+            "flush_unsaved_eviction", session=session.session_id, messages=count, error=error
+        )
 
     def after_model(self, session: Session, reply: Any, *, record: bool = True) -> str | None:
         """After a model call: record the reply and return what the user may see.
@@ -729,14 +863,24 @@ class MemoryMiddleware:
             return None
         try:
             decision = self.flush_decision(session, tokens=0)
+            conversation = [dict(m) for m in messages]
+            keys = message_keys(conversation)
+            unseen = self.unflushed(session, conversation, range(len(conversation)))
         except Exception:
             log.debug("flush decision failed", exc_info=True)
             return None
-        if decision.reason in ("below-threshold", "no-threshold"):
-            decision = replace(decision, run=True, reason="context-overflow")
+        if decision.reason in ("below-threshold", "no-threshold", "already-flushed"):
+            decision = replace(decision, run=bool(unseen), reason="context-overflow")
         if not decision.run:
             return FlushOutcome(decision=decision)
-        return self.run_flush(session, messages, decision, model=model)
+        shown = with_tool_pairs(conversation, unseen)
+        return self._flush_turns(
+            session,
+            [conversation[i] for i in shown],
+            [keys[i] for i in shown],
+            decision,
+            model=model,
+        )
 
     # -- compaction ------------------------------------------------------------------
     def compaction(self, session: Session, marker: str | None = None) -> int:

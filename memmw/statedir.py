@@ -39,3 +39,13 @@ def workspace_key(workspace: str | os.PathLike[str]) -> str:
 def default_state_dir(workspace: str | os.PathLike[str]) -> Path:
     """``<user state root>/workspaces/<workspace key>``: each workspace its own index."""
     return user_state_root() / "workspaces" / workspace_key(workspace)
+
+
+#: The per-agent file holding each session's flush cycle, watermark and unsaved evictions.
+FLUSH_STATE_FILE = "flush-state.json"
+
+
+def flush_state_path(state_dir: str | os.PathLike[str], agent_id: str) -> Path:
+    """``<state_dir>/agents/<agent_id>/flush-state.json`` (the flush hook writes it,
+    ``Memory.status()`` reads its unsaved-eviction counts)."""
+    return Path(state_dir) / "agents" / agent_id / FLUSH_STATE_FILE

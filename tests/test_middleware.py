@@ -293,3 +293,56 @@ def test_check_prompt_room_names_window_reserve_and_sizes(memory: Memory) -> Non
     mw.check_prompt_room(100)
     with pytest.raises(ConfigError, match=r"context window 3000 with reserve 1000 leaves 2000"):
         mw.check_prompt_room(2500)
+
+
+CALL = {"id": "c1", "name": "memory_search", "args": {}}
+
+
+def test_eviction_flushes_exactly_the_unseen_messages_first(memory: Memory) -> None:
+    shown: list[list[dict[str, Any]]] = []
+
+    def model(messages: list[dict[str, Any]], tools: Any = None) -> Any:
+        if messages[-1]["role"] == "tool":
+            return "NO_REPLY"
+        shown.append(messages[1:-1])
+        return {"content": "", "tool_calls": [{"id": "w", "name": "memory_append",
+                                                "args": {"content": "- noted"}}]}  # fmt: skip
+
+    mw = make(memory, flush_model=model)
+    session = mw.start_session("main")
+    convo: list[dict[str, Any]] = [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "one"},
+    ]
+    assert mw.before_model(session, convo, force=True).ran  # the cycle's flush saw these
+    convo += [
+        {"role": "user", "content": "look it up"},
+        {"role": "assistant", "content": "", "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "c1", "content": "port 8443"},
+        {"role": "assistant", "content": "8443"},
+        {"role": "user", "content": "kept"},
+    ]
+    # Evict everything but the last message; indices 3..4 arrive as a tool pair.
+    outcome = mw.flush_before_eviction(session, convo, range(4), model=model)
+    assert outcome is not None and outcome.ok and outcome.decision.reason == "delta"
+    assert [m["content"] for m in shown[-1]] == ["look it up", "", "port 8443"]
+    # Seen now: a second eviction of the same messages flushes nothing.
+    assert mw.flush_before_eviction(session, convo, range(4), model=model) is None
+    # After a restart too (the watermark is in the state file).
+    again = make(memory, flush_model=model)
+    assert again.flush_before_eviction(again.start_session("main"), convo, range(6)) is not None
+    assert [m["content"] for m in shown[-1]] == ["8443"]
+    assert memory.status().details["flush"]["unsavedEvictions"] == 0
+
+
+def test_eviction_after_a_failed_flush_is_counted(memory: Memory) -> None:
+    def down(messages: Any, tools: Any = None) -> Any:
+        raise ConnectionError("down")
+
+    mw = make(memory, flush_model=down)
+    session = mw.start_session("main")
+    convo = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    outcome = mw.flush_before_eviction(session, convo, range(2))
+    assert outcome is not None and not outcome.ok and len(outcome.missed) == 2
+    flush = memory.status().details["flush"]
+    assert flush["unsavedEvictions"] == 2 and flush["sessions"] == [session.session_id]

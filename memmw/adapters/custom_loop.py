@@ -137,13 +137,23 @@ class MemoryAgent:
         return self.session
 
     def compact(self) -> None:
-        """Summarise all but the last ``keep_messages`` messages and start a flush cycle."""
+        """Summarise all but the last ``keep_messages`` messages and start a flush cycle.
+
+        Messages about to be summarised away that no flush has seen yet (past the flush
+        watermark, e.g. arrived since the cycle's flush or since a restart) get a delta
+        flush first (:meth:`MemoryMiddleware.flush_before_eviction`).
+        """
         if len(self.messages) <= self.keep_messages:
             return
         cut = len(self.messages) - self.keep_messages
         # Never start the kept part with a tool result whose call was compacted away.
         while cut < len(self.messages) and self.messages[cut].get("role") == "tool":
             cut += 1
+        outcome = self.middleware.flush_before_eviction(
+            self.session, self.messages, range(cut), model=self._flush_model()
+        )
+        if outcome is not None:
+            self.flushes.append(outcome)
         old, kept = self.messages[:cut], self.messages[cut:]
         summary = {
             "role": "user",

@@ -226,10 +226,14 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
     and do not list that one in ``create_agent``: memmw then owns the compaction point.
     The silent flush fires ``soft_threshold_tokens`` below the summarizer's token trigger
     (counted with the summarizer's own counter) and, whatever the trigger, before every
-    summarization that would otherwise run unflushed. The flush uses ``flush_model`` or
-    else the agent's own model; on a thread's first call (or after a restart) that model
-    is known only inside the model call, so a due summarization then waits one model call
-    while the flush runs there first.
+    summarization that would otherwise run unflushed. Every message a summary removes was
+    seen by a flush first: messages that arrived after the cycle's flush (or since a
+    restart) and fall outside the kept tail get a delta flush over exactly those right
+    before the summary is applied (:meth:`MemoryMiddleware.flush_before_eviction`). The
+    flush uses ``flush_model`` or else the agent's own model; on a thread's first call
+    (or after a restart) that model is known only inside the model call, so a due
+    summarization then waits one model call: the flush runs there first and that call is
+    sent the summarised view, so it fits the window (the state is summarised next step).
 
     Wrong wiring is never silent: a summary that appears without the flush of its cycle
     (a summarizer listed in ``create_agent`` before memmw, or one whose trigger lies
@@ -521,27 +525,66 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
 
     def _summary_due(self, messages: Sequence[AnyMessage]) -> bool:
         """Whether the owned summarizer would summarise ``messages`` now."""
+        return self._summary_cutoff(messages) is not None
+
+    def _summary_cutoff(self, messages: Sequence[AnyMessage]) -> int | None:
+        """Where the owned summarizer would cut ``messages`` now (None: it would not run).
+
+        ``messages[:cutoff]`` are the messages its summary would evict.
+        """
         summ = self.summarization
         if summ is None:
-            return False
+            return None
         should = getattr(summ, "_should_summarize", None)
         cutoff = getattr(summ, "_determine_cutoff_index", None)
         counter = getattr(summ, "token_counter", None)
         if not (callable(should) and callable(cutoff) and callable(counter)):
-            return False  # unknown version: the check after the summary call covers it
+            return None  # unknown version: the check after the summary call covers it
         batch = list(messages)
         try:
-            return bool(should(batch, counter(batch))) and int(cutoff(batch)) > 0
+            if not should(batch, counter(batch)):
+                return None
+            cut = int(cutoff(batch))
         except Exception:
             log.debug("cannot ask the summarizer whether it will run", exc_info=True)
-            return False
+            return None
+        return cut if cut > 0 else None
 
     def _conversation(self, messages: Sequence[AnyMessage]) -> list[Message]:
-        return [
-            message_to_dict(m)
-            for m in messages
-            if not isinstance(m, SystemMessage) and not is_dropped_reply(m)
-        ]
+        """The flush's view of ``messages``; each dict keeps the message id, which is the
+        flush watermark's key (the flush turn never sends it to the model)."""
+        out: list[Message] = []
+        for m in messages:
+            if isinstance(m, SystemMessage) or is_dropped_reply(m):
+                continue
+            data = message_to_dict(m)
+            if m.id is not None:
+                data["id"] = m.id
+            out.append(data)
+        return out
+
+    def _flush_evicted(
+        self,
+        thread: str,
+        session: Session,
+        messages: Sequence[AnyMessage],
+        evicted_ids: set[str],
+    ) -> bool:
+        """The compaction choke point: before the messages with ``evicted_ids`` leave the
+        state, a delta flush over those no flush has seen yet (False = deferred, because
+        the model is known only inside the next model call)."""
+        if not self.core.flush_possible():
+            return True
+        conversation = self._conversation(messages)
+        evicted = [i for i, m in enumerate(conversation) if m.get("id") in evicted_ids]
+        model = self._flush_callable(thread)
+        if model is None:
+            if self.core.unflushed(session, conversation, evicted):
+                self._pending_flush.add(thread)  # the model call will run it first
+                return False
+            return True
+        self.core.flush_before_eviction(session, conversation, evicted, model=model)
+        return True
 
     def _flush_now(
         self, thread: str, session: Session, messages: Sequence[AnyMessage], *, force: bool
@@ -624,8 +667,12 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
         self._record_new(session, messages)
         self._flush_now(thread, session, messages, force=False)
         may_summarize = True
-        if self._summary_due(messages):
+        cut = self._summary_cutoff(messages)
+        if cut is not None:
             may_summarize = self._flush_now(thread, session, messages, force=True)
+            if may_summarize:
+                evicted = {m.id for m in messages[:cut] if m.id is not None}
+                may_summarize = self._flush_evicted(thread, session, messages, evicted)
         return thread, session, update, may_summarize
 
     def _after_summary(
@@ -637,9 +684,19 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
         update: dict[str, Any],
     ) -> dict[str, Any] | None:
         if result and result.get("messages"):
-            # A summarizer whose decision we could not ask: flush before applying it.
-            if not self._flush_now(thread, session, state["messages"], force=True):
+            # The summary's own result names what it evicts: every state message it
+            # does not keep. Flush what no flush has seen before applying it.
+            messages = state["messages"]
+            kept = {
+                m.id
+                for m in result["messages"]
+                if isinstance(m, BaseMessage) and not isinstance(m, RemoveMessage)
+            }
+            evicted = {m.id for m in messages if m.id is not None and m.id not in kept}
+            if not self._flush_now(thread, session, messages, force=True):
                 return update or None  # deferred: summarise on the next step instead
+            if not self._flush_evicted(thread, session, messages, evicted):
+                return update or None
             update.update(result)
         flushed = self.core.flush_state.load(session.session_id).flushed_cycle
         if flushed is not None and flushed != state.get("memmw_flush_cycle"):
@@ -745,10 +802,42 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
         # A window the system prompt, bootstrap and tools alone fill: a clear error now,
         # not an overflow on every turn (the custom loop refuses the same way).
         self.core.check_prompt_room(self._prompt_tokens[thread], self._compact_at)
-        if thread in self._pending_flush or self._flush_decision_due(thread, session, messages):
+        pending = thread in self._pending_flush
+        if pending or self._flush_decision_due(thread, session, messages):
             # First call of a thread or of a new process: the model is known only now.
-            self._flush_now(thread, session, messages, force=thread in self._pending_flush)
+            self._flush_now(thread, session, messages, force=pending)
+        if pending:
+            # A summary waits for this flush: save what it will evict, then send this
+            # call the compacted view so it fits (the state is summarised next step).
+            cut = self._summary_cutoff(messages)
+            if cut is not None:
+                evicted = {m.id for m in messages[:cut] if m.id is not None}
+                self._flush_evicted(thread, session, messages, evicted)
+                sent_cut = self._summary_cutoff(request.messages)
+                if sent_cut is not None:
+                    request = self._compacted_request(request, sent_cut)
+            self._pending_flush.discard(thread)
         return thread, session, request
+
+    def _compacted_request(self, request: ModelRequest[Any], cut: int) -> ModelRequest[Any]:
+        """``request`` with ``messages[:cut]`` replaced by the summarizer's summary.
+
+        Used once, for the call that ran a deferred flush: its state still holds the
+        whole conversation (the summarizer replaces it on the next step), and sending all
+        of it could overflow the window and fail the user's turn.
+        """
+        summ = self.summarization
+        create = getattr(summ, "_create_summary", None)
+        build = getattr(summ, "_build_new_messages", None)
+        if not (callable(create) and callable(build)):
+            return request
+        messages = list(request.messages)
+        try:
+            head = list(build(create(messages[:cut])))
+        except Exception:
+            log.debug("cannot summarise the deferred call's request", exc_info=True)
+            return request
+        return request.override(messages=[*head, *messages[cut:]])
 
     def _overflow_flush(
         self, thread: str, session: Session, request: ModelRequest[Any], exc: BaseException

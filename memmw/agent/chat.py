@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,14 +109,42 @@ def _accepts_tools(model: ChatModel) -> bool:
     )
 
 
+def is_stream(raw: Any) -> bool:
+    """True when a model returned a stream of pieces rather than one whole reply."""
+    if isinstance(raw, (str, bytes, Mapping, Reply)) or hasattr(raw, "content"):
+        return False
+    return isinstance(raw, Iterable)
+
+
+def collect_reply(raw: Any) -> Reply:
+    """A model's return value as one :class:`Reply`; a stream of pieces is read to its end.
+
+    Each piece may be text, ``{"content", "tool_calls"}`` or an object with ``content``;
+    the texts are joined and the tool calls collected in order.
+    """
+    if not is_stream(raw):
+        return normalize_reply(raw)
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for piece in raw:
+        part = normalize_reply(piece)
+        texts.append(part.text)
+        calls.extend(c.to_dict() for c in part.tool_calls)
+    return normalize_reply({"content": "".join(texts), "tool_calls": calls})
+
+
 def call_model(
     model: ChatModel, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] = ()
 ) -> Reply:
-    """Call ``model`` with a copy of ``messages`` (and ``tools=`` when it takes it)."""
+    """Call ``model`` with a copy of ``messages`` (and ``tools=`` when it takes it).
+
+    A model that answers with a stream (an iterable of text or message pieces) is read to
+    the end: the reply is the whole text and every tool call, never the stream's repr.
+    """
     batch = [dict(m) for m in messages]
     if tools and _accepts_tools(model):
-        return normalize_reply(model(batch, tools=list(tools)))
-    return normalize_reply(model(batch))
+        return collect_reply(model(batch, tools=list(tools)))
+    return collect_reply(model(batch))
 
 
 def tool_message(call: ToolCall, content: str) -> Message:

@@ -57,6 +57,7 @@ from memmw.graph.search import FactHit
 from memmw.graph.telemetry import TelemetryLog, telemetry_path
 from memmw.redaction import redact_secrets
 from memmw.search.searcher import Searcher, VectorLeg, hnsw_hits
+from memmw.statedir import flush_state_path
 from memmw.store.factory import create_store, vector_backend_status
 from memmw.store.protocol import Store, StoreReader
 from memmw.store.vectors import provider_key
@@ -875,6 +876,7 @@ class Memory:
                         "terms": int(total_terms),
                     }
         details.update(self._provider_status(deep))
+        details["flush"] = self._flush_status()
         details.update(self._freshness.to_dict())
         return Status(
             agent_id=self.agent_id,
@@ -892,6 +894,32 @@ class Memory:
             issues=issues,
             details=details,
         )
+
+    def _flush_status(self) -> dict[str, Any]:
+        """Messages compacted away although no flush saved them (the flush state file).
+
+        ``unsavedEvictions`` is 0 when every compaction's messages were seen by a flush;
+        anything else means a flush failed and the conversation lost them unsaved.
+        """
+        try:
+            raw = json.loads(
+                flush_state_path(self.state_dir, self.agent_id).read_text(encoding="utf-8")
+            )
+        except (OSError, ValueError):
+            raw = {}
+        sessions = raw.get("sessions") if isinstance(raw, dict) else None
+        total = 0
+        last: str | None = None
+        hit: list[str] = []
+        for sid, entry in (sessions if isinstance(sessions, dict) else {}).items():
+            count = entry.get("unsavedEvictions") if isinstance(entry, dict) else None
+            if isinstance(count, int) and count > 0:
+                total += count
+                hit.append(str(sid))
+                when = entry.get("lastUnsavedAt")
+                if isinstance(when, str) and (last is None or when > last):
+                    last = when
+        return {"unsavedEvictions": total, "lastUnsavedAt": last, "sessions": sorted(hit)}
 
     def _files_changed(self) -> bool:
         """True when memory files were added, removed or modified since they were indexed.

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -15,15 +16,19 @@ from memmw.agent.chat import ChatModel, Message, call_model, tool_message
 from memmw.agent.prompts import is_silent_reply
 from memmw.agent.tools import MemoryTool, payload_text, tools_by_name
 from memmw.config import FlushConfig
+from memmw.statedir import FLUSH_STATE_FILE
+from memmw.text.tokens import content_text
 from memmw.workspace.files import atomic_write_text
 from memmw.workspace.locks import exclusive_lock, lock_path_for
 from memmw.workspace.transcripts import check_session_id
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = "flush-state.json"
+STATE_FILE = FLUSH_STATE_FILE
 #: Model/tool rounds the flush turn may take before it is stopped.
 MAX_FLUSH_STEPS = 6
+#: Message keys remembered as "seen by a flush" per session (the oldest are dropped).
+MAX_SEEN_KEYS = 4096
 
 
 def effective_reserve(config: FlushConfig, context_window: int | None = None) -> int:
@@ -190,6 +195,13 @@ class SessionFlushState:
             message id), so one compaction is never counted twice.
         compaction_bytes: Transcript size when the last compaction was recorded; the
             ``force_flush_transcript_bytes`` trigger counts the bytes written since.
+        seen: The flush watermark: keys (:func:`message_keys`) of the messages a flush
+            turn was shown, oldest first (at most ``MAX_SEEN_KEYS``). It survives restarts,
+            so a compaction after a restart still knows what no flush has seen.
+        unsaved_evictions: Messages a compaction removed although no flush had saved them
+            (every flush attempt for them failed); never silent: logged, in telemetry and
+            in ``Memory.status()``.
+        last_unsaved_at: ISO time of the last such eviction.
     """
 
     cycle: int = 0
@@ -198,6 +210,9 @@ class SessionFlushState:
     flush_status: str | None = None
     compaction_marker: str | None = None
     compaction_bytes: int = 0
+    seen: tuple[str, ...] = ()
+    unsaved_evictions: int = 0
+    last_unsaved_at: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (camelCase)."""
@@ -208,6 +223,9 @@ class SessionFlushState:
             "flushStatus": self.flush_status,
             "compactionMarker": self.compaction_marker,
             "compactionBytes": self.compaction_bytes,
+            "seen": list(self.seen),
+            "unsavedEvictions": self.unsaved_evictions,
+            "lastUnsavedAt": self.last_unsaved_at,
         }
 
     @classmethod
@@ -216,6 +234,8 @@ class SessionFlushState:
         cycle = data.get("cycle")
         flushed = data.get("flushedCycle")
         size = data.get("compactionBytes")
+        seen = data.get("seen")
+        unsaved = data.get("unsavedEvictions")
         return cls(
             cycle=cycle if isinstance(cycle, int) and cycle >= 0 else 0,
             flushed_cycle=flushed if isinstance(flushed, int) else None,
@@ -229,6 +249,15 @@ class SessionFlushState:
                 else None
             ),
             compaction_bytes=size if isinstance(size, int) and size >= 0 else 0,
+            seen=(
+                tuple(k for k in seen if isinstance(k, str))[-MAX_SEEN_KEYS:]
+                if isinstance(seen, list)
+                else ()
+            ),
+            unsaved_evictions=unsaved if isinstance(unsaved, int) and unsaved >= 0 else 0,
+            last_unsaved_at=(
+                data.get("lastUnsavedAt") if isinstance(data.get("lastUnsavedAt"), str) else None
+            ),
         )
 
 
@@ -283,12 +312,35 @@ class FlushStateStore:
             )
         return new  # type: ignore[no-any-return]
 
-    def mark_flushed(self, session_id: str, cycle: int, *, status: str = "ok") -> SessionFlushState:
-        """Record "flushed for cycle ``cycle``" (the cycle captured when the flush began)."""
+    def mark_flushed(
+        self, session_id: str, cycle: int, *, status: str = "ok", seen: Iterable[str] = ()
+    ) -> SessionFlushState:
+        """Record "flushed for cycle ``cycle``" (the cycle captured when the flush began).
+
+        ``seen`` are the keys of the messages the flush turns were shown and completed on:
+        they join the watermark.
+        """
+        now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        keys = list(seen)
+        return self._update(
+            session_id,
+            lambda s: replace(
+                s,
+                flushed_cycle=cycle,
+                flushed_at=now,
+                flush_status=status,
+                seen=_merge_seen(s.seen, keys),
+            ),
+        )
+
+    def record_unsaved(self, session_id: str, count: int) -> SessionFlushState:
+        """Count ``count`` messages evicted although no flush saved them."""
         now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         return self._update(
             session_id,
-            lambda s: replace(s, flushed_cycle=cycle, flushed_at=now, flush_status=status),
+            lambda s: replace(
+                s, unsaved_evictions=s.unsaved_evictions + max(0, count), last_unsaved_at=now
+            ),
         )
 
     def record_compaction(
@@ -331,6 +383,134 @@ class FlushStateStore:
                 )
 
 
+def _merge_seen(old: Sequence[str], new: Sequence[str]) -> tuple[str, ...]:
+    if not new:
+        return tuple(old)
+    fresh = set(new)
+    merged = [k for k in old if k not in fresh]
+    merged.extend(dict.fromkeys(new))
+    return tuple(merged[-MAX_SEEN_KEYS:])
+
+
+def _fingerprint(message: Mapping[str, Any]) -> str:
+    calls = [
+        [c.get("id"), c.get("name"), c.get("args")]
+        for c in message.get("tool_calls") or ()
+        if isinstance(c, Mapping)
+    ]
+    body = [
+        str(message.get("role", "")),
+        content_text(message.get("content", "")),
+        calls,
+        message.get("tool_call_id"),
+    ]
+    return hashlib.sha256(json.dumps(body, default=str).encode("utf-8", "replace")).hexdigest()
+
+
+def message_keys(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A stable key per message: what the flush watermark remembers.
+
+    A message with a string ``id`` (LangChain) is keyed by it; any other by a hash of its
+    role, text, tool calls and tool-call id chained with the previous message's hash, so
+    two identical "ok"s in different places get different keys. Keys depend only on the
+    messages, so they are the same after a restart.
+    """
+    keys: list[str] = []
+    previous = ""
+    for message in messages:
+        own = _fingerprint(message)
+        chained = hashlib.sha256(f"{previous}:{own}".encode()).hexdigest()[:24]
+        previous = own
+        mid = message.get("id")
+        keys.append(f"id:{mid}" if isinstance(mid, str) and mid else f"h:{chained}")
+    return keys
+
+
+def with_tool_pairs(
+    messages: Sequence[Mapping[str, Any]], chosen: Iterable[int]
+) -> list[int]:
+    """``chosen`` indices plus what a chat API needs to accept them, in order.
+
+    A tool result is sent with the assistant message that called it, and an assistant
+    message with tool calls with its results, so the flush conversation is valid.
+    """
+    picked = set(chosen)
+    callers: dict[str, int] = {}
+    for i, m in enumerate(messages):
+        for call in m.get("tool_calls") or ():
+            if isinstance(call, Mapping) and call.get("id") is not None:
+                callers[str(call["id"])] = i
+    changed = True
+    while changed:
+        changed = False
+        for i, m in enumerate(messages):
+            if m.get("role") == "tool":
+                caller = callers.get(str(m.get("tool_call_id")))
+                if caller is None:
+                    continue
+                if i in picked and caller not in picked:
+                    picked.add(caller)
+                    changed = True
+                elif caller in picked and i not in picked:
+                    picked.add(i)
+                    changed = True
+    return sorted(picked)
+
+
+def _trim_text(text: str, ratio: float) -> str:
+    keep = max(16, int(len(text) * ratio) - 64)  # 64: the marker that replaces the middle
+    if keep >= len(text):
+        return text
+    head = keep // 2
+    tail = keep - head
+    cut = len(text) - keep
+    return f"{text[:head]}\n[... {cut} characters trimmed to fit the flush window ...]\n{text[-tail:]}"
+
+
+def fit_message(
+    message: Mapping[str, Any], budget: int, count: Callable[[Mapping[str, Any]], int]
+) -> dict[str, Any]:
+    """``message`` with its text cut in the middle until it fits ``budget`` tokens."""
+    out = dict(message)
+    for _ in range(8):
+        tokens = count(out)
+        if tokens <= budget:
+            break
+        text = content_text(out.get("content", ""))
+        shorter = _trim_text(text, 0.9 * budget / max(1, tokens))
+        if shorter == text:
+            break
+        out["content"] = shorter
+    return out
+
+
+def plan_flush_chunks(
+    messages: Sequence[Mapping[str, Any]],
+    budget: int,
+    count: Callable[[Mapping[str, Any]], int],
+) -> list[list[int]]:
+    """Split a flush conversation into consecutive runs of at most ``budget`` tokens.
+
+    A run never starts with a tool result (it stays with the call that produced it when
+    both fit); a single message over the budget is a run of its own (the caller trims it
+    with :func:`fit_message`).
+    """
+    runs: list[list[int]] = []
+    current: list[int] = []
+    used = 0
+    for i, message in enumerate(messages):
+        size = count(message)
+        starts_clean = message.get("role") != "tool"
+        if current and used + size > budget and starts_clean:
+            runs.append(current)
+            current, used = [], 0
+        current.append(i)
+        used += size
+    if current:
+        runs.append(current)
+    return runs
+
+
 # ---------------------------------------------------------------------------------------
 # The silent turn
 
@@ -371,7 +551,9 @@ def run_flush_turn(
         Exception: whatever the model raises (the caller retries once).
     """
     history: list[Message] = [{"role": "system", "content": system_prompt}]
-    history.extend(dict(m) for m in conversation if m.get("role") != "system")
+    history.extend(
+        {k: v for k, v in m.items() if k != "id"} for m in conversation if m.get("role") != "system"
+    )
     history.append({"role": "user", "content": user_prompt})
     by_name = tools_by_name(tools)
     schemas = [t.openai_schema() for t in tools]
@@ -417,8 +599,12 @@ class FlushOutcome:
         ran: True when a flush turn was attempted.
         ok: True when a turn completed (possibly silently).
         attempts: Turns attempted (at most 2: one retry).
-        result: The completed turn, if any.
+        result: The completed turn, if any (several turns of one chunked flush are
+            merged: their tool calls and writes in order, the last reply).
         error: Last error text when every attempt failed.
+        seen: Keys (:func:`message_keys`) of the messages a completed turn was shown.
+        missed: Keys of the messages whose turn failed (not saved by this flush).
+        turns: Flush turns run (more than one when the conversation was split to fit).
     """
 
     decision: FlushDecision
@@ -427,40 +613,109 @@ class FlushOutcome:
     attempts: int = 0
     result: FlushTurnResult | None = None
     error: str | None = None
+    seen: tuple[str, ...] = ()
+    missed: tuple[str, ...] = ()
+    turns: int = 0
 
 
-def run_flush_with_retry(
+def _merge_results(results: Sequence[FlushTurnResult]) -> FlushTurnResult | None:
+    if not results:
+        return None
+    return FlushTurnResult(
+        reply=results[-1].reply,
+        silent=all(r.silent for r in results),
+        tool_calls=tuple(c for r in results for c in r.tool_calls),
+        writes=tuple(w for r in results for w in r.writes),
+        steps=sum(r.steps for r in results),
+    )
+
+
+def run_flush_chunked(
     model: ChatModel,
     conversation: Sequence[Message],
+    keys: Sequence[str],
     *,
     decision: FlushDecision,
     system_prompt: str,
     user_prompt: str,
     tools: Sequence[MemoryTool],
+    budget: int,
+    count: Callable[[Mapping[str, Any]], int],
+    is_overflow: Callable[[BaseException], bool],
     retries: int = 1,
 ) -> FlushOutcome:
-    """Run the flush turn, retrying once on failure; never raises."""
+    """The flush over ``conversation``, split into turns that fit ``budget`` tokens.
+
+    ``keys[i]`` is the key of ``conversation[i]``. Each run of messages is one silent
+    turn (retried ``retries`` times); a turn that overflows the model's window is split in
+    two, and a single message that still overflows is trimmed further, so the flush fits
+    whatever the window. Never raises.
+    """
+    budget = max(64, budget)
+    pending: list[tuple[list[int], int]] = [
+        (run, budget) for run in plan_flush_chunks(conversation, budget, count) or [[]]
+    ]
+    results: list[FlushTurnResult] = []
+    seen: list[str] = []
+    missed: list[str] = []
     error: str | None = None
-    for attempt in range(1, retries + 2):
-        try:
-            result = run_flush_turn(
-                model,
-                conversation,
-                system_prompt=system_prompt,
-                user_prompt=user_prompt,
-                tools=tools,
-            )
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            log.warning("memory flush attempt %d failed: %s", attempt, type(exc).__name__)
-            log.debug("memory flush failure", exc_info=True)
-            continue
+    attempts = 0
+    turns = 0
+    failed = 0
+    while pending:
+        run, room = pending.pop(0)
+        shown = [fit_message(conversation[i], room, count) for i in run]
+        done = False
+        for attempt in range(1, retries + 2):
+            attempts += 1
+            try:
+                result = run_flush_turn(
+                    model,
+                    shown,
+                    system_prompt=system_prompt,
+                    user_prompt=user_prompt,
+                    tools=tools,
+                )
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                log.warning("memory flush attempt %d failed: %s", attempt, type(exc).__name__)
+                log.debug("memory flush failure", exc_info=True)
+                if is_overflow(exc) and (len(run) > 1 or room > 64):
+                    half = len(run) // 2
+                    if len(run) > 1:
+                        pending[:0] = [(run[:half], room), (run[half:], room)]
+                    else:
+                        pending.insert(0, (run, room // 2))
+                    done = True  # replaced by smaller turns
+                    break
+                continue
+            turns += 1
+            results.append(result)
+            seen.extend(keys[i] for i in run)
+            done = True
+            break
+        if not done:
+            failed += 1
+            missed.extend(keys[i] for i in run)
+    merged = _merge_results(results)
+    ok = failed == 0
+    if merged is not None:
         log.info(
-            "memory flush done (cycle %d, %s): %d writes, silent=%s",
+            "memory flush done (cycle %d, %s): %d turns, %d writes, silent=%s",
             decision.cycle,
             decision.reason,
-            len(result.writes),
-            result.silent,
+            turns,
+            len(merged.writes),
+            merged.silent,
         )
-        return FlushOutcome(decision=decision, ran=True, ok=True, attempts=attempt, result=result)
-    return FlushOutcome(decision=decision, ran=True, ok=False, attempts=retries + 1, error=error)
+    return FlushOutcome(
+        decision=decision,
+        ran=True,
+        ok=ok,
+        attempts=attempts,
+        result=merged,
+        error=None if ok else error,
+        seen=tuple(seen),
+        missed=tuple(missed),
+        turns=turns,
+    )

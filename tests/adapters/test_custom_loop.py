@@ -246,9 +246,16 @@ def test_windows_flush_once_per_cycle(tmp_path: Path, window: int) -> None:
     while agent.compactions < 3 and turns < 100:
         agent.chat(f"turn {turns}: {chunk}")
         turns += 1
-    order = [e.event.value for e in events if e.event.value in ("flush", "compaction")]
-    assert order == ["flush", "compaction"] * 3
-    cycles = [e.data["outcome"].decision.cycle for e in events if e.event is Event.FLUSH]
+    # Delta flushes (messages that arrived after the cycle's flush and are evicted) may
+    # follow; the threshold flush runs once per cycle.
+    full = [
+        e
+        for e in events
+        if e.event is Event.COMPACTION
+        or (e.event is Event.FLUSH and e.data["outcome"].decision.reason != "delta")
+    ]
+    assert [e.event.value for e in full] == ["flush", "compaction"] * 3
+    cycles = [e.data["outcome"].decision.cycle for e in full if e.event is Event.FLUSH]
     assert cycles == [0, 1, 2]
     agent.middleware.memory.close()
 

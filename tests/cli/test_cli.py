@@ -569,3 +569,16 @@ def test_the_cli_log_handler_redacts_secrets(monkeypatch: pytest.MonkeyPatch) ->
             handler.flush()
     text = stream.getvalue()
     assert "provider said" in text and "sk-abc123def456" not in text and "hunter2" not in text
+
+
+def test_status_names_messages_compacted_away_unsaved() -> None:
+    from memmw.cli.commands.status import assess
+
+    degraded, _ = assess({"flush": {"unsavedEvictions": 0, "sessions": []}})
+    assert degraded == []
+    degraded, _ = assess({
+        "flush": {"unsavedEvictions": 5, "lastUnsavedAt": "2026-03-10T14:05:30+00:00",
+                  "sessions": ["s1"]},
+    })  # fmt: skip
+    assert degraded[0]["what"] == "memory flush" and "5 messages" in degraded[0]["why"]
+    assert "s1" in degraded[0]["why"]

@@ -16,8 +16,8 @@ from memmw.hooks.flush import (
     effective_reserve,
     flush_points,
     flush_threshold,
+    run_flush_chunked,
     run_flush_turn,
-    run_flush_with_retry,
     soft_threshold,
     threshold_below_trigger,
 )
@@ -188,13 +188,22 @@ def test_retry_once_then_give_up_without_raising() -> None:
         return "NO_REPLY"
 
     d = FlushDecision(run=True, reason="tokens")
-    ok = run_flush_with_retry(flaky, [], decision=d, system_prompt="s", user_prompt="u", tools=[])
+    kw: dict[str, Any] = {
+        "decision": d,
+        "system_prompt": "s",
+        "user_prompt": "u",
+        "tools": [],
+        "budget": 1000,
+        "count": lambda m: 1,
+        "is_overflow": lambda exc: False,
+    }
+    ok = run_flush_chunked(flaky, [], [], **kw)
     assert ok.ok and ok.attempts == 2 and ok.result is not None and ok.result.silent
 
     def down(messages: Any) -> str:
         raise ConnectionError("down")
 
-    bad = run_flush_with_retry(down, [], decision=d, system_prompt="s", user_prompt="u", tools=[])
+    bad = run_flush_chunked(down, [], [], **kw)
     assert bad.ran and not bad.ok and bad.attempts == 2 and "ConnectionError" in (bad.error or "")
 
 
@@ -214,3 +223,165 @@ def test_flush_points_window_reserve_compaction_and_threshold() -> None:
         assert flush_points(FlushConfig(), context_window=window).flush_at == flush_threshold(
             FlushConfig(), context_window=window
         )
+
+
+# -- the watermark: message keys, delta flush conversations, turns that fit ---------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from memmw.hooks.flush import (  # noqa: E402
+    SessionFlushState,
+    fit_message,
+    message_keys,
+    plan_flush_chunks,
+    with_tool_pairs,
+)
+
+
+def _count(message: Any) -> int:
+    return len(str(message.get("content", ""))) // 4 + 4
+
+
+@st.composite
+def conversations(draw: Any) -> list[dict[str, Any]]:
+    """Chat messages with tool calls answered right after, like a real agent loop."""
+    out: list[dict[str, Any]] = []
+    for n in range(draw(st.integers(0, 14))):
+        kind = draw(st.sampled_from(["user", "assistant", "call"]))
+        text = draw(st.sampled_from(["ok", "yes", "x " * 50, "the gateway port"]))
+        if kind == "call":
+            ids = [f"c{n}-{i}" for i in range(draw(st.integers(1, 2)))]
+            out.append({
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": i, "name": "memory_search", "args": {}} for i in ids],
+            })
+            out.extend({"role": "tool", "tool_call_id": i, "content": text} for i in ids)
+        else:
+            out.append({"role": kind, "content": text})
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(conversations(), conversations())
+def test_message_keys_are_stable_prefix_keys_and_tell_repeats_apart(
+    head: list[dict[str, Any]], tail: list[dict[str, Any]]
+) -> None:
+    keys = message_keys(head + tail)
+    assert keys[: len(head)] == message_keys(head)  # a restart recomputes the same keys
+    assert message_keys([dict(m) for m in head + tail]) == keys
+    assert message_keys([{"role": "user", "content": "x", "id": "m1"}]) == ["id:m1"]
+
+
+def test_identical_messages_in_different_places_get_different_keys() -> None:
+    msgs = [
+        {"role": "user", "content": "ok"},
+        {"role": "assistant", "content": "first"},
+        {"role": "user", "content": "ok"},
+    ]
+    keys = message_keys(msgs)
+    assert keys[0] != keys[2]
+
+
+@settings(max_examples=150, deadline=None)
+@given(conversations(), st.data())
+def test_a_delta_conversation_keeps_every_tool_call_with_its_results(
+    msgs: list[dict[str, Any]], data: Any
+) -> None:
+    chosen = data.draw(st.sets(st.integers(0, max(0, len(msgs) - 1))) if msgs else st.just(set()))
+    picked = with_tool_pairs(msgs, chosen)
+    assert set(chosen) <= set(picked) and picked == sorted(set(picked))
+    in_pick = [msgs[i] for i in picked]
+    call_ids = {c["id"] for m in in_pick for c in m.get("tool_calls") or ()}
+    result_ids = {m["tool_call_id"] for m in in_pick if m["role"] == "tool"}
+    assert call_ids == result_ids
+
+
+@settings(max_examples=150, deadline=None)
+@given(conversations(), st.integers(10, 200))
+def test_flush_turns_cover_every_message_once_and_fit_the_budget(
+    msgs: list[dict[str, Any]], budget: int
+) -> None:
+    runs = plan_flush_chunks(msgs, budget, _count)
+    assert [i for run in runs for i in run] == list(range(len(msgs)))
+    for run in runs:
+        size = sum(_count(msgs[i]) for i in run)
+        starts_with_result = msgs[run[0]]["role"] == "tool"
+        assert size <= budget or len(run) == 1 or starts_with_result or any(
+            msgs[i]["role"] == "tool" for i in run[1:]
+        )
+    for run in runs[1:]:
+        assert msgs[run[0]]["role"] != "tool" or msgs[run[0] - 1]["role"] == "tool"
+    big = fit_message({"role": "user", "content": "word " * 2000}, 100, _count)
+    assert _count(big) <= 100 and "trimmed to fit the flush window" in big["content"]
+
+
+class ContextOverflowError(Exception):
+    pass
+
+
+def test_a_flush_that_overflows_is_split_until_it_fits() -> None:
+    shown: list[list[str]] = []
+
+    def model(messages: list[dict[str, Any]], tools: Any = None) -> Any:
+        body = messages[1:-1]
+        if sum(_count(m) for m in body) > 120:
+            raise ContextOverflowError("prompt is too long")
+        if messages[-1]["role"] == "tool":
+            return "NO_REPLY"
+        shown.append([m["content"] for m in body])
+        return {"content": "", "tool_calls": [{"id": "w", "name": "memory_append", "args": {}}]}
+
+    msgs = [{"role": "user", "content": f"m{i} " + "y" * 200} for i in range(6)]
+    keys = message_keys(msgs)
+    writes: list[dict[str, Any]] = []
+    outcome = run_flush_chunked(
+        model,
+        msgs,
+        keys,
+        decision=FlushDecision(run=True, reason="delta"),
+        system_prompt="s",
+        user_prompt="u",
+        tools=[_append_tool(writes)],
+        budget=10_000,  # the estimate says it fits; the model says it does not
+        count=_count,
+        is_overflow=lambda exc: isinstance(exc, ContextOverflowError),
+    )
+    assert outcome.ok and set(outcome.seen) == set(keys) and not outcome.missed
+    assert outcome.turns > 1 and sorted(c for turn in shown for c in turn) == sorted(
+        m["content"] for m in msgs
+    )
+
+
+def test_a_failed_flush_reports_what_it_missed() -> None:
+    def down(messages: Any, tools: Any = None) -> Any:
+        raise ConnectionError("down")
+
+    msgs = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    keys = message_keys(msgs)
+    outcome = run_flush_chunked(
+        down,
+        msgs,
+        keys,
+        decision=FlushDecision(run=True, reason="delta"),
+        system_prompt="s",
+        user_prompt="u",
+        tools=[],
+        budget=1000,
+        count=_count,
+        is_overflow=lambda exc: False,
+    )
+    assert outcome.ran and not outcome.ok and set(outcome.missed) == set(keys)
+    assert outcome.seen == () and "ConnectionError" in (outcome.error or "")
+
+
+def test_watermark_and_unsaved_count_survive_a_restart(tmp_path: Path) -> None:
+    store = FlushStateStore(tmp_path, "main")
+    store.mark_flushed("s1", 0, seen=["h:a", "h:b"])
+    store.mark_flushed("s1", 0, seen=["h:b", "h:c"])
+    store.record_unsaved("s1", 3)
+    again = FlushStateStore(tmp_path, "main").load("s1")
+    assert again.seen == ("h:a", "h:b", "h:c") and again.unsaved_evictions == 3
+    assert again.last_unsaved_at is not None
+    assert SessionFlushState.from_dict({"seen": "bad", "unsavedEvictions": -1}).seen == ()

@@ -90,6 +90,15 @@ def assess(data: dict[str, Any]) -> tuple[list[dict[str, str]], list[str]]:
     if sync.get("lastError"):
         degraded.append({"what": "background sync", "why": str(sync["lastError"]),
                          "fix": "run 'memmw index' to see the error"})
+    flush = data.get("flush") or {}
+    if int(flush.get("unsavedEvictions") or 0):
+        degraded.append({
+            "what": "memory flush",
+            "why": f"{flush['unsavedEvictions']} messages were compacted away unsaved after a "
+            f"failed flush (last {flush.get('lastUnsavedAt')}, sessions "
+            f"{', '.join(flush.get('sessions') or [])})",
+            "fix": "check the flush model (see the log's 'memory flush' warnings)",
+        })
     if not data.get("indexExists", True):
         notes.append("no index yet: 'memmw index' builds it (a search also does)")
     pending = int(vector.get("pending") or 0)
