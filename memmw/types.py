@@ -130,6 +130,11 @@ class ReadResult:
     truncated: bool = False
     next_from: int | None = None
 
+    @property
+    def past_end(self) -> bool:
+        """True when ``from_line`` starts after the file's last line (nothing to show)."""
+        return self.status == "ok" and self.from_line > max(self.total_lines, 1)
+
     def to_payload(self) -> dict[str, Any]:
         """The ``memory_get`` tool payload."""
         if self.status == "not_found":
@@ -144,6 +149,9 @@ class ReadResult:
         if self.truncated:
             payload["truncated"] = True
             payload["nextFrom"] = self.next_from
+        if self.past_end:
+            payload["pastEnd"] = True
+            payload["totalLines"] = self.total_lines
         return payload
 
 

@@ -20,7 +20,7 @@ Examples:
   memmw get memory/2026-01-02.md --from 40 --lines 10
   memmw get USER.md --json          # the memory_get tool payload
 
-Exit codes: 0 ok, 1 not found or not a readable memory file.
+Exit codes: 0 ok, 1 not found, not a readable memory file, or --from past the file's end.
 """
 
 
@@ -41,13 +41,21 @@ def get(mem: Memory, path: str, from_line: int | None, lines: int | None) -> int
     if lines is not None:
         args["lines"] = lines
     payload = get_tool_payload(mem, args)
-    failed = bool(payload.get("error")) or payload.get("status") == "not_found"
+    failed = (
+        bool(payload.get("error"))
+        or payload.get("status") == "not_found"
+        or bool(payload.get("pastEnd"))
+    )
     if settings().json:
         emit_json(payload)
     elif payload.get("error"):
         out(f"memmw: error: {payload['error']}", err=True)
     elif payload.get("status") == "not_found":
         out(f"memmw: error: {payload['path']}: not found", err=True)
+    elif payload.get("pastEnd"):
+        total = int(payload.get("totalLines") or 0)
+        out(f"memmw: error: {payload['path']} has {total} line{'' if total == 1 else 's'}; "
+            f"--from {payload['from']} is past its end", err=True)
     else:
         out(payload["text"])
     return EXIT_ERROR if failed else EXIT_OK

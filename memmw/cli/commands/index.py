@@ -11,6 +11,7 @@ import click
 from memmw.cli.common import (
     EXIT_BUSY,
     EXIT_DEGRADED,
+    EXIT_NOTHING,
     EXIT_OK,
     command,
     emit_json,
@@ -40,7 +41,8 @@ Examples:
   memmw index --json           # one JSON object with counts and timings
 
 Exit codes: 0 ok, 1 error, 3 busy, 4 degraded (files skipped, chunks left unembedded
-because the provider failed, or the fallback provider took over).
+because the provider failed, or the fallback provider took over), 5 nothing to index (no
+memory file with any text: the message says which files it looked for).
 """
 
 
@@ -104,6 +106,26 @@ def report_dict(report: SyncReport) -> dict[str, Any]:
         "issues": [{"path": i.path, "reason": i.reason} for i in report.issues],
         "seconds": round(report.seconds, 3),
     }
+
+
+def nothing_to_index(mem: Memory, report: SyncReport) -> str:
+    """Why an index run found nothing, naming the files memmw looks for."""
+    from memmw.workspace.layout import MEMORY_DIR
+
+    looked = f"MEMORY.md, USER.md and {MEMORY_DIR}/**/*.md"
+    extras = [entry.path for entry in mem.config.extra_paths]
+    if extras:
+        looked += " and the extra paths " + ", ".join(extras)
+    if "sessions" in mem.config.sources:
+        looked += " and the session transcripts"
+    files = report.files_added + report.files_changed + report.files_unchanged
+    found = (f"{files} memory file{'' if files == 1 else 's'} found, all empty" if files
+             else "no memory files found")
+    return (
+        f"nothing to index in {mem.workspace}: {found} (looked for {looked}). "
+        f"Write a note to MEMORY.md or {MEMORY_DIR}/YYYY-MM-DD.md, or point --workspace at "
+        "the folder that holds them."
+    )
 
 
 def _report_line(report: SyncReport, seconds: float) -> str:
@@ -180,6 +202,7 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
     total = time.perf_counter() - started
     fallback_from = getattr(provider, "fallback_from", None) or mem.selection.fallback_from
     degraded = bool(report.issues) or bool(embed_error and pending) or bool(fallback_from)
+    empty = report.chunks_total == 0
     if s.json:
         emit_json(
             {
@@ -195,6 +218,7 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
                 "syncSeconds": round(sync_seconds, 3),
                 "embedSeconds": round(embed_seconds, 3),
                 "elapsedSeconds": round(total, 3),
+                "nothingToIndex": nothing_to_index(mem, report) if empty else None,
             }
         )
     else:
@@ -214,6 +238,10 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
         for issue in report.issues:
             out(f"  skipped {issue.path}: {issue.reason}", err=True)
         info(f"Done in {total:.2f}s.")
+        if empty:
+            out(f"memmw: warning: {nothing_to_index(mem, report)}", err=True)
     if embed_error == EMBEDDING_BUSY and pending:
         return EXIT_BUSY  # the other process embeds them; nothing is wrong
-    return EXIT_DEGRADED if degraded else EXIT_OK
+    if degraded:
+        return EXIT_DEGRADED
+    return EXIT_NOTHING if empty else EXIT_OK

@@ -30,8 +30,6 @@ Examples:
 @with_memory(one_shot=False)
 def mcp(mem: Memory, use_http: bool, host: str, port: int) -> int:
     """Run the server until the client disconnects or Ctrl-C."""
-    import anyio
-
     from memmw.adapters import mcp as mcpserver
 
     if use_http and host not in mcpserver.LOOPBACK:
@@ -46,6 +44,8 @@ def mcp(mem: Memory, use_http: bool, host: str, port: int) -> int:
         info(f"memmw MCP server on http://{host}:{port}/mcp ({mem.workspace}; {fresh})")
         mcpserver.serve_http(mem, host=host, port=port)
     else:
+        import anyio  # only after build_server: the mcp extra brings it
+
         info(f"memmw MCP server on stdio ({mem.workspace}; {fresh})")
         anyio.run(mcpserver.serve_stdio, mem)
     return EXIT_OK
