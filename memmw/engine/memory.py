@@ -52,7 +52,15 @@ from memmw.search.searcher import Searcher, VectorLeg, hnsw_hits
 from memmw.store.factory import create_store, vector_backend_status
 from memmw.store.protocol import Store, StoreReader
 from memmw.store.vectors import provider_key
-from memmw.types import FileIssue, ReadResult, SearchHit, SearchResult, Status, SyncReport
+from memmw.types import (
+    KEYWORD_ONLY,
+    FileIssue,
+    ReadResult,
+    SearchHit,
+    SearchResult,
+    Status,
+    SyncReport,
+)
 from memmw.workspace.files import discover, resolve_read_path
 from memmw.workspace.reads import read_window
 from memmw.workspace.transcripts import sessions_dir
@@ -440,7 +448,7 @@ class Memory:
         self, query: str, max_results: int | None, min_score: float | None
     ) -> _SearchResult:
         if not self.config.enabled or not isinstance(query, str) or not query.strip():
-            return _SearchResult([], "fts-only", None)
+            return _SearchResult([], KEYWORD_ONLY, None)
         limit = self.config.query.results_wanted(max_results)
         min_score = self.config.query.check_min_score(min_score)
         started = time.perf_counter()
@@ -806,7 +814,7 @@ class Memory:
             dirty=not exists or (self._freshness.dirty and self._files_changed()),
             sources=self.config.sources,
             source_counts=counts,
-            mode="fts-only" if details["vector"].get("vectors", 0) == 0 else "hybrid",
+            mode=KEYWORD_ONLY if details["vector"].get("vectors", 0) == 0 else "hybrid",
             provider=details["embedding"].get("provider") or "none",
             model=details["embedding"].get("model") or "fts-only",
             last_sync=last_sync,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memmw.cli import main
-from memmw.cli.common import EXIT_ERROR, EXIT_NOTHING, EXIT_OK
+from memmw.cli.common import EXIT_DEGRADED, EXIT_ERROR, EXIT_NOTHING, EXIT_OK
+from memmw.embeddings.registry import register_provider, unregister_provider
+from memmw.errors import ProviderError
+from memmw.testing import FakeEmbeddingProvider
 from memmw.workspace.reads import read_window
 
 from .test_cli import make_workspace, run
@@ -88,3 +92,117 @@ def test_index_with_nothing_to_index_says_what_it_looked_for(
     (ws / "memory" / "2026-01-02.md").write_text("A first note.\n", encoding="utf-8")
     code, out, _ = run(capsys, *base, "index", "--json")
     assert code == EXIT_OK and json.loads(out)["nothingToIndex"] is None
+
+
+# -- memmw index: progress when piped, cache hits, last sync --------------------------------------
+def _big_workspace(root: Path, notes: int = 40) -> Path:
+    ws = make_workspace(root)
+    for i in range(notes):
+        (ws / "memory" / f"2025-03-{i % 28 + 1:02d}-n{i}.md").write_text(
+            f"# Note {i}\n- The build server number {i} runs the nightly job {i * 7}.\n",
+            encoding="utf-8",
+        )
+    return ws
+
+
+def test_piped_index_prints_plain_progress_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMMW__PROVIDER", "fake")
+    ws = _big_workspace(tmp_path / "ws")
+    code, _out, err = run(capsys, "-w", str(ws), "--state-dir", str(tmp_path / "st"), "index")
+    assert code == EXIT_OK, err
+    files = [line for line in err.splitlines() if line.startswith("Indexing files: ")]
+    embeds = [line for line in err.splitlines() if line.startswith("Embedding: ")]
+    assert files and files[-1].endswith("(100%)"), err
+    assert embeds and embeds[-1].endswith("(100%)"), err
+    assert len(files) <= 5 and len(embeds) <= 5  # a line per quarter, not per file
+    code, _out, err = run(capsys, "-q", "-w", str(ws), "--state-dir", str(tmp_path / "st"),
+                          "index", "--force")
+    assert code == EXIT_OK and err == ""
+
+
+def test_index_counts_vectors_served_from_the_cache(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMMW__PROVIDER", "fake")
+    ws = _big_workspace(tmp_path / "ws", notes=3)
+    base = ("-w", str(ws), "--state-dir", str(tmp_path / "st"))
+    code, out, _ = run(capsys, *base, "index", "--json")
+    first = json.loads(out)
+    total = first["sync"]["chunksTotal"]
+    assert code == EXIT_OK and first["embedded"] == total and first["fromCache"] == 0
+    # A forced rebuild re-embeds nothing: every vector comes from the cache ...
+    code, _out, err = run(capsys, *base, "index", "--force")
+    assert code == EXIT_OK
+    assert f"Embedding {total} pending chunks" in err
+    assert f"Vectors for {total} chunks: 0 embedded with fake" in err
+    assert f"{total} from the embedding cache" in err
+    # ... and one new note is the one chunk embedded.
+    (ws / "memory" / "2026-02-01.md").write_text("A brand new fact.\n", encoding="utf-8")
+    code, out, _ = run(capsys, *base, "index", "--force", "--json")
+    data = json.loads(out)
+    assert (data["embedded"], data["fromCache"]) == (1, total)
+
+
+def test_last_sync_is_the_end_of_the_embedding_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from memmw import Memory
+
+    monkeypatch.setenv("MEMMW__PROVIDER", "fake")
+    ws = make_workspace(tmp_path / "ws")
+    with Memory(workspace=ws, state_dir=tmp_path / "st") as mem:
+        mem.sync(embeddings="skip")
+        long_ago = time.time() - 600  # the file pass ended ten minutes before embedding did
+        with mem.store.write(what="test") as writer, writer.transaction():
+            writer.set_meta("last_sync", repr(long_ago))
+        before = time.time()
+        report = mem.embed_pending()
+        assert report is not None and report.embedded > 0
+        last = mem.status().last_sync
+        assert last is not None and last >= before
+
+
+# -- search and status agree when the provider is down ------------------------------------------
+class _Down(FakeEmbeddingProvider):
+    def __init__(self) -> None:
+        super().__init__(dims=16, model="down-v1")
+        self.id = "down"
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        raise ProviderError("connection refused")
+
+    def embed_query(self, text: str) -> list[float]:
+        raise ProviderError("connection refused")
+
+
+@pytest.fixture
+def down_provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    register_provider("down", lambda config: _Down())
+    monkeypatch.setenv("MEMMW__PROVIDER", "down")
+    yield
+    unregister_provider("down")
+
+
+@pytest.mark.usefixtures("down_provider")
+def test_search_and_status_agree_when_the_provider_is_down(
+    ws: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ("-w", str(ws), "--state-dir", str(tmp_path / "st"), "--log-level", "error")
+    code, _out, err = run(capsys, *base, "index")
+    assert code == EXIT_DEGRADED, err
+    code, out, _ = run(capsys, *base, "status")
+    assert code == EXIT_DEGRADED and "connection refused" in out
+    assert "Up to date  no (" in out
+    code, out, err = run(capsys, *base, "search", "gateway")
+    assert code == EXIT_DEGRADED and "8443" in out
+    assert "connection refused" in err and "not ready yet" not in err
+    # Vectors that are only not built yet (--no-embed) are a note, not a failure.
+    code, _out, _err = run(capsys, "-w", str(ws), "--state-dir", str(tmp_path / "st2"),
+                           "index", "--no-embed")
+    code, _out, err = run(capsys, "-w", str(ws), "--state-dir", str(tmp_path / "st2"),
+                          "search", "gateway")
+    assert code == EXIT_OK and "have no down vector yet" in err

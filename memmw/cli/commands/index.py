@@ -60,7 +60,7 @@ class _Bars:
         if bar is None:
             if total <= 0:
                 return
-            bar = click.progressbar(length=total, label=label, show_eta=True, show_pos=True)
+            bar = click.progressbar(length=total, label=label.ljust(15), show_eta=True, show_pos=True)
             bar.__enter__()
             self._stack.callback(self.finish, name)
             self._bars[name] = bar
@@ -74,6 +74,29 @@ class _Bars:
         bar = self._bars.pop(name, None)
         if bar is not None:
             bar.__exit__(None, None, None)
+
+
+class _Lines:
+    """Plain progress lines for a log or a pipe (stderr is not a terminal): one each time a
+    phase passes another quarter of its total, and at least one every ``every`` seconds."""
+
+    def __init__(self, every: float = 30.0) -> None:
+        self._every = every
+        self._last: dict[str, tuple[int, float]] = {}  # name -> (quarter, monotonic time)
+
+    def update(self, name: str, label: str, done: int, total: int) -> None:
+        if total <= 0:
+            return
+        step = min(4, done * 4 // total)
+        now = time.monotonic()
+        last_step, last_time = self._last.get(name, (0, now))
+        if name in self._last and step <= last_step and now - last_time < self._every:
+            return
+        if name not in self._last and step == 0:
+            self._last[name] = (0, now)
+            return
+        self._last[name] = (step, now)
+        info(f"{label}: {done}/{total} ({done * 100 // total}%)")
 
 
 def _lock_busy(mem: Memory) -> bool:
@@ -161,16 +184,18 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
         )
     bars_on = is_tty() and not s.quiet and not s.json
     with ExitStack() as stack:
-        bars = _Bars(stack) if bars_on else None
+        bars: _Bars | _Lines | None = (
+            _Bars(stack) if bars_on else None if s.quiet or s.json else _Lines()
+        )
         t0 = time.perf_counter()
         report = mem.sync(
             force=force,
             embeddings="skip",
-            progress=(lambda d, t, _p: bars.update("files", "Indexing files ", d, t))
+            progress=(lambda d, t, _p: bars.update("files", "Indexing files", d, t))
             if bars
             else None,
         )
-        if bars is not None:
+        if isinstance(bars, _Bars):
             bars.finish("files")
         waited = max(0.0, time.perf_counter() - t0 - report.seconds)
         sync_seconds = time.perf_counter() - t0
@@ -178,6 +203,7 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
             info(_report_line(report, sync_seconds))
         embed_seconds = 0.0
         embedded = 0
+        from_cache = 0
         embed_error: str | None = None
         if not no_embed and mem.provider is not None:
             t1 = time.perf_counter()
@@ -186,15 +212,16 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
                 info(f"Embedding {todo} pending chunks with {mem.provider.id} "
                      f"({mem.provider.model})...")
             backfill = mem.embed_pending(
-                progress=(lambda d, t: bars.update("embed", "Embedding      ", d, t))
+                progress=(lambda d, t: bars.update("embed", "Embedding", d, t))
                 if bars
                 else None
             )
-            if bars is not None:
+            if isinstance(bars, _Bars):
                 bars.finish("embed")
             embed_seconds = time.perf_counter() - t1
             if backfill is not None:
                 embedded = backfill.embedded
+                from_cache = backfill.from_cache
                 embed_error = backfill.error
     vector = mem.status().details.get("vector", {})
     pending = int(vector.get("pending") or 0)
@@ -208,6 +235,7 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
             {
                 "sync": report_dict(report),
                 "embedded": embedded,
+                "fromCache": from_cache,
                 "pendingVectors": pending,
                 "embedError": embed_error,
                 "fallbackFrom": fallback_from,
@@ -222,8 +250,9 @@ def index(mem: Memory, force: bool, no_embed: bool, no_wait: bool) -> int:
             }
         )
     else:
-        if embedded and provider is not None:
-            info(f"Embedded {embedded} chunks with {provider.id} ({provider.model}); "
+        if (embedded or from_cache) and provider is not None:
+            info(f"Vectors for {embedded + from_cache} chunks: {embedded} embedded with "
+                 f"{provider.id} ({provider.model}), {from_cache} from the embedding cache; "
                  f"{embed_seconds:.2f}s")
         if pending:
             why = embed_error or ("--no-embed" if no_embed else "provider unavailable")
