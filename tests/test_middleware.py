@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -258,3 +259,21 @@ def test_the_middleware_declares_what_it_uses_of_the_engine() -> None:
     assert "getattr(self.memory" not in source
     for name in ("start_watching", "sync_in_background", "notify_transcript", "notify_compaction"):
         assert callable(getattr(MemoryEngine, name)) and callable(getattr(Memory, name))
+
+
+def test_missing_watchdog_warns_only_when_watching_was_asked_for(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def no_watchdog() -> str:
+        raise ConfigError("file watching needs watchdog: pip install 'memmw[watch]'")
+
+    monkeypatch.setattr(memory, "start_watching", no_watchdog)
+    caplog.set_level(logging.INFO, logger="memmw.middleware")
+    assert memory.config.sync.watch  # the default: the user asked for nothing
+    MemoryMiddleware(memory, token_counter=TokenCounter(use_tiktoken=False))
+    records = [r for r in caplog.records if "file watcher not started" in r.getMessage()]
+    assert [r.levelno for r in records] == [logging.INFO]
+    caplog.clear()
+    MemoryMiddleware(memory, token_counter=TokenCounter(use_tiktoken=False), watch=True)
+    records = [r for r in caplog.records if "file watcher not started" in r.getMessage()]
+    assert [r.levelno for r in records] == [logging.WARNING]

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memmw.cli import main
 from memmw.cli.common import EXIT_DEGRADED, EXIT_ERROR, EXIT_NOTHING, EXIT_OK
 from memmw.embeddings.registry import register_provider, unregister_provider
 from memmw.errors import ProviderError
@@ -35,7 +34,7 @@ def test_mcp_without_the_extra_prints_the_install_hint(
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "mcp", None)  # import mcp -> ImportError
     monkeypatch.setitem(sys.modules, "anyio", None)
-    code, out, err = run(capsys, "-w", str(ws), "--state-dir", str(tmp_path / "st"), "mcp")
+    code, _out, err = run(capsys, "-w", str(ws), "--state-dir", str(tmp_path / "st"), "mcp")
     assert code == EXIT_ERROR, err
     assert "memmw[mcp]" in err and "internal error" not in err and "anyio" not in err
 
