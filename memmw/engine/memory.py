@@ -223,6 +223,12 @@ class Memory:
                 shared.close()
             self._shared.clear()
             self._closed = True
+        close = getattr(self._selection.provider if self._selection else None, "close", None)
+        if callable(close):
+            try:  # a provider's HTTP client (an open socket warns when collected)
+                close()
+            except Exception:
+                log.debug("closing the embedding provider failed", exc_info=True)
 
     def _open_store(self) -> None:
         """Make the store's read side current; rebuild a deleted or damaged index first."""
