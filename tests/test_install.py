@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = pytest.mark.slow
+
 
 
 def _run(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
@@ -46,6 +46,7 @@ def _clean_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_wheel_with_the_offline_extra_indexes_and_searches_offline(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     src = tmp_path / "src"
@@ -87,3 +88,13 @@ def test_wheel_with_the_offline_extra_indexes_and_searches_offline(tmp_path: Pat
     assert payload["mode"] == "hybrid" and payload["provider"] == "offline"
     assert payload["results"][0]["path"] == "MEMORY.md"
     assert "Mac Studio" in payload["results"][0]["snippet"]
+
+
+def test_make_demo_ends_by_saying_how_to_run_memmw(tmp_path: Path) -> None:
+    if shutil.which("make") is None:
+        pytest.fail("this test needs make (the README's quick start uses it)")
+    proc = subprocess.run(["make", "-n", "demo", "VENV=/opt/venv-x"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, check=True)
+    tail = proc.stdout.strip().splitlines()[-5:]
+    assert any(". /opt/venv-x/bin/activate" in line for line in tail), tail
+    assert any("/opt/venv-x/bin/memmw" in line for line in tail), tail
