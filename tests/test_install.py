@@ -1,7 +1,8 @@
 """Install without make: the wheel and sdist build, and the wheel alone (with the ``offline``
-extra) is all a new virtual environment needs to index and search a workspace offline.
+extra) is all a new virtual environment needs to index and search a workspace offline; and
+`make demo` says how to run what it installed.
 
-Slow (one to three minutes: a build, a fresh venv, pip). pip fetches the dependencies from
+The install test is slow (one to three minutes: a build, a fresh venv, pip). pip fetches the dependencies from
 the configured package index (CI has PyPI; pip's cache makes a second run fast).
 """
 
@@ -18,8 +19,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
 
 
 def _run(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
