@@ -28,8 +28,10 @@ HELP = """Bring the index up to date with the workspace, then embed pending chun
 
 Unchanged files are skipped; a first run of a large workspace spends most of its time
 embedding (chunks are keyword-searchable as soon as the file pass ends). On a terminal a
-progress bar with an ETA is shown on stderr; elsewhere one line per phase with its
-elapsed time. When another memmw process is indexing the same index, this says so and
+progress bar with an ETA is shown on stderr; elsewhere (a pipe, a log) plain lines such
+as "Embedding: 480/1920 (25%)", one per quarter of each phase and at least one every 30 s,
+then one line per phase with its elapsed time. Vectors found in the embedding cache (a
+rebuild, a file renamed back) are counted apart from those the provider computed. When another memmw process is indexing the same index, this says so and
 waits (or exits 3 with --no-wait); when another process is already embedding it, this
 leaves the embedding to that process, says so and exits 3.
 
