@@ -25,6 +25,11 @@ $(VENV)/.test-deps: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.demo-deps
 	$(BIN)/memmw --workspace examples/workspace --state-dir .memmw-demo index
 	$(BIN)/memmw --workspace examples/workspace --state-dir .memmw-demo search "which machine runs the gateway?"
+	@echo
+	@echo "memmw is installed in $(VENV). To run it:"
+	@echo "  . $(VENV)/bin/activate    # then: memmw --help, memmw -w examples/workspace status"
+	@echo "  $(BIN)/memmw --help  # or call it by its path, without activating"
+	@echo "To install it for your own projects, see 'Install' in README.md."
 
 ## system-deps: Debian packages the tests need (chromium for the graph page test)
 system-deps:

@@ -259,7 +259,8 @@ class MemoryMiddleware:
         allow_curated_append: Let ``memory_append`` write ``MEMORY.md``/``USER.md``.
         context_window: Model context window; default ``config.flush.context_window``.
         watch: Start the engine's file watcher (default ``config.sync.watch``); without
-            watchdog installed a warning is logged and searches sync instead.
+            watchdog installed searches sync instead, with a warning only when
+            ``watch=True`` was passed (the default logs an info line).
     """
 
     def __init__(
@@ -297,14 +298,20 @@ class MemoryMiddleware:
         # Active memory (issue 13): the [GRAPH MEMORY] block of each turn.
         self.active_memory = ActiveMemory(memory, token_counter=self.tokens.count)
         if self.config.sync.watch if watch is None else watch:
-            self._start_watching()
+            self._start_watching(asked=watch is True)
 
-    def _start_watching(self) -> None:
-        """Watch the memory files so edits are searchable without an explicit sync."""
+    def _start_watching(self, asked: bool = False) -> None:
+        """Watch the memory files so edits are searchable without an explicit sync.
+
+        watchdog missing is a warning only when the caller ``asked`` for watching: the
+        default (``sync.watch``) then syncs on search, as documented, and says so at INFO.
+        """
         try:
             state = self.memory.start_watching()
         except Exception as exc:  # e.g. watchdog missing: searches sync instead
-            log.warning("file watcher not started (%s); searches will sync instead", exc)
+            quiet = isinstance(exc, ConfigError) and not asked
+            log.log(logging.INFO if quiet else logging.WARNING,
+                    "file watcher not started (%s); searches will sync instead", exc)
             return
         log.debug("file watcher: %s", state)
 

@@ -8,6 +8,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+#: The search mode when only the keyword leg answered (BM25 over the stored postings, or
+#: FTS5 with ``store.keyword_backend = "fts5"``). Before 0.1 payloads said ``fts-only``
+#: whatever the backend.
+KEYWORD_ONLY = "keyword-only"
+
 
 def citation_for(path: str, start_line: int, end_line: int) -> str:
     """``path#L<s>`` for one line, ``path#L<s>-L<e>`` for a range."""
@@ -88,7 +93,8 @@ class SearchResult:
 
     Attributes:
         hits: At most ``max_results`` hits, best first.
-        mode: ``hybrid`` (keyword and vector legs) or ``fts-only`` (keyword only).
+        mode: ``hybrid`` (keyword and vector legs) or ``keyword-only`` (:data:`KEYWORD_ONLY`:
+            the keyword leg alone, whatever its backend; ``fts-only`` before 0.1).
         provider: Id of the embedding provider that answered (``none`` without one).
         model: Its model (``fts-only`` without a provider).
         fallback_from: The provider that failed when a fallback answered, else None.
@@ -136,6 +142,11 @@ class ReadResult:
     next_from: int | None = None
     namespace: str | None = None
 
+    @property
+    def past_end(self) -> bool:
+        """True when ``from_line`` starts after the file's last line (nothing to show)."""
+        return self.status == "ok" and self.from_line > max(self.total_lines, 1)
+
     def to_payload(self) -> dict[str, Any]:
         """The ``memory_get`` tool payload."""
         if self.status == "not_found":
@@ -155,6 +166,9 @@ class ReadResult:
         if self.truncated:
             payload["truncated"] = True
             payload["nextFrom"] = self.next_from
+        if self.past_end:
+            payload["pastEnd"] = True
+            payload["totalLines"] = self.total_lines
         return payload
 
 
@@ -239,7 +253,7 @@ class Status:
     dirty: bool = False
     sources: tuple[str, ...] = ("memory",)
     source_counts: dict[str, dict[str, int]] = field(default_factory=dict)
-    mode: str = "fts-only"
+    mode: str = KEYWORD_ONLY
     provider: str = "none"
     model: str = "fts-only"
     last_sync: float | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -346,3 +347,21 @@ def test_eviction_after_a_failed_flush_is_counted(memory: Memory) -> None:
     assert outcome is not None and not outcome.ok and len(outcome.missed) == 2
     flush = memory.status().details["flush"]
     assert flush["unsavedEvictions"] == 2 and flush["sessions"] == [session.session_id]
+
+
+def test_missing_watchdog_warns_only_when_watching_was_asked_for(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def no_watchdog() -> str:
+        raise ConfigError("file watching needs watchdog: pip install 'memmw[watch]'")
+
+    monkeypatch.setattr(memory, "start_watching", no_watchdog)
+    caplog.set_level(logging.INFO, logger="memmw.middleware")
+    assert memory.config.sync.watch  # the default: the user asked for nothing
+    MemoryMiddleware(memory, token_counter=TokenCounter(use_tiktoken=False))
+    records = [r for r in caplog.records if "file watcher not started" in r.getMessage()]
+    assert [r.levelno for r in records] == [logging.INFO]
+    caplog.clear()
+    MemoryMiddleware(memory, token_counter=TokenCounter(use_tiktoken=False), watch=True)
+    records = [r for r in caplog.records if "file watcher not started" in r.getMessage()]
+    assert [r.levelno for r in records] == [logging.WARNING]

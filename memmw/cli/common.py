@@ -29,13 +29,15 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_BUSY = 3
 EXIT_DEGRADED = 4
+EXIT_NOTHING = 5
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 error; 2 bad usage; 3 busy (another process holds the index and "
     "--no-wait was given, or the wait timed out); 4 degraded (the answer was given, but "
     "something needs attention: a provider failed, a fallback is in use, files were "
-    "skipped; see 'memmw status'); 130 interrupted."
+    "skipped; see 'memmw status'); 5 nothing to index (index found no memory file with text); "
+    "130 interrupted."
 )
 
 ENV_HELP = (

@@ -72,6 +72,13 @@ class FallbackProvider:
         self.dims: int | None = primary.dims
         self.max_input_bytes: int = primary.max_input_bytes
 
+    def close(self) -> None:
+        """Close the primary's and the fallback's clients (those that have ``close``)."""
+        for provider in dict.fromkeys((self.primary, self.active)):
+            close = getattr(provider, "close", None)
+            if callable(close):
+                close()
+
     def _sync(self) -> None:
         self.id = self.active.id
         self.model = self.active.model

@@ -137,6 +137,12 @@ class GeminiEmbeddingProvider(RemoteSettings):
         )
         self._client = _genai.Client(api_key=key, http_options=options)
 
+    def close(self) -> None:
+        """Close the SDK client's HTTP connections (``Memory.close`` calls this)."""
+        close = getattr(self._client, "close", None)
+        if callable(close):
+            close()
+
     @classmethod
     def from_config(cls, config: MemoryConfig) -> GeminiEmbeddingProvider:
         """Build the provider from ``config.model`` and ``config.remote``."""

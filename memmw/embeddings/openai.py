@@ -135,6 +135,12 @@ hung endpoint costs one ``timeout_s``, not three plus backoff). With
             max_retries=0,  # memmw's own retry policy applies
         )
 
+    def close(self) -> None:
+        """Close the SDK client's HTTP connections (``Memory.close`` calls this)."""
+        close = getattr(self._client, "close", None)
+        if callable(close):
+            close()
+
     @classmethod
     def from_config(cls, config: MemoryConfig) -> OpenAIEmbeddingProvider:
         """Build the provider from ``config.model`` and ``config.remote``."""

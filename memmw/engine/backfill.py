@@ -126,15 +126,22 @@ class Backfill:
             log.warning("embedding: %s", report.error)
         with self.store.read() as reader:
             report.remaining = reader.pending_count()
-        self._record_error(report.error)
+        self._record_error(report.error, stored=report.embedded + report.from_cache)
         if self.cache_enabled:
             self._prune()
         report.seconds = time.perf_counter() - started
         return report
 
-    def _record_error(self, error: str | None) -> None:
-        """Persist the last error (or clear it) so any process's status can show it."""
+    def _record_error(self, error: str | None, stored: int = 0) -> None:
+        """Persist the last error (or clear it) so any process's status can show it.
+
+        A run that stored vectors also moves ``last_sync`` (the time the index last
+        changed) to its end: a long first embedding would otherwise leave ``status``
+        showing the end of the file pass, minutes before the index was complete.
+        """
         with self.store.write(what="embed") as writer, writer.transaction():
+            if stored:
+                writer.set_meta("last_sync", repr(time.time()))
             if error is None:
                 writer.delete_meta(EMBEDDING_ERROR_KEY)
             else:

@@ -61,7 +61,15 @@ from memmw.statedir import flush_state_path
 from memmw.store.factory import create_store, vector_backend_status
 from memmw.store.protocol import Store, StoreReader
 from memmw.store.vectors import provider_key
-from memmw.types import FileIssue, ReadResult, SearchHit, SearchResult, Status, SyncReport
+from memmw.types import (
+    KEYWORD_ONLY,
+    FileIssue,
+    ReadResult,
+    SearchHit,
+    SearchResult,
+    Status,
+    SyncReport,
+)
 from memmw.workspace.files import discover, display_path, resolve_read_path
 from memmw.workspace.reads import read_window
 from memmw.workspace.transcripts import sessions_dir
@@ -234,6 +242,12 @@ class Memory:
                 shared.close()
             self._shared.clear()
             self._closed = True
+        close = getattr(self._selection.provider if self._selection else None, "close", None)
+        if callable(close):
+            try:  # a provider's HTTP client (an open socket warns when collected)
+                close()
+            except Exception:
+                log.debug("closing the embedding provider failed", exc_info=True)
 
     def _open_store(self) -> None:
         """Make the store's read side current; rebuild a deleted or damaged index first."""
@@ -519,7 +533,7 @@ class Memory:
         self, query: str, max_results: int | None, min_score: float | None
     ) -> _SearchResult:
         if not self.config.enabled or not isinstance(query, str) or not query.strip():
-            return _SearchResult([], "fts-only", None)
+            return _SearchResult([], KEYWORD_ONLY, None)
         limit = self.config.query.results_wanted(max_results)
         min_score = self.config.query.check_min_score(min_score)
         started = time.perf_counter()
@@ -887,7 +901,7 @@ class Memory:
             dirty=not exists or (self._freshness.dirty and self._files_changed()),
             sources=self.config.sources,
             source_counts=counts,
-            mode="fts-only" if details["vector"].get("vectors", 0) == 0 else "hybrid",
+            mode=KEYWORD_ONLY if details["vector"].get("vectors", 0) == 0 else "hybrid",
             provider=details["embedding"].get("provider") or "none",
             model=details["embedding"].get("model") or "fts-only",
             last_sync=last_sync,

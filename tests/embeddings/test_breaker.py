@@ -109,7 +109,7 @@ def test_search_on_a_hung_provider_is_fast_once_the_breaker_opens(
         assert sync_s < 4.0
         started = time.monotonic()
         first = search_payload(mem, "kubernetes")  # second failure: the circuit opens
-        assert first["mode"] == "fts-only"
+        assert first["mode"] == "keyword-only"
         assert time.monotonic() - started < 1.0  # one timeout (0.2 s), not the retry budget
         timings = []
         for _ in range(10):
@@ -117,7 +117,7 @@ def test_search_on_a_hung_provider_is_fast_once_the_breaker_opens(
             payload = search_payload(mem, "kubernetes migration")
             timings.append(time.monotonic() - t0)
         assert payload["results"][0]["path"] == "memory/2026-01-02.md"
-        assert payload["mode"] == "fts-only" and "circuit open" in payload["warning"]
+        assert payload["mode"] == "keyword-only" and "circuit open" in payload["warning"]
         assert max(timings) < 1.0
         started = time.monotonic()
         mem.sync()  # a sync while open does not wait on the provider either

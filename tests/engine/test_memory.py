@@ -193,7 +193,7 @@ def test_search_payload_keyword_only(mem: Memory) -> None:
     payload = search_payload(mem, "gateway port")
     assert payload["provider"] == "none"
     assert payload["model"] == "fts-only"
-    assert payload["mode"] == "fts-only"
+    assert payload["mode"] == "keyword-only"
     assert payload["citations"] == "on"
     (item,) = payload["results"]
     assert item["path"] == "MEMORY.md"
@@ -223,7 +223,7 @@ def test_status(mem: Memory) -> None:
     status = mem.status(deep=True)
     assert (status.files, status.chunks) == (4, report.chunks_total)
     assert not status.dirty
-    assert status.mode == "fts-only"
+    assert status.mode == "keyword-only"
     assert (status.provider, status.model) == ("none", "fts-only")
     assert status.last_sync is not None
     data = status.to_dict()

