@@ -65,6 +65,24 @@ from memmw.config import RemoteConfig  # noqa: E402
 from memmw.testing import fake_vector  # noqa: E402
 
 
+def _shell_appender(seconds: float, note: Path) -> subprocess.Popen[str]:
+    """The other writer: a POSIX shell appending ``shell line N`` with ``>>`` for ``seconds``;
+    it prints how many lines it wrote when it ends."""
+    return subprocess.Popen(
+        [
+            "sh",
+            "-c",
+            'i=0; end=$(( $(date +%s) + $1 )); while [ "$(date +%s)" -lt "$end" ]; do '
+            'i=$((i+1)); echo "shell line $i" >> "$2"; done; echo "$i"',
+            "sh",
+            str(int(seconds)),
+            str(note),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
 def bench_append(seconds: float) -> dict[str, Any]:
     """Agent appends every 50 ms vs a ``>>`` shell loop in another process."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -76,19 +94,7 @@ def bench_append(seconds: float) -> dict[str, Any]:
         mem = Memory(ws, Path(tmp) / "state", config=MemoryConfig(provider="none"))
         append = tools_by_name(build_memory_tools(mem))["memory_append"]
         # The other writer: a POSIX shell appending one line per iteration with >>.
-        shell = subprocess.Popen(
-            [
-                "sh",
-                "-c",
-                'i=0; end=$(( $(date +%s) + $1 )); while [ "$(date +%s)" -lt "$end" ]; do '
-                'i=$((i+1)); echo "shell line $i" >> "$2"; done; echo "$i"',
-                "sh",
-                str(int(seconds)),
-                str(note),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        shell = _shell_appender(seconds, note)
         agent_lines = 0
         errors = 0
         deadline = time.monotonic() + seconds
@@ -132,19 +138,7 @@ def bench_forget(seconds: float, entries: int = 3000) -> dict[str, Any]:
         mem = Memory(ws, Path(tmp) / "state", config=MemoryConfig(provider="none"))
         mem.sync()
         append = tools_by_name(build_memory_tools(mem))["memory_append"]
-        shell = subprocess.Popen(
-            [
-                "sh",
-                "-c",
-                'i=0; end=$(( $(date +%s) + $1 )); while [ "$(date +%s)" -lt "$end" ]; do '
-                'i=$((i+1)); echo "shell line $i" >> "$2"; done; echo "$i"',
-                "sh",
-                str(int(seconds)),
-                str(note),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        shell = _shell_appender(seconds, note)
         deadline = time.monotonic() + seconds
         agent = {"lines": 0, "errors": 0}
 
