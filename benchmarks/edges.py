@@ -93,7 +93,6 @@ def bench_append(seconds: float) -> dict[str, Any]:
         note.write_bytes(prefix)
         mem = Memory(ws, Path(tmp) / "state", config=MemoryConfig(provider="none"))
         append = tools_by_name(build_memory_tools(mem))["memory_append"]
-        # The other writer: a POSIX shell appending one line per iteration with >>.
         shell = _shell_appender(seconds, note)
         agent_lines = 0
         errors = 0
