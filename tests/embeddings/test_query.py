@@ -109,7 +109,7 @@ def test_a_search_on_a_hung_provider_answers_keyword_only_and_says_the_vector_le
         hangable.hang.set()
         payload = search_payload(mem, QUERY)
         assert hangable.held, "the search returned while the provider still held its request"
-        assert payload["mode"] == "fts-only"
+        assert payload["mode"] == "keyword-only"
         assert payload["partial"] is True
         assert "vector leg timed out" in payload["warning"]
         assert "remote.query_timeout_s" in payload["warning"]
@@ -143,7 +143,7 @@ def test_while_a_query_embedding_is_late_searches_do_not_wait_again_and_open_the
         # Two failures: the breaker is open, here and for the state folder.
         assert mem.status().details["embedding"]["circuit"]["state"] == "open"
         third = search_payload(mem, QUERY)
-        assert third["mode"] == "fts-only" and "circuit open" in third["warning"]
+        assert third["mode"] == "keyword-only" and "circuit open" in third["warning"]
         assert "partial" not in third
         assert hangable.embedding_requests() == sent  # neither search sent a request
         shared = json.loads((state / SHARED_CIRCUIT_FILE).read_text())
@@ -154,7 +154,7 @@ def test_while_a_query_embedding_is_late_searches_do_not_wait_again_and_open_the
         # A second Memory over the same state folder fails fast from its first search.
         with Memory(mem.workspace, state, config=_config(hangable)) as other:
             payload = search_payload(other, QUERY)
-            assert payload["mode"] == "fts-only" and "circuit open" in payload["warning"]
+            assert payload["mode"] == "keyword-only" and "circuit open" in payload["warning"]
             assert other.status().details["embedding"]["circuit"]["state"] == "open"
         assert hangable.embedding_requests() == sent
 
@@ -192,7 +192,7 @@ def test_a_new_process_of_the_state_folder_sees_the_open_breaker_without_a_reque
             capture_output=True, text=True, env=env, timeout=120, check=True,
         )
         payload = json.loads(out.stdout.strip().splitlines()[-1])
-        assert payload["mode"] == "fts-only" and "circuit open" in payload["warning"]
+        assert payload["mode"] == "keyword-only" and "circuit open" in payload["warning"]
         assert "partial" not in payload
         assert payload["results"][0]["path"] == "memory/2026-01-02.md"
         assert hangable.embedding_requests() == sent
