@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "memmw.chat_type": 0,
     "memmw.redaction": 0,
     "memmw.statedir": 0,
+    "memmw.observability": 0,
     # text and the workspace
     "memmw.text": 1,
     "memmw.workspace": 1,
