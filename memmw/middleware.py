@@ -234,7 +234,8 @@ def new_session_id(now: dt.datetime | None = None) -> str:
 
 
 def _flush_status(outcome: FlushOutcome) -> str:
-    """``ok`` (notes written), ``silent`` (nothing worth saving) or ``failed``."""
+    """``silent`` (the turn completed with a bare ``NO_REPLY``), ``ok`` (completed with
+    another reply) or ``failed`` (no turn completed)."""
     if outcome.ok and outcome.result is not None:
         return "silent" if outcome.result.silent else "ok"
     return "failed"
@@ -724,6 +725,12 @@ class MemoryMiddleware:
                 flush_turns=outcome.turns,
                 flush_messages_seen=len(outcome.seen),
                 flush_messages_missed=len(outcome.missed),
+                flush_writes=len(outcome.result.writes) if outcome.result is not None else 0,
+                **{
+                    observability.RECORD_COUNT: (
+                        len(outcome.result.writes) if outcome.result is not None else 0
+                    )
+                },
             )
             if status == "failed":
                 sp.fail("flush_failed")  # its error text may quote the conversation
