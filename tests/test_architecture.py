@@ -53,7 +53,7 @@ LAYERS: dict[str, int] = {
     "memmw": 7,
 }
 
-HEAVY = ("langchain", "langchain_core", "openai", "google.genai", "llama_cpp", "psycopg", "pgvector")
+HEAVY = ("opentelemetry", "langchain", "langchain_core", "openai", "google.genai", "llama_cpp", "psycopg", "pgvector")
 
 
 def module_name(path: Path) -> str:
