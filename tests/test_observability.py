@@ -344,12 +344,15 @@ marker = st.text(alphabet="abcdefghijklmnopqrstuvwxyzéüß", min_size=6, max_si
 )
 
 
-def span_texts(spans: Sequence[ReadableSpan]) -> list[str]:
-    """Every string a span exports: name, attribute values, events, links, status."""
+def span_texts(spans: Sequence[ReadableSpan], skip: str | None = None) -> list[str]:
+    """Every string a span exports: name, attribute values, events, links, status (less
+    the value of attribute ``skip``)."""
     out: list[str] = []
 
     def values(mapping: Any) -> None:
         for key, value in dict(mapping or {}).items():
+            if key == skip:
+                continue
             out.append(str(key))
             items = value if isinstance(value, (tuple, list)) else (value,)
             out.extend(str(v) for v in items)
@@ -367,18 +370,31 @@ def span_texts(spans: Sequence[ReadableSpan]) -> list[str]:
 
 
 @settings(
-    max_examples=8,
+    max_examples=25,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(words=st.lists(marker, min_size=6, max_size=6, unique=True))
-def test_no_span_contains_note_query_or_path_text(traced: Traced, words: list[str]) -> None:
+@given(words=st.lists(marker, min_size=6, max_size=6, unique=True), capture=st.booleans())
+def test_no_span_contains_note_query_or_path_text(
+    traced: Traced, words: list[str], capture: bool
+) -> None:
+    """Notes, file names, queries, appended text and conversation carry unique marker
+    words; no exported span string contains any of them. With the opt-in
+    ``tracing.capture_query_text``, the query appears only as ``gen_ai.memory.query.text``
+    on ``search_memory`` spans, and nothing else changes."""
     note, topic, query, appended, said, entity = words
     Entity = entity.capitalize()
+    config = MemoryConfig(
+        provider="none",
+        user_timezone="Europe/Paris",
+        flush=FLUSH,
+        tracing=TracingConfig(capture_query_text=capture),
+    )
     traced.clear()
     with tempfile.TemporaryDirectory() as tmp:
         m = make_memory(
             Path(tmp),
+            config=config,
             **{
                 "MEMORY.md": f"# Memory\n\n## {Entity} Person\n- city: {note}\n- {note} rule\n",
                 f"memory__{topic}-notes.md": f"- {note} and {topic} details\n",
@@ -421,7 +437,9 @@ def test_no_span_contains_note_query_or_path_text(traced: Traced, words: list[st
     assert {"upsert_memory", "memmw.inject"} <= names
     kinds = {(attrs(s).get("memmw.inject.kind"), attrs(s).get("memmw.inject.facts")) for s in spans}
     assert any(kind == "graph" and (facts or 0) >= 1 for kind, facts in kinds)
-    texts = [t.casefold() for t in span_texts(spans)]
+    carriers = {s.name for s in spans if observability.QUERY_TEXT in attrs(s)}
+    assert carriers == ({"search_memory"} if capture else set())
+    texts = [t.casefold() for t in span_texts(spans, skip=observability.QUERY_TEXT)]
     for word in words:
         leaked = [t for t in texts if word.casefold() in t]
         assert leaked == [], (word, leaked)
