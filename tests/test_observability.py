@@ -370,7 +370,7 @@ def span_texts(spans: Sequence[ReadableSpan], skip: str | None = None) -> list[s
 
 
 @settings(
-    max_examples=25,
+    max_examples=15,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
