@@ -29,6 +29,7 @@ from memmw.config import (
     StoreConfig,
     SyncConfig,
     TemporalDecayConfig,
+    TracingConfig,
 )
 from memmw.engine.memory import Memory
 from memmw.errors import (
@@ -98,6 +99,7 @@ __all__ = [
     "SyncReport",
     "TemporalDecayConfig",
     "ToolArgumentError",
+    "TracingConfig",
     "WiringError",
     "__version__",
 ]

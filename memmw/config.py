@@ -620,6 +620,19 @@ class ActiveMemoryConfig(_Section):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TracingConfig(_Section):
+    """OpenTelemetry spans (the ``otel`` extra; see :mod:`memmw.observability`).
+
+    Attributes:
+        capture_query_text: Add the search query, redacted, to ``search_memory`` spans
+            (``gen_ai.memory.query.text``). Off by default: spans carry no memory text.
+    """
+
+    _section: ClassVar[str] = "tracing"
+    capture_query_text: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
 class MemoryConfig(_Section):
     """Everything configurable about one agent's memory, with the reference defaults.
 
@@ -667,6 +680,7 @@ class MemoryConfig(_Section):
     session_memory: SessionArchiveConfig = field(default_factory=SessionArchiveConfig)
     bootstrap: BootstrapConfig = field(default_factory=BootstrapConfig)
     active_memory: ActiveMemoryConfig = field(default_factory=ActiveMemoryConfig)
+    tracing: TracingConfig = field(default_factory=TracingConfig)
 
     def __post_init__(self) -> None:
         self._validate_literals()

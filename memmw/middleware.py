@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from memmw import observability
 from memmw.agent.chat import ChatModel, Reply, normalize_reply
 from memmw.agent.prompts import (
     append_section,
@@ -230,6 +231,14 @@ def new_session_id(now: dt.datetime | None = None) -> str:
     """A sortable, file-safe session id: ``YYYYmmddTHHMMSS-<8 hex>``."""
     stamp = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
     return f"{stamp.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+
+
+def _flush_status(outcome: FlushOutcome) -> str:
+    """``silent`` (the turn completed with a bare ``NO_REPLY``), ``ok`` (completed with
+    another reply) or ``failed`` (no turn completed)."""
+    if outcome.ok and outcome.result is not None:
+        return "silent" if outcome.result.silent else "ok"
+    return "failed"
 
 
 # ---------------------------------------------------------------------------------------
@@ -701,6 +710,40 @@ class MemoryMiddleware:
     ) -> FlushOutcome:
         """Run the flush over ``conversation`` (split to fit the window), store the cycle
         marker and the watermark (the keys of what a completed turn was shown)."""
+        with observability.span(
+            "flush",
+            self.memory.agent_id,
+            flush_reason=decision.reason,
+            flush_cycle=decision.cycle,
+            flush_messages=len(conversation),
+            **{observability.CONVERSATION_ID: session.session_id},
+        ) as sp:
+            outcome = self._flush_turns_traced(session, conversation, keys, decision, model)
+            status = _flush_status(outcome)
+            sp.set(
+                flush_status=status,
+                flush_turns=outcome.turns,
+                flush_messages_seen=len(outcome.seen),
+                flush_messages_missed=len(outcome.missed),
+                flush_writes=len(outcome.result.writes) if outcome.result is not None else 0,
+                **{
+                    observability.RECORD_COUNT: (
+                        len(outcome.result.writes) if outcome.result is not None else 0
+                    )
+                },
+            )
+            if status == "failed":
+                sp.fail("flush_failed")  # its error text may quote the conversation
+            return outcome
+
+    def _flush_turns_traced(
+        self,
+        session: Session,
+        conversation: list[dict[str, Any]],
+        keys: Sequence[str],
+        decision: FlushDecision,
+        model: ChatModel | None,
+    ) -> FlushOutcome:
         flush_model = model or self.flush_model
         if flush_model is None:
             raise WiringError(
@@ -731,12 +774,12 @@ class MemoryMiddleware:
             count=lambda m: self.tokens.count_messages([m]),
             is_overflow=is_context_overflow,
         )
-        status = "failed"
-        if outcome.ok and outcome.result is not None:
-            status = "silent" if outcome.result.silent else "ok"
         try:
             self.flush_state.mark_flushed(
-                session.session_id, decision.cycle, status=status, seen=outcome.seen
+                session.session_id,
+                decision.cycle,
+                status=_flush_status(outcome),
+                seen=outcome.seen,
             )
         except Exception as exc:
             log.warning("could not store the flush marker: %s", type(exc).__name__)

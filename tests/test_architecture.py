@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "memmw.chat_type": 0,
     "memmw.redaction": 0,
     "memmw.statedir": 0,
+    "memmw.observability": 0,
     # text and the workspace
     "memmw.text": 1,
     "memmw.workspace": 1,
@@ -52,7 +53,7 @@ LAYERS: dict[str, int] = {
     "memmw": 7,
 }
 
-HEAVY = ("langchain", "langchain_core", "openai", "google.genai", "llama_cpp", "psycopg", "pgvector")
+HEAVY = ("opentelemetry", "langchain", "langchain_core", "openai", "google.genai", "llama_cpp", "psycopg", "pgvector")
 
 
 def module_name(path: Path) -> str:

@@ -52,6 +52,7 @@ PUBLIC = {
     "Status",
     "StoreConfig",
     "SyncConfig",
+    "TracingConfig",
     "SyncReport",
     "TemporalDecayConfig",
     "ToolArgumentError",

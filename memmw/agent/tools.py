@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from memmw import observability
 from memmw.agent.prompts import (
     APPEND_TOOL,
     GET_TOOL,
@@ -469,6 +470,38 @@ def append_tool_payload(
     Returns:
         ``{status: "ok", path, appended}`` or ``{status: "error", path, error}``.
     """
+    with observability.span(
+        "append",
+        getattr(memory, "agent_id", None),
+        append_source="flush" if only_path is not None else "tool",
+        append_group=scope is not None,
+        **{observability.RECORD_COUNT: 1},
+    ) as sp:
+        payload = _append(
+            memory,
+            args,
+            clock=clock,
+            allow_curated=allow_curated,
+            only_path=only_path,
+            read_only=read_only,
+            scope=scope,
+        )
+        sp.set(append_status=payload["status"], append_chars=payload.get("appended", 0))
+        if payload["status"] != "ok":
+            sp.fail("rejected")  # the payload's error names the path: never on the span
+        return payload
+
+
+def _append(
+    memory: MemoryBackend,
+    args: Mapping[str, Any],
+    *,
+    clock: Clock | None,
+    allow_curated: bool,
+    only_path: str | None,
+    read_only: bool | None,
+    scope: str | None,
+) -> Payload:
     today = user_now(memory.config.user_timezone, clock).date()
     if scope is not None:
         default_path = only_path or group_note_path(scope, today)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from memmw import observability
 from memmw.config import MemoryConfig, check_agent_id, resolve_state_dir, resolve_workspace
 from memmw.embeddings.base import EmbeddingProvider
 from memmw.embeddings.breaker import (
@@ -496,19 +497,32 @@ class Memory:
                 thread (search uses what is ready), ``skip`` leaves them pending.
             embed_progress: Optional ``(done, total)`` callback while embedding (``wait``).
         """
-        self._check_workspace()
-        self._indexer.provider = self._provider_identity()
-        mark = self._freshness.sync_started()
-        report = self._indexer.sync(force=force, progress=progress)
-        self._record_workspace()
-        self._freshness.sync_finished(mark)
-        if embeddings == "wait":
-            backfill, warning = self._embed_for_sync(embed_progress)
-            if backfill is not None:
-                report = dataclasses.replace(report, embedded=backfill.embedded, warning=warning)
-        elif embeddings == "background" and self.provider is not None:
-            self._start_background_embedding()
-        return report
+        with observability.span("sync", self.agent_id, sync_force=force, sync_embeddings=embeddings) as sp:
+            self._check_workspace()
+            self._indexer.provider = self._provider_identity()
+            mark = self._freshness.sync_started()
+            report = self._indexer.sync(force=force, progress=progress)
+            self._record_workspace()
+            self._freshness.sync_finished(mark)
+            if embeddings == "wait":
+                backfill, warning = self._embed_for_sync(embed_progress)
+                if backfill is not None:
+                    report = dataclasses.replace(report, embedded=backfill.embedded, warning=warning)
+            elif embeddings == "background" and self.provider is not None:
+                self._start_background_embedding()
+            sp.set(
+                sync_full_rebuild=report.full_rebuild,
+                sync_files_added=report.files_added,
+                sync_files_changed=report.files_changed,
+                sync_files_removed=report.files_removed,
+                sync_files_unchanged=report.files_unchanged,
+                sync_chunks_indexed=report.chunks_indexed,
+                sync_chunks_total=report.chunks_total,
+                sync_embedded=report.embedded,
+                sync_issues=len(report.issues),
+                sync_vectors_pending=report.warning is not None,
+            )
+            return report
 
     def search(
         self, query: str, max_results: int | None = None, min_score: float | None = None
@@ -532,17 +546,29 @@ class Memory:
     def _search(
         self, query: str, max_results: int | None, min_score: float | None
     ) -> _SearchResult:
-        if not self.config.enabled or not isinstance(query, str) or not query.strip():
-            return _SearchResult([], KEYWORD_ONLY, None)
-        limit = self.config.query.results_wanted(max_results)
-        min_score = self.config.query.check_min_score(min_score)
-        started = time.perf_counter()
-        result = self._search_locked(query, limit, min_score)
-        try:  # telemetry and activation never fail a search
-            self.graph_engine.on_search(result.hits, (time.perf_counter() - started) * 1000, query)
-        except Exception:
-            log.debug("graph bookkeeping after search failed", exc_info=True)
-        return result
+        with observability.span("search", self.agent_id) as sp:
+            sp.query_text(query, self.config.tracing.capture_query_text)
+            if not self.config.enabled or not isinstance(query, str) or not query.strip():
+                result = _SearchResult([], KEYWORD_ONLY, None)
+            else:
+                limit = self.config.query.results_wanted(max_results)
+                min_score = self.config.query.check_min_score(min_score)
+                sp.set(search_max_results=limit)
+                started = time.perf_counter()
+                result = self._search_locked(query, limit, min_score)
+                try:  # telemetry and activation never fail a search
+                    self.graph_engine.on_search(
+                        result.hits, (time.perf_counter() - started) * 1000, query
+                    )
+                except Exception:
+                    log.debug("graph bookkeeping after search failed", exc_info=True)
+            sp.set(
+                **{observability.RECORD_COUNT: len(result.hits)},
+                search_mode=result.mode,
+                search_partial=result.partial,
+                search_vector_skipped=result.warning is not None,
+            )
+            return result
 
     def _search_locked(
         self, query: str, max_results: int, min_score: float | None
@@ -822,6 +848,22 @@ class Memory:
                 not shared with this agent.
             FileReadError: the shared namespace's notes are not reachable from here.
         """
+        with observability.span("get", self.agent_id) as sp:
+            result = self._get(path, from_line, lines, namespace)
+            sp.set(
+                get_status=result.status,
+                get_lines=result.lines,
+                get_total_lines=result.total_lines,
+                get_truncated=result.truncated,
+                get_chars=len(result.text),
+                get_shared=result.namespace is not None,
+                **{observability.RECORD_COUNT: 1 if result.status == "ok" else 0},
+            )
+            return result
+
+    def _get(
+        self, path: str, from_line: int | None, lines: int | None, namespace: str | None
+    ) -> ReadResult:
         if namespace is not None and namespace != self.agent_id:
             check_agent_id(namespace, "namespace")
             workspace = self._namespace_workspace(namespace)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from memmw import observability
 from memmw.chat_type import citations_enabled
 from memmw.config import ActiveMemoryConfig
 from memmw.graph.model import Graph, Trigger, importance_of
@@ -137,12 +138,29 @@ class ActiveMemory:
         cached = self._cache.get(session.session_id)
         if cached is not None and cached[0] == digest:
             return cached[1].text
-        try:
-            injection = self.build(message, session_key=session.session_key, chat_type=session.chat_type)
-        except Exception as exc:  # never break a model call
-            log.warning("active memory failed: %s", type(exc).__name__)
-            log.debug("active memory failure", exc_info=True)
-            injection = Injection()
+        with observability.span(
+            "inject",
+            getattr(self.memory, "agent_id", None),
+            inject_kind="graph",
+            **{observability.CONVERSATION_ID: session.session_id},
+        ) as sp:
+            try:
+                injection = self.build(
+                    message, session_key=session.session_key, chat_type=session.chat_type
+                )
+            except Exception as exc:  # never break a model call
+                log.warning("active memory failed: %s", type(exc).__name__)
+                log.debug("active memory failure", exc_info=True)
+                sp.fail(type(exc).__name__)
+                injection = Injection()
+            sp.set(
+                inject_tokens=injection.tokens,
+                inject_facts=len(injection.facts),
+                inject_triggers=len(injection.triggers),
+                inject_entities=len(injection.entities),
+                inject_deadline_hit=injection.deadline_hit,
+                **{observability.RECORD_COUNT: len(injection.facts) + len(injection.triggers)},
+            )
         self._cache[session.session_id] = (digest, injection)
         self.last = injection
         return injection.text

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memmw import observability
 from memmw.agent.tools import request_sync, session_access
 from memmw.config import BootstrapConfig
 from memmw.hooks.working_memory import with_working_memory, working_files
@@ -279,23 +280,35 @@ def run_bootstrap(
     access = session_access(memory, session_key=session_key, chat_type=chat_type)
     private = access.private
     today = user_now(config.user_timezone, clock).date()
-    try:
-        context = build_bootstrap(
-            Path(memory.workspace),
-            config.bootstrap,
-            private=private,
-            today=today,
-            include_daily=include_daily and (private or include_daily_in_groups),
-            access=access,
+    with observability.span(
+        "inject", getattr(memory, "agent_id", None), inject_kind="bootstrap"
+    ) as sp:
+        try:
+            context = build_bootstrap(
+                Path(memory.workspace),
+                config.bootstrap,
+                private=private,
+                today=today,
+                include_daily=include_daily and (private or include_daily_in_groups),
+                access=access,
+            )
+            # Working, identity and project memory (issue 13), with their own budgets.
+            context = with_working_memory(
+                context, Path(memory.workspace), config.active_memory, private=private, access=access
+            )
+        except Exception as exc:
+            log.warning("bootstrap failed: %s", type(exc).__name__)
+            log.debug("bootstrap failure", exc_info=True)
+            sp.fail(type(exc).__name__)
+            context = BootstrapContext(private=private)
+        sp.set(
+            inject_chars=utf16_len(context.text),
+            inject_files=len(context.files),
+            inject_omitted=len(context.omitted),
+            inject_truncated=context.truncated,
+            **{observability.RECORD_COUNT: len(context.files)},
         )
-        # Working, identity and project memory (issue 13), with their own budgets.
-        return with_working_memory(
-            context, Path(memory.workspace), config.active_memory, private=private, access=access
-        )
-    except Exception as exc:
-        log.warning("bootstrap failed: %s", type(exc).__name__)
-        log.debug("bootstrap failure", exc_info=True)
-        return BootstrapContext(private=private)
+        return context
 
 
 # ---------------------------------------------------------------------------------------
