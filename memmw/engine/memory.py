@@ -43,6 +43,7 @@ from memmw.engine.indexer import (
     ProviderIdentity,
     read_markdown,
 )
+from memmw.engine.statefolders import SiblingCaches
 from memmw.errors import (
     ConfigError,
     FileReadError,
@@ -389,12 +390,14 @@ class Memory:
         if provider is None or not self.config.store.vector_enabled:
             return None
         identity = self._provider_identity()
+        seed = self._sibling_caches()
         backfill = Backfill(
             store=self.store,
             provider=GuardedEmbedder(provider, self._provider_breaker(provider)),
             provider_key=identity.provider_key,
             cache_enabled=self.config.cache.enabled,
             cache_max_entries=self.config.cache.max_entries,
+            seed=seed,
         )
         switches = getattr(provider, "generation", 0)
         with self._embed_lock:  # one backfill at a time in this process
@@ -405,6 +408,9 @@ class Memory:
                     report = backfill.run(progress=progress, should_stop=self._stop.is_set)
             except IndexBusyError:
                 return BackfillReport(error=EMBEDDING_BUSY)
+            finally:
+                if seed is not None:
+                    seed.close()
         self._backfill_report = report
         if report.dims:
             self._record_dims(report.dims)
@@ -418,6 +424,17 @@ class Memory:
             self.sync(embeddings="skip")
             return self.embed_pending(progress=progress)
         return report
+
+    def _sibling_caches(self) -> SiblingCaches | None:
+        """The other state folders' caches, for a SQLite index in the default layout.
+
+        A moved or copied workspace gets a new state folder (its key is the path); the
+        vectors of its chunks are in the old folder's cache, keyed by content. PostgreSQL
+        keeps one namespace per agent, whose cache does not depend on the path.
+        """
+        if self.config.store.backend != "sqlite" or not self.config.cache.enabled:
+            return None
+        return SiblingCaches(self.db_path)
 
     def _record_dims(self, dims: int) -> None:
         with self.store.write(what="embed") as writer:

@@ -1,0 +1,144 @@
+"""State folders: list, prune (never one in use), and a moved workspace that does not re-embed."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memmw import Memory, MemoryConfig
+from memmw.embeddings.registry import register_provider, unregister_provider
+from memmw.engine.statefolders import (
+    list_state_folders,
+    prune_state_folders,
+    workspaces_root,
+)
+from memmw.statedir import default_state_dir
+from memmw.testing import FakeEmbeddingProvider
+from memmw.workspace.locks import exclusive_lock, lock_path_for
+from tests.conftest import write
+
+
+@pytest.fixture
+def state_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private user state root; no ``MEMMW_STATE_DIR`` (default per-workspace folders)."""
+    monkeypatch.delenv("MEMMW_STATE_DIR", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    return tmp_path / "xdg" / "memmw"
+
+
+@pytest.fixture
+def counting() -> Iterator[FakeEmbeddingProvider]:
+    """The deterministic fake provider under the name ``counting``; it counts embed calls."""
+    provider = FakeEmbeddingProvider(dims=32)
+    register_provider("counting", lambda config: provider, replace=True)
+    yield provider
+    unregister_provider("counting")
+
+
+def _notes(ws: Path, n: int = 12) -> Path:
+    write(ws / "MEMORY.md", "# Memory\n\n- Ali is allergic to peanuts.\n- Prefers tea.\n")
+    for i in range(n):
+        write(ws / "memory" / f"2026-01-{i + 1:02d}.md", f"# Day {i}\n\nMet Sam about project {i}.\n")
+    return ws
+
+
+def _hits(mem: Memory, query: str) -> list[tuple[str, int, float]]:
+    return [(h.path, h.start_line, round(h.score, 6)) for h in mem.search(query, max_results=6)]
+
+
+def test_a_moved_workspace_reuses_the_old_folders_cache(
+    tmp_path: Path, state_root: Path, counting: FakeEmbeddingProvider
+) -> None:
+    ws = _notes(tmp_path / "ws")
+    config = MemoryConfig(provider="counting")
+    with Memory(workspace=ws, config=config) as mem:
+        mem.sync()
+        before = _hits(mem, "peanut allergy")
+        old_state = mem.state_dir
+    assert counting.document_calls > 0
+    moved = tmp_path / "elsewhere" / "ws"
+    moved.parent.mkdir()
+    shutil.move(ws, moved)
+    counting.document_calls = 0
+    with Memory(workspace=moved, config=config) as mem:
+        assert mem.state_dir != old_state  # a new folder: its own cache starts empty
+        report = mem.sync()
+        after = _hits(mem, "peanut allergy")
+        with mem.store.read() as reader:
+            pending = reader.pending_count()
+    assert counting.document_calls == 0
+    assert report.embedded == 0
+    assert pending == 0  # every chunk has its vector, from the old folder's cache
+    assert [(p, line) for p, line, _ in after] == [(p, line) for p, line, _ in before]
+    assert after == before
+
+
+def test_a_new_workspace_still_embeds(
+    tmp_path: Path, state_root: Path, counting: FakeEmbeddingProvider
+) -> None:
+    """The sibling lookup only serves what other caches hold: new text is embedded."""
+    _notes(tmp_path / "a")
+    with Memory(workspace=tmp_path / "a", config=MemoryConfig(provider="counting")) as mem:
+        mem.sync()
+    write(tmp_path / "b" / "MEMORY.md", "# Memory\n\n- Something nobody wrote before.\n")
+    counting.document_calls = 0
+    with Memory(workspace=tmp_path / "b", config=MemoryConfig(provider="counting")) as mem:
+        assert mem.sync().embedded > 0
+    assert counting.document_calls > 0
+
+
+def test_list_names_every_folder_and_its_workspace(tmp_path: Path, state_root: Path) -> None:
+    live = _notes(tmp_path / "live", 2)
+    gone = _notes(tmp_path / "gone", 2)
+    for ws in (live, gone):
+        with Memory(workspace=ws, config=MemoryConfig(provider="none")) as mem:
+            mem.sync()
+    with Memory(workspace=live, agent_id="helper", config=MemoryConfig(provider="none")) as mem:
+        mem.sync()
+    shutil.rmtree(gone)
+    folders = {f.path: f for f in list_state_folders()}
+    assert set(folders) == {default_state_dir(live), default_state_dir(tmp_path / "gone")}
+    one = folders[default_state_dir(live)]
+    assert one.workspace == str(live.resolve())
+    assert one.workspace_exists and not one.orphan
+    assert one.agents == ("helper", "main")
+    assert one.size > 0 and one.last_sync is not None
+    other = folders[default_state_dir(tmp_path / "gone")]
+    assert other.orphan
+
+
+def test_prune_is_dry_by_default_and_removes_only_orphans(tmp_path: Path, state_root: Path) -> None:
+    live = _notes(tmp_path / "live", 2)
+    gone = _notes(tmp_path / "gone", 2)
+    for ws in (live, gone):
+        with Memory(workspace=ws, config=MemoryConfig(provider="none")) as mem:
+            mem.sync()
+    stray = workspaces_root() / "no-index-here"
+    stray.mkdir()
+    gone_state = default_state_dir(gone)
+    shutil.rmtree(gone)
+    dry = prune_state_folders()
+    assert [f.path for f in dry.removed] == [gone_state] and dry.dry_run
+    assert gone_state.is_dir()  # nothing removed
+    done = prune_state_folders(dry_run=False)
+    assert [f.path for f in done.removed] == [gone_state]
+    assert not gone_state.exists()
+    assert default_state_dir(live).is_dir() and stray.is_dir()
+
+
+def test_prune_never_touches_a_folder_in_use(tmp_path: Path, state_root: Path) -> None:
+    gone = _notes(tmp_path / "gone", 2)
+    with Memory(workspace=gone, config=MemoryConfig(provider="none")) as mem:
+        mem.sync()
+        db = mem.db_path
+    state = default_state_dir(gone)
+    shutil.rmtree(gone)
+    with exclusive_lock(lock_path_for(db)):  # what an index writer holds
+        report = prune_state_folders(dry_run=False)
+    assert not report.removed
+    assert [f.path for f, _ in report.skipped] == [state]
+    assert "in use" in report.skipped[0][1]
+    assert state.is_dir()
