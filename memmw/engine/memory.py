@@ -35,6 +35,9 @@ from memmw.engine.backfill import (
     BoundedEmbedding,
     pending_warning,
 )
+from memmw.engine.backup import BackupReport, RestoreReport
+from memmw.engine.backup import backup as backup_archive
+from memmw.engine.backup import restore as restore_archive
 from memmw.engine.freshness import Freshness
 from memmw.engine.indexer import (
     SCAN_ISSUES_KEY,
@@ -1148,6 +1151,41 @@ class Memory:
             Path(path),
             title=f"memmw graph: {self.agent_id}",
             workspace=self.workspace,
+        )
+
+    def backup(self, path: str | os.PathLike[str], *, sync: bool = True) -> BackupReport:
+        """Write the workspace's Markdown and its chunk vectors to one checked archive.
+
+        The archive (tar.gz) holds ``manifest.json`` (format, memmw version, provider
+        identity, sha256 of every member), every memory file and ``memmw.toml``, and
+        the vectors keyed by the sha256 of the chunk text; not the index, which
+        :meth:`restore` rebuilds without embedding what the archive holds.
+
+        Args:
+            path: The archive to write (replaced atomically).
+            sync: Sync and embed first, so every chunk's vector is archived.
+        """
+        return backup_archive(self, path, sync=sync)
+
+    @staticmethod
+    def restore(
+        path: str | os.PathLike[str],
+        workspace: str | os.PathLike[str],
+        state_dir: str | os.PathLike[str] | None = None,
+        *,
+        force: bool = False,
+        agent_id: str = "main",
+        config: MemoryConfig | None = None,
+    ) -> RestoreReport:
+        """Restore a :meth:`backup` archive into ``workspace`` and index it.
+
+        The whole archive is verified first (sha256 of every member): a damaged one
+        raises ``ArchiveError`` (a ``ConfigError``) and nothing is written. A non-empty
+        ``workspace`` is refused unless ``force``. The archived vectors go into the new
+        index's embedding cache, so the first sync embeds none of those chunks.
+        """
+        return restore_archive(
+            path, workspace, state_dir, force=force, agent_id=agent_id, config=config
         )
 
     def stats(self, since: float | None = None) -> dict[str, Any]:
