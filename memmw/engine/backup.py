@@ -25,6 +25,7 @@ import base64
 import binascii
 import gzip
 import hashlib
+import importlib.metadata
 import io
 import json
 import os
@@ -113,6 +114,14 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _version() -> str:
+    """The installed memmw version (the package root is a layer above this one)."""
+    try:
+        return importlib.metadata.version("memmw")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        return "unknown"
+
+
 def _chunk_vectors(mem: Memory) -> tuple[dict[str, bytes], int]:
     """``{sha256 of chunk text: vector blob}`` of the memory chunks; and how many had none."""
     identity = mem._provider_identity()
@@ -174,12 +183,11 @@ def backup(mem: Memory, path: str | os.PathLike[str], *, sync: bool = True) -> B
     members[EMBEDDINGS] = ("\n".join(lines) + "\n" if lines else "").encode("ascii")
     identity = mem._provider_identity()
     dims = {len(b) // 4 for b in vectors.values()}
-    from memmw import __version__
-
-    manifest = {
+    created = time.time()
+    manifest: dict[str, Any] = {
         "format": FORMAT,
-        "memmwVersion": __version__,
-        "createdAt": time.time(),
+        "memmwVersion": _version(),
+        "createdAt": created,
         "workspace": str(root),
         "agentId": mem.agent_id,
         "provider": {
@@ -198,7 +206,7 @@ def backup(mem: Memory, path: str | os.PathLike[str], *, sync: bool = True) -> B
             for name, data in [(MANIFEST, json.dumps(manifest, indent=1).encode()), *members.items()]:
                 info = tarfile.TarInfo(name)
                 info.size = len(data)
-                info.mtime = int(manifest["createdAt"])
+                info.mtime = int(created)
                 info.mode = 0o644
                 tar.addfile(info, io.BytesIO(data))
         os.replace(tmp, target)
