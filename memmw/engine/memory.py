@@ -433,10 +433,17 @@ class Memory:
 
         A moved or copied workspace gets a new state folder (its key is the path); the
         vectors of its chunks are in the old folder's cache, keyed by content. PostgreSQL
-        keeps one namespace per agent, whose cache does not depend on the path.
+        keeps one namespace per agent, whose cache does not depend on the path. None
+        when this index's cache already holds at least as many rows as chunks wait.
         """
         if self.config.store.backend != "sqlite" or not self.config.cache.enabled:
             return None
+        # Asked only while this cache knows fewer texts than wait for a vector (a new
+        # folder, or its interrupted first run): an ordinary sync of a few new chunks
+        # must not open every other state folder.
+        with self.store.read() as reader:
+            if reader.cache_count() >= reader.pending_count():
+                return None
         return SiblingCaches(self.db_path)
 
     def _record_dims(self, dims: int) -> None:

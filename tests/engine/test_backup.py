@@ -208,3 +208,34 @@ def test_another_provider_embeds_again_and_says_why(
     )
     assert report.warning is not None and "embedded again" in report.warning
     assert report.vectors_imported > 0 and report.embedded > 0
+
+
+def test_postgres_backup_and_restore_embed_nothing(
+    pg_database: str, tmp_path: Path, counting: FakeEmbeddingProvider
+) -> None:
+    """The archive goes through the store protocol: PostgreSQL namespaces work alike."""
+    import uuid
+
+    from memmw import StoreConfig
+
+    def pg(agent: str) -> tuple[MemoryConfig, str]:
+        store = StoreConfig(backend="postgres", dsn=pg_database)
+        return MemoryConfig(provider="counting", store=store), agent
+
+    ws = _workspace(tmp_path / "ws", 30)
+    config, first = pg(f"a{uuid.uuid4().hex[:8]}")
+    with Memory(workspace=ws, state_dir=tmp_path / "st1", agent_id=first, config=config) as mem:
+        report = mem.backup(tmp_path / "pg.tar.gz")
+        original = _hits(mem, "peanut allergy")
+    assert report.vectors > 0 and report.missing_vectors == 0
+    counting.document_calls = 0
+    _, second = pg(f"b{uuid.uuid4().hex[:8]}")
+    restored = Memory.restore(
+        tmp_path / "pg.tar.gz", tmp_path / "copy", tmp_path / "st2", agent_id=second, config=config
+    )
+    assert restored.embedded == 0
+    with Memory(
+        workspace=tmp_path / "copy", state_dir=tmp_path / "st2", agent_id=second, config=config
+    ) as mem:
+        assert _hits(mem, "peanut allergy") == original
+    assert counting.document_calls == 0

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memmw import Memory, MemoryConfig
 from memmw.embeddings.registry import register_provider, unregister_provider
@@ -142,3 +144,49 @@ def test_prune_never_touches_a_folder_in_use(tmp_path: Path, state_root: Path) -
     assert [f.path for f, _ in report.skipped] == [state]
     assert "in use" in report.skipped[0][1]
     assert state.is_dir()
+
+
+_WORDS = st.sampled_from(
+    ["peanut", "tea", "Sam", "garden", "budget", "hike", "tax", "Berlin", "piano", "dog"]
+)
+_NOTE = st.lists(_WORDS, min_size=1, max_size=12).map(lambda ws: " ".join(ws) + ".\n")
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    notes=st.dictionaries(
+        st.from_regex(r"[a-z]{1,8}", fullmatch=True), st.lists(_NOTE, min_size=1, max_size=6),
+        min_size=1, max_size=6,
+    ),
+    query=st.lists(_WORDS, min_size=1, max_size=3).map(" ".join),
+)
+def test_any_moved_workspace_embeds_nothing_and_answers_alike(
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    notes: dict[str, list[str]],
+    query: str,
+) -> None:
+    """Whatever the notes, a moved workspace's new state folder embeds no chunk again."""
+    tmp = tmp_path_factory.mktemp("move")
+    monkeypatch.delenv("MEMMW_STATE_DIR", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp / "xdg"))
+    provider = FakeEmbeddingProvider(dims=16)
+    register_provider("counting", lambda config: provider, replace=True)
+    try:
+        ws = tmp / "ws"
+        for name, lines in notes.items():
+            write(ws / "memory" / f"{name}.md", "".join(lines))
+        config = MemoryConfig(provider="counting")
+        with Memory(workspace=ws, config=config) as mem:
+            mem.sync()
+            before = _hits(mem, query)
+        moved = tmp / "moved"
+        shutil.move(ws, moved)
+        provider.document_calls = 0
+        with Memory(workspace=moved, config=config) as mem:
+            mem.sync()
+            after = _hits(mem, query)
+        assert provider.document_calls == 0
+        assert after == before
+    finally:
+        unregister_provider("counting")
