@@ -340,6 +340,13 @@ def restore(
         )
     if target.exists() and not target.is_dir():
         raise ConfigError(f"the workspace {target} is not a folder")
+    root = target.resolve()
+    for rel in archive.files:
+        # With --force the target may hold symlinked folders: never write through one
+        # to a place outside the workspace.
+        parent = (target / rel).parent.resolve()
+        if parent != root and root not in parent.parents:
+            raise ConfigError(f"{rel} would be written outside {target} (a symlinked folder)")
     for rel, body in sorted(archive.files.items()):
         dest = target / rel
         dest.parent.mkdir(parents=True, exist_ok=True)

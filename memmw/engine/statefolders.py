@@ -46,6 +46,8 @@ class StateFolder:
         last_sync: Latest ``last_sync`` (Unix time) of its indexes, None if never.
         agents: Agent ids that have an index here (``memory/<agent>.sqlite``).
         problems: Indexes that could not be read, with the reason.
+        transcripts: Session transcript files kept here (``agents/*/sessions``): they are
+            not derived from the workspace, so a prune keeps their folder unless told.
     """
 
     path: Path
@@ -55,6 +57,7 @@ class StateFolder:
     last_sync: float | None
     agents: tuple[str, ...]
     problems: tuple[str, ...] = ()
+    transcripts: int = 0
 
     @property
     def orphan(self) -> bool:
@@ -116,6 +119,7 @@ def describe_state_folder(folder: Path) -> StateFolder:
             with contextlib.suppress(ValueError):
                 last = max(last or 0.0, float(raw))
     exists = workspace is not None and Path(workspace).is_dir()
+    transcripts = sum(1 for p in folder.glob("agents/*/sessions/**/*") if p.is_file())
     return StateFolder(
         path=folder,
         workspace=workspace,
@@ -124,6 +128,7 @@ def describe_state_folder(folder: Path) -> StateFolder:
         last_sync=last,
         agents=tuple(agents),
         problems=tuple(problems),
+        transcripts=transcripts,
     )
 
 
@@ -151,20 +156,29 @@ def _hold_all(folder: Path) -> Iterator[None]:
         yield
 
 
-def prune_state_folders(root: Path | None = None, *, dry_run: bool = True) -> PruneReport:
+def prune_state_folders(
+    root: Path | None = None, *, dry_run: bool = True, include_transcripts: bool = False
+) -> PruneReport:
     """Remove the state folders whose recorded workspace no longer exists.
 
     A folder whose indexes record no workspace (none readable) is left alone: nothing
     says it is an orphan. With ``dry_run`` (the default) nothing is removed and the
-    report lists what would be. A folder whose index lock is held is skipped.
+    report lists what would be. A folder whose index lock is held is skipped, and so is
+    one holding session transcripts unless ``include_transcripts``.
 
     Args:
         root: The user state root (default :func:`memmw.statedir.user_state_root`).
         dry_run: Only report.
+        include_transcripts: Also remove folders that hold session transcripts.
     """
     report = PruneReport(dry_run=dry_run)
     for folder in list_state_folders(root):
         if not folder.orphan:
+            continue
+        if folder.transcripts and not include_transcripts:
+            report.skipped.append(
+                (folder, f"holds {folder.transcripts} session transcripts (include them to remove)")
+            )
             continue
         try:
             with _hold_all(folder.path):

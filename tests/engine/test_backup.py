@@ -239,3 +239,17 @@ def test_postgres_backup_and_restore_embed_nothing(
     ) as mem:
         assert _hits(mem, "peanut allergy") == original
     assert counting.document_calls == 0
+
+
+def test_force_never_writes_through_a_symlinked_folder(
+    small_archive: bytes, tmp_path: Path
+) -> None:
+    archive = tmp_path / "a.tar.gz"
+    archive.write_bytes(small_archive)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "memory").symlink_to(outside)
+    with pytest.raises(ConfigError, match="outside"):
+        Memory.restore(archive, tmp_path / "ws", state_dir=tmp_path / "st", config=CONFIG, force=True)
+    assert list(outside.iterdir()) == [] and not (tmp_path / "ws" / "MEMORY.md").exists()

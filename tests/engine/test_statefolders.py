@@ -190,3 +190,17 @@ def test_any_moved_workspace_embeds_nothing_and_answers_alike(
         assert after == before
     finally:
         unregister_provider("counting")
+
+
+def test_prune_keeps_session_transcripts_unless_told(tmp_path: Path, state_root: Path) -> None:
+    gone = _notes(tmp_path / "gone", 1)
+    with Memory(workspace=gone, config=MemoryConfig(provider="none")) as mem:
+        mem.sync()
+    state = default_state_dir(gone)
+    write(state / "agents" / "main" / "sessions" / "s1.jsonl", '{"role":"user"}\n')
+    shutil.rmtree(gone)
+    report = prune_state_folders(dry_run=False)
+    assert not report.removed and "transcripts" in report.skipped[0][1]
+    assert state.is_dir()
+    report = prune_state_folders(dry_run=False, include_transcripts=True)
+    assert [f.path for f in report.removed] == [state] and not state.exists()

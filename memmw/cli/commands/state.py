@@ -44,6 +44,7 @@ def _row(f: StateFolder) -> dict[str, Any]:
         "lastSync": iso(f.last_sync),
         "agents": list(f.agents),
         "problems": list(f.problems),
+        "transcripts": f.transcripts,
     }
 
 
@@ -88,6 +89,8 @@ def list_cmd() -> int:
             f"  size: {_human(f.size)}  last sync: {iso(f.last_sync) or 'never'}"
             f"  agents: {', '.join(f.agents) or '-'}"
         )
+        if f.transcripts:
+            out(f"  session transcripts: {f.transcripts}")
         for problem in f.problems:
             out(f"  problem: {problem}")
     return EXIT_OK
@@ -96,9 +99,9 @@ def list_cmd() -> int:
 PRUNE_HELP = """Remove the state folders whose workspace no longer exists.
 
 Without --yes it only prints what it would remove. A folder whose index is in use (its
-writer or embedding lock held) is skipped; a folder with no readable index is kept.
-Markdown files are never touched: only derived state (indexes, caches, transcripts of
-those workspaces) is removed.
+writer or embedding lock held) is skipped; a folder with no readable index is kept, and
+so is one holding session transcripts unless --include-transcripts. Markdown files are
+never touched. A workspace on an unmounted drive looks gone: check the dry run first.
 
 \b
 Examples:
@@ -112,10 +115,14 @@ Exit codes: 0 ok, 1 error.
 @command(name="prune", help=PRUNE_HELP, short_help="Remove state folders of vanished workspaces.")
 @click.option("--yes", "-y", is_flag=True, help="Really remove them (default: dry run).")
 @click.option("--dry-run", is_flag=True, help="Only print what would be removed (the default).")
-def prune_cmd(yes: bool, dry_run: bool) -> int:
+@click.option(
+    "--include-transcripts", is_flag=True,
+    help="Also remove folders holding session transcripts (kept by default).",
+)
+def prune_cmd(yes: bool, dry_run: bool, include_transcripts: bool) -> int:
     """Prune orphaned state folders."""
     dry = dry_run or not yes
-    report = prune_state_folders(dry_run=dry)
+    report = prune_state_folders(dry_run=dry, include_transcripts=include_transcripts)
     if settings().json:
         emit_json({
             "dryRun": dry,
