@@ -441,9 +441,12 @@ class Memory:
         # Asked only while this cache knows fewer texts than wait for a vector (a new
         # folder, or its interrupted first run): an ordinary sync of a few new chunks
         # must not open every other state folder.
-        with self.store.read() as reader:
-            if reader.cache_count() >= reader.pending_count():
-                return None
+        try:
+            with self.store.read() as reader:
+                if reader.cache_count() >= reader.pending_count():
+                    return None
+        except MemmwError:  # no index yet: the backfill finds nothing to embed either
+            return None
         return SiblingCaches(self.db_path)
 
     def _record_dims(self, dims: int) -> None:
