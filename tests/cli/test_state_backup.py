@@ -54,3 +54,13 @@ def test_backup_then_restore(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     code, _, err = run(capsys, "restore", str(archive), "-w", str(tmp_path / "other"))
     assert code == EXIT_ERROR and "damaged" in err
     assert not (tmp_path / "other").exists()
+
+
+@pytest.mark.parametrize(
+    "args", [("backup",), ("restore",), ("state", "list"), ("state", "prune"), ("state",)]
+)
+def test_help_with_examples(capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> None:
+    code, out, _ = run(capsys, *args, "--help")
+    assert code == EXIT_OK and "Example" in out
+    if args != ("state",):
+        assert "--workspace" in out and "--json" in out  # global options
