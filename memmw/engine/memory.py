@@ -269,7 +269,11 @@ class Memory:
             self._workspace_ok = True
 
     def _check_workspace(self, *, opened: bool = False) -> None:
-        """Refuse an index that was built for another workspace (never re-point it).
+        """Refuse an index that was built for another workspace that still exists.
+
+        An index whose recorded workspace folder no longer exists follows this one (a
+        moved workspace with an explicit state folder, or a PostgreSQL namespace): the
+        next sync records the new folder and re-embeds nothing that did not change.
 
         Raises:
             ConfigError: the index records a different workspace folder.
@@ -284,7 +288,12 @@ class Memory:
         except MemmwError:  # no meta yet (a new index), or damaged: the sync rebuilds it
             return
         mine = str(self.workspace.resolve())
-        if recorded is not None and recorded != mine:
+        if recorded is not None and recorded != mine and not Path(recorded).is_dir():
+            # The workspace was moved (its old folder is gone): the index follows it. Paths
+            # are workspace-relative, so the next sync only re-reads what changed.
+            log.info("the workspace %s of %s is gone; the index follows %s",
+                     recorded, self.store.location, mine)
+        elif recorded is not None and recorded != mine:
             raise ConfigError(
                 f"the index {self.store.location} was built for the workspace {recorded}, not {mine}; "
                 "leave the state folder unset (each workspace then gets its own), choose "

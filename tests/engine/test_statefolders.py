@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memmw import Memory, MemoryConfig
+from memmw import ConfigError, Memory, MemoryConfig
 from memmw.embeddings.registry import register_provider, unregister_provider
 from memmw.engine.statefolders import (
     list_state_folders,
@@ -204,3 +204,54 @@ def test_prune_keeps_session_transcripts_unless_told(tmp_path: Path, state_root:
     assert state.is_dir()
     report = prune_state_folders(dry_run=False, include_transcripts=True)
     assert [f.path for f in report.removed] == [state] and not state.exists()
+
+
+def test_an_explicit_state_folder_follows_a_moved_workspace(
+    tmp_path: Path, counting: FakeEmbeddingProvider
+) -> None:
+    """Same state folder, the workspace moved (old folder gone): no refusal, no re-embedding."""
+    ws = _notes(tmp_path / "ws")
+    config = MemoryConfig(provider="counting")
+    with Memory(workspace=ws, state_dir=tmp_path / "st", config=config) as mem:
+        mem.sync()
+        before = _hits(mem, "peanut allergy")
+    shutil.move(ws, tmp_path / "moved")
+    counting.document_calls = 0
+    with Memory(workspace=tmp_path / "moved", state_dir=tmp_path / "st", config=config) as mem:
+        assert _hits(mem, "peanut allergy") == before  # a search before any sync works
+        report = mem.sync()
+        with mem.store.read() as reader:
+            assert reader.get_meta("workspace") == str((tmp_path / "moved").resolve())
+    assert counting.document_calls == 0 and report.embedded == 0
+    assert report.files_added == 0 and report.files_changed == 0
+
+
+def test_an_index_of_a_workspace_that_still_exists_is_still_refused(tmp_path: Path) -> None:
+    a, b = _notes(tmp_path / "a", 1), _notes(tmp_path / "b", 1)
+    with Memory(workspace=a, state_dir=tmp_path / "st", config=MemoryConfig(provider="none")) as m:
+        m.sync()
+    other = Memory(workspace=b, state_dir=tmp_path / "st", config=MemoryConfig(provider="none"))
+    with other, pytest.raises(ConfigError, match="was built for the workspace"):
+        other.sync()
+
+
+def test_a_postgres_namespace_follows_a_moved_workspace(
+    pg_database: str, tmp_path: Path, counting: FakeEmbeddingProvider
+) -> None:
+    import uuid
+
+    from memmw import StoreConfig
+
+    config = MemoryConfig(provider="counting", store=StoreConfig(backend="postgres", dsn=pg_database))
+    agent = f"m{uuid.uuid4().hex[:8]}"
+    ws = _notes(tmp_path / "ws")
+    with Memory(workspace=ws, state_dir=tmp_path / "st", agent_id=agent, config=config) as mem:
+        mem.sync()
+        before = _hits(mem, "peanut allergy")
+    shutil.move(ws, tmp_path / "moved")
+    counting.document_calls = 0
+    moved = Memory(workspace=tmp_path / "moved", state_dir=tmp_path / "st2", agent_id=agent, config=config)
+    with moved:
+        report = moved.sync()
+        assert _hits(moved, "peanut allergy") == before
+    assert counting.document_calls == 0 and report.embedded == 0
