@@ -40,6 +40,9 @@ COMMANDS: dict[str, str] = {
     "forget": "memmw.cli.commands.forget:forget",
     "graph": "memmw.cli.commands.graph:graph",
     "stats": "memmw.cli.commands.stats:stats",
+    "state": "memmw.cli.commands.state:state",
+    "backup": "memmw.cli.commands.backup:backup",
+    "restore": "memmw.cli.commands.restore:restore",
 }
 
 

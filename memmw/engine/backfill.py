@@ -20,6 +20,9 @@ PRUNE_BATCH = 100
 #: Chunks embedded between two commits of the backfill.
 EMBED_BATCH = 32
 
+#: ``(provider, model, provider_key, hashes) -> {hash: blob}``: another cache to ask.
+CacheLookup = Callable[[str, str, str, Sequence[str]], dict[str, bytes]]
+
 
 @dataclass
 class BackfillReport:
@@ -69,8 +72,13 @@ class Backfill:
         provider_key: str,
         cache_enabled: bool = True,
         cache_max_entries: int = 50_000,
+        seed: CacheLookup | None = None,
     ) -> None:
         self.store = store
+        #: Other caches asked for what this one misses (a new state folder of a moved
+        #: workspace: :class:`memmw.engine.statefolders.SiblingCaches`); their hits are
+        #: copied into this cache and count as cache hits, not embeddings.
+        self.seed = seed
         self.provider = provider
         self.provider_key = provider_key
         self.cache_enabled = cache_enabled
@@ -159,6 +167,24 @@ class Backfill:
             self._dims = len(blob) // 4
         return blob
 
+    def _seeded(self, hashes: Sequence[str]) -> dict[str, bytes]:
+        """Vectors of ``hashes`` found by ``seed`` (checked like the cache's own rows)."""
+        if self.seed is None or not hashes:
+            return {}
+        try:
+            hits = self.seed(self.provider.id, self.provider.model, self.provider_key, hashes)
+        except Exception as exc:  # a hint only: never stops the embedding
+            log.warning("looking up other embedding caches failed: %s", exc)
+            return {}
+        found: dict[str, bytes] = {}
+        for h in hashes:
+            blob = hits.get(h)
+            if blob is not None and blob_ok(blob, self._dims):
+                found[h] = blob
+                if self._dims is None:
+                    self._dims = len(blob) // 4
+        return found
+
     def _vectors(self, items: Sequence[tuple[str, str]]) -> tuple[list[bytes | None], int]:
         found: dict[str, bytes] = {}
         hashes = list(dict.fromkeys(h for h, _ in items))
@@ -174,6 +200,10 @@ class Backfill:
                     found[h] = blob
                     if self._dims is None:
                         self._dims = len(blob) // 4
+            seeded = self._seeded([h for h in hashes if h not in found])
+            found.update(seeded)
+        else:
+            seeded = {}
         cached = sum(1 for h, _ in items if h in found)
         missing = list(dict.fromkeys((h, t) for h, t in items if h not in found))
         texts = [t for _, t in missing]
@@ -192,10 +222,10 @@ class Backfill:
                 blob = self._check(vec)
                 if blob is not None:
                     fresh[digest] = blob
-        if fresh and self.cache_enabled:
+        if (fresh or seeded) and self.cache_enabled:
             with self.store.write(what="embed") as writer, writer.transaction():
                 writer.put_embeddings(
-                    self.provider.id, self.provider.model, self.provider_key, fresh
+                    self.provider.id, self.provider.model, self.provider_key, {**seeded, **fresh}
                 )
         found.update(fresh)
         return [found.get(h) for h, _ in items], cached

@@ -36,6 +36,9 @@ from memmw.engine.backfill import (
     BoundedEmbedding,
     pending_warning,
 )
+from memmw.engine.backup import BackupReport, RestoreReport
+from memmw.engine.backup import backup as backup_archive
+from memmw.engine.backup import restore as restore_archive
 from memmw.engine.freshness import Freshness
 from memmw.engine.indexer import (
     SCAN_ISSUES_KEY,
@@ -44,6 +47,7 @@ from memmw.engine.indexer import (
     ProviderIdentity,
     read_markdown,
 )
+from memmw.engine.statefolders import SiblingCaches
 from memmw.errors import (
     ConfigError,
     FileReadError,
@@ -266,7 +270,11 @@ class Memory:
             self._workspace_ok = True
 
     def _check_workspace(self, *, opened: bool = False) -> None:
-        """Refuse an index that was built for another workspace (never re-point it).
+        """Refuse an index that was built for another workspace that still exists.
+
+        An index whose recorded workspace folder no longer exists follows this one (a
+        moved workspace with an explicit state folder, or a PostgreSQL namespace): the
+        next sync records the new folder and re-embeds nothing that did not change.
 
         Raises:
             ConfigError: the index records a different workspace folder.
@@ -281,7 +289,12 @@ class Memory:
         except MemmwError:  # no meta yet (a new index), or damaged: the sync rebuilds it
             return
         mine = str(self.workspace.resolve())
-        if recorded is not None and recorded != mine:
+        if recorded is not None and recorded != mine and not Path(recorded).is_dir():
+            # The workspace was moved (its old folder is gone): the index follows it. Paths
+            # are workspace-relative, so the next sync only re-reads what changed.
+            log.info("the workspace %s of %s is gone; the index follows %s",
+                     recorded, self.store.location, mine)
+        elif recorded is not None and recorded != mine:
             raise ConfigError(
                 f"the index {self.store.location} was built for the workspace {recorded}, not {mine}; "
                 "leave the state folder unset (each workspace then gets its own), choose "
@@ -390,12 +403,14 @@ class Memory:
         if provider is None or not self.config.store.vector_enabled:
             return None
         identity = self._provider_identity()
+        seed = self._sibling_caches()
         backfill = Backfill(
             store=self.store,
             provider=GuardedEmbedder(provider, self._provider_breaker(provider)),
             provider_key=identity.provider_key,
             cache_enabled=self.config.cache.enabled,
             cache_max_entries=self.config.cache.max_entries,
+            seed=seed,
         )
         switches = getattr(provider, "generation", 0)
         with self._embed_lock:  # one backfill at a time in this process
@@ -406,6 +421,9 @@ class Memory:
                     report = backfill.run(progress=progress, should_stop=self._stop.is_set)
             except IndexBusyError:
                 return BackfillReport(error=EMBEDDING_BUSY)
+            finally:
+                if seed is not None:
+                    seed.close()
         self._backfill_report = report
         if report.dims:
             self._record_dims(report.dims)
@@ -419,6 +437,27 @@ class Memory:
             self.sync(embeddings="skip")
             return self.embed_pending(progress=progress)
         return report
+
+    def _sibling_caches(self) -> SiblingCaches | None:
+        """The other state folders' caches, for a SQLite index in the default layout.
+
+        A moved or copied workspace gets a new state folder (its key is the path); the
+        vectors of its chunks are in the old folder's cache, keyed by content. PostgreSQL
+        keeps one namespace per agent, whose cache does not depend on the path. None
+        when this index's cache already holds at least as many rows as chunks wait.
+        """
+        if self.config.store.backend != "sqlite" or not self.config.cache.enabled:
+            return None
+        # Asked only while this cache knows fewer texts than wait for a vector (a new
+        # folder, or its interrupted first run): an ordinary sync of a few new chunks
+        # must not open every other state folder.
+        try:
+            with self.store.read() as reader:
+                if reader.cache_count() >= reader.pending_count():
+                    return None
+        except MemmwError:  # no index yet: the backfill finds nothing to embed either
+            return None
+        return SiblingCaches(self.db_path)
 
     def _record_dims(self, dims: int) -> None:
         with self.store.write(what="embed") as writer:
@@ -1173,6 +1212,41 @@ class Memory:
             Path(path),
             title=f"memmw graph: {self.agent_id}",
             workspace=self.workspace,
+        )
+
+    def backup(self, path: str | os.PathLike[str], *, sync: bool = True) -> BackupReport:
+        """Write the workspace's Markdown and its chunk vectors to one checked archive.
+
+        The archive (tar.gz) holds ``manifest.json`` (format, memmw version, provider
+        identity, sha256 of every member), every memory file and ``memmw.toml``, and
+        the vectors keyed by the sha256 of the chunk text; not the index, which
+        :meth:`restore` rebuilds without embedding what the archive holds.
+
+        Args:
+            path: The archive to write (replaced atomically).
+            sync: Sync and embed first, so every chunk's vector is archived.
+        """
+        return backup_archive(self, path, sync=sync)
+
+    @staticmethod
+    def restore(
+        path: str | os.PathLike[str],
+        workspace: str | os.PathLike[str],
+        state_dir: str | os.PathLike[str] | None = None,
+        *,
+        force: bool = False,
+        agent_id: str = "main",
+        config: MemoryConfig | None = None,
+    ) -> RestoreReport:
+        """Restore a :meth:`backup` archive into ``workspace`` and index it.
+
+        The whole archive is verified first (sha256 of every member): a damaged one
+        raises ``ArchiveError`` (a ``ConfigError``) and nothing is written. A non-empty
+        ``workspace`` is refused unless ``force``. The archived vectors go into the new
+        index's embedding cache, so the first sync embeds none of those chunks.
+        """
+        return restore_archive(
+            path, workspace, state_dir, force=force, agent_id=agent_id, config=config
         )
 
     def stats(self, since: float | None = None) -> dict[str, Any]:
