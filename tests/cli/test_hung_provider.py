@@ -1,7 +1,7 @@
 """``memmw index``, ``status --deep`` and ``doctor`` return against a provider that hangs.
 
 The provider is a TCP server on 127.0.0.1 that accepts connections and never answers.
-Per-request timeout 0.5 s here (60 s by default): ``index`` stops embedding after one
+Per-request timeout 1 s here (60 s by default), query deadline 0.2 s: ``index`` stops embedding after one
 timeout (no retry of a request nobody answered), reports the pending chunks and how to
 resume, and exits 4; the probes answer within ``remote.query_timeout_s``.
 """
@@ -29,8 +29,10 @@ def hung(monkeypatch: pytest.MonkeyPatch) -> Iterator[socket.socket]:
     sock.listen(128)  # the kernel completes handshakes; nobody ever reads or replies
     monkeypatch.setenv("MEMMW__PROVIDER", "openai")
     monkeypatch.setenv("MEMMW__REMOTE__BASE_URL", f"http://127.0.0.1:{sock.getsockname()[1]}/v1")
-    monkeypatch.setenv("MEMMW__REMOTE__TIMEOUT_S", "0.5")
-    monkeypatch.setenv("MEMMW__REMOTE__QUERY_TIMEOUT_S", "0.5")
+    # The query deadline well below the request timeout: which of two equal timers fires
+    # first is a race on a loaded machine.
+    monkeypatch.setenv("MEMMW__REMOTE__TIMEOUT_S", "1.0")
+    monkeypatch.setenv("MEMMW__REMOTE__QUERY_TIMEOUT_S", "0.2")
     try:
         yield sock
     finally:
