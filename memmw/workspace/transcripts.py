@@ -251,11 +251,17 @@ class TranscriptStore:
         message.update({k: v for k, v in fields.items() if v is not None})
         message = redact_json(message)
         record = {"type": "message", "message": message, "timestamp": timestamp or _utc_now_iso()}
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        text = json.dumps(record, ensure_ascii=False, default=str)
+        try:
+            data = (text + "\n").encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate (half an emoji) cannot be UTF-8: JSON escapes keep the line
+            # valid, and the reader turns the half into U+FFFD. The message is never lost.
+            data = (json.dumps(record, ensure_ascii=True, default=str) + "\n").encode("ascii")
         path = self.path(session_id)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with exclusive_lock(lock_path_for(path)), path.open("a", encoding="utf-8") as fh:
-            fh.write(line)
+        with exclusive_lock(lock_path_for(path)), path.open("ab") as fh:
+            fh.write(data)
 
     def read(self, session_id: str) -> list[TranscriptMessage]:
         """All message records of ``session_id`` (empty if there is no transcript)."""
