@@ -499,8 +499,18 @@ class Memory:
         if not is_remote(provider) or self.config.remote.batch.enabled:
             report = self.embed_pending(progress=progress)
             return report, pending_warning(report)
+        def embed(counted: Callable[[int, int], None]) -> BackfillReport | None:
+            try:
+                return self.embed_pending(progress=counted)
+            except Exception:
+                if not self._stop.is_set():
+                    raise
+                # Closed while a request was out: the chunks stay pending, nothing failed.
+                log.debug("embedding after sync abandoned: this Memory was closed")
+                return None
+
         run = BoundedEmbedding(
-            lambda counted: self.embed_pending(progress=counted),
+            embed,
             wait_s=self.config.remote.sync_wait_s,
             progress=progress,
         )

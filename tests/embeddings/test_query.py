@@ -10,6 +10,7 @@ open breaker without sending a request; a sync returns within ``remote.sync_wait
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -216,6 +217,25 @@ def test_a_sync_against_a_hung_provider_returns_within_sync_wait_s(
         while mem.status().details["vector"]["pending"]:
             assert time.monotonic() < deadline, "the pending chunk was never embedded"
             time.sleep(0.05)
+
+
+def test_closing_while_the_sync_embedding_is_held_logs_no_error(
+    hangable: Hangable, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The sync's embedding thread outlives ``close``; when its request finally returns it
+    stops quietly (the chunks stay pending) instead of logging a failed embedding."""
+    mem = _embedded(Memory(_workspace(tmp_path), tmp_path / "state", config=_config(hangable)))
+    hangable.hang.set()
+    (mem.workspace / "memory" / "2026-01-04.md").write_text("The heron nests by the lake.\n")
+    mem.sync()
+    thread = mem._backfill_thread
+    assert thread is not None and thread.is_alive()
+    mem.close()
+    with caplog.at_level(logging.DEBUG, logger="memmw"):
+        hangable.release.set()
+        thread.join(30)
+    assert not thread.is_alive()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 # -- the choke point: QueryEmbedder.embed, every search's query embedding ---------------
