@@ -15,9 +15,11 @@ Each such block carries a marker on the line before its fence:
 
 Blocks run network-free (``HF_HUB_OFFLINE=1``, no API key, a temporary ``HOME`` and state
 root) with ``memmw`` on ``PATH`` from this interpreter's venv and this checkout first on
-``PYTHONPATH``. Every command must exit 0; a line whose comment says it runs "until
-Ctrl-C" gets a SIGINT once it has printed something and must exit 130. A ``print(...)``
-whose comment shows a value must print it.
+``PYTHONPATH``. Every command must exit 0, and a search, facts or get must find something;
+a line whose comment says it runs "until Ctrl-C" gets a SIGINT once it has printed
+something and must exit 130. A ``print(...)``
+whose comment shows a value must print it. Every Python block, run or not, must compile
+and use no undefined name (ruff's F821).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ RUN_SETUPS = {
 }
 MARKER = re.compile(r"^<!-- readme: (.+?) -->$")
 TIMEOUT = 180
+QUERIES = ("memmw search ", "memmw facts ", "memmw get ")
 
 
 @dataclass(frozen=True)
@@ -121,8 +124,15 @@ def test_every_block_is_run_or_says_why_not() -> None:
 
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.lang == "python"], ids=lambda b: b.id)
-def test_python_blocks_compile(block: Block) -> None:
+def test_python_blocks_compile_and_define_every_name(block: Block) -> None:
+    """Run or not, a Python block is complete: it compiles and uses no undefined name."""
     compile(block.text, f"README.md:{block.line}", "exec")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--isolated", "--select", "F821,F822,F823",
+         "--output-format", "concise", "--stdin-filename", f"README_L{block.line}.py", "-"],
+        input=block.text, capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 0, f"README.md:{block.line}:\n{proc.stdout}{proc.stderr}"
 
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.lang in ("toml", "json")],
@@ -232,6 +242,9 @@ def _run_shell(block: Block, cwd: Path, env: dict[str, str]) -> None:
         proc = subprocess.run(["sh", "-c", cmd], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=TIMEOUT, check=False)
         _check(cmd, proc)
+        # A query finds something: the example fits its folder.
+        if cmd.startswith(QUERIES):
+            assert proc.stdout.strip(), f"{cmd!r} found nothing: {proc.stderr[-3000:]}"
 
 
 def _run_python(block: Block, cwd: Path, env: dict[str, str], tmp_path: Path) -> None:
