@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -323,3 +325,46 @@ def test_locomo_table_equals_the_committed_results() -> None:
         metrics = json.loads((results / name).read_text(encoding="utf-8"))["metrics"]
         measured = [f"{metrics[c]['snippet_hit']:.3f}" for c in LOCOMO_COLUMNS]
         assert rows[label] == measured, f"README row {label!r} differs from {name}"
+
+
+# ---------------------------------------------------------------------------------------
+# The parser every check above relies on
+
+
+_prose = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), max_size=30).filter(
+    lambda t: not t.startswith(("```", "<!--"))
+)
+_item = st.one_of(
+    st.tuples(st.just("prose"), st.lists(_prose, min_size=1, max_size=3)),
+    st.tuples(st.just("stray"), st.sampled_from(["not run: a reason here", "run in x"])),
+    st.tuples(
+        st.just("block"),
+        st.sampled_from(["", "sh", "python", "toml", "json", "bash"]),
+        st.lists(_prose, max_size=4),
+        st.one_of(st.none(), st.sampled_from(["run in an empty folder", "not run: because"])),
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_item, max_size=8))
+def test_property_the_parser_finds_every_block_and_every_stray_marker(items: list) -> None:
+    lines: list[str] = []
+    blocks: list[tuple[str, int, str, str | None]] = []
+    stray: list[int] = []
+    for item in items:
+        lines.append("")  # a blank line between items, as Markdown wants
+        if item[0] == "prose":
+            lines.extend(item[1])
+        elif item[0] == "stray":
+            stray.append(len(lines) + 1)
+            lines += [f"<!-- readme: {item[1]} -->", "text"]
+        else:
+            _, lang, body, marker = item
+            if marker is not None:
+                lines.append(f"<!-- readme: {marker} -->")
+            blocks.append((lang, len(lines) + 1, "\n".join(body) + "\n", marker))
+            lines += ["```" + lang, *body, "```"]
+    found, found_stray = readme_blocks("\n".join(lines) + "\n")
+    assert [(b.lang, b.line, b.text, b.marker) for b in found] == blocks
+    assert found_stray == stray
