@@ -140,6 +140,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for cat, s in per_cat.items()
     }
     return {
+        "command": " ".join(["benchmarks/locomo.py", *sys.argv[1:]]),
         "provider": provider_name,
         "config": {
             "decay": args.decay,
