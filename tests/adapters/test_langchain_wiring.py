@@ -60,6 +60,18 @@ def readme_langchain_block() -> str:
     return next(b for b in blocks if "LangChainMemoryMiddleware(" in b)
 
 
+def readme_wiring(block: str) -> str:
+    """The block's wiring, verbatim: its imports and everything from ``memory = Memory(``
+    up to the example call, without the lines that make real models and the checkpointer
+    (the test puts scripted models and its own checkpointer in those names)."""
+    head, wiring = block.split("memory = Memory(", 1)
+    wiring = "memory = Memory(" + wiring.split("\nreply = agent.invoke(", 1)[0]
+    made_here = ("model =", "summary_model =", "checkpointer =")
+    imports = [ln for ln in head.splitlines() if ln and not ln.startswith(made_here)]
+    assert all(ln.startswith(("from ", "import ")) for ln in imports), imports
+    return "\n".join(imports) + "\n" + wiring
+
+
 class Log:
     """What the fake models saw, in order: flush turns, summaries, main calls."""
 
@@ -108,7 +120,7 @@ def readme_agent(log: Log, checkpointer: Any) -> Any:
         "summary_model": scripted(log.summary),
         "checkpointer": checkpointer,
     }
-    exec(readme_langchain_block(), namespace)  # the README's own code
+    exec(readme_wiring(readme_langchain_block()), namespace)  # the README's own code
     OPENED.append(namespace["memory"])
     return namespace["agent"]
 
