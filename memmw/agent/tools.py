@@ -96,7 +96,7 @@ def session_access(
         config.extra_paths,
         session_key=session_key,
         chat_type=chat_type,
-        private_kinds=getattr(config, "private_chat_types", None),
+        private_kinds=config.private_chat_types,
     )
 
 

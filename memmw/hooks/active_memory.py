@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memmw import observability
+from memmw.agent.tools import session_access
 from memmw.chat_type import citations_enabled
 from memmw.config import ActiveMemoryConfig
 from memmw.graph.model import Graph, Trigger, importance_of
@@ -32,7 +33,6 @@ from memmw.graph.search import (
 from memmw.text.analysis import query_terms
 from memmw.text.inert import inert_memory_text
 from memmw.text.tokens import content_text, count_tokens
-from memmw.workspace.access import SessionAccess
 from memmw.workspace.layout import file_date
 
 log = logging.getLogger(__name__)
@@ -173,18 +173,13 @@ class ActiveMemory:
         started = self.timer()
         deadline = started + cfg.deadline_ms / 1000
         engine = getattr(self.memory, "graph_engine", None)
-        kinds = getattr(self.memory.config, "private_chat_types", None)
-        access = SessionAccess.for_session(
-            self.memory.workspace,
-            self.memory.config.extra_paths,
-            session_key=session_key,
-            chat_type=chat_type,
-            private_kinds=kinds,
-        )
+        access = session_access(self.memory, session_key=session_key, chat_type=chat_type)
         private = access.private
         if engine is None or (not private and not cfg.group_sessions):
             return Injection()
-        cites = citations_enabled(self.memory.config.citations, session_key, chat_type, kinds)
+        cites = citations_enabled(
+            self.memory.config.citations, session_key, chat_type, self.memory.config.private_chat_types
+        )
         out = Injection()
         # The session's view: rows of files it may read AND trust (owner or agent written),
         # so no private name, alias or citation reaches a group block, and nothing written
