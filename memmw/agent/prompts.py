@@ -467,11 +467,18 @@ def canonical_reply(text: str) -> str:
     (quotes, brackets, emphasis, code, fences, HTML, JSON envelopes, a reason). Silent
     exactly when the result is ``""`` or ``NO_REPLY``.
     """
-    n, _ = _decision_text(text)
-    lead, _special, _ = _leading_end(n, final=True)
-    tail, _cut, _tok = _region_start(n, lead, final=True, tokens=False)
-    core = n[lead:tail]
+    _n, _pos, _lead, _special, core = _normalised(text)
     return NO_REPLY if core and _unwraps_to_token(core) else core
+
+
+def _normalised(text: str) -> tuple[str, list[int], int, bool, str]:
+    """The first step of every rule: the decision text, its map back to ``text``, where the
+    leading special tokens end (and whether there were any) and the core between them
+    and the trailing ones."""
+    n, pos = _decision_text(text)
+    lead, special, _ = _leading_end(n, final=True)
+    tail, _cut, _tok = _region_start(n, lead, final=True, tokens=False)
+    return n, pos, lead, special, n[lead:tail]
 
 
 def _cut(text: str, n: str, pos: list[int], lead: int, special: bool) -> str | None:
@@ -506,12 +513,10 @@ def visible_text(text: str | None) -> str | None:
         (True, 'Saved.')
     """
     while text is not None:
-        n, pos = _decision_text(text)
-        lead, special, _ = _leading_end(n, final=True)
+        n, pos, lead, special, core = _normalised(text)
         if lead == len(n):
             return None  # blank: whitespace, invisible characters or special tokens only
-        tail, _c, _t = _region_start(n, lead, final=True, tokens=False)
-        if _unwraps_to_token(n[lead:tail]):
+        if _unwraps_to_token(core):
             return None
         shown = _cut(text, n, pos, lead, special)
         if shown == text:
