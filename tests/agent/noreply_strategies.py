@@ -1,58 +1,42 @@
 """Hypothesis strategies generating NO_REPLY forms, ordinary text and chunkings.
 
-Shared by the rule's property tests, the adapter tests and ``benchmarks/noreply_fuzz.py``.
+Shared by the rule's property tests and the adapter tests; the vocabulary (wrappers,
+invisible characters, special tokens) is ``benchmarks/noreply_fuzz.py``'s own.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import unicodedata
 from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
 
 from hypothesis import strategies as st
 
 TOKEN = "NO_REPLY"
 
+def _fuzz_vocabulary() -> ModuleType:
+    """``benchmarks/noreply_fuzz.py``: the one list of wrappers, invisible characters and
+    special tokens, shared by the benchmark and these strategies."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "noreply_fuzz.py"
+    spec = importlib.util.spec_from_file_location("noreply_fuzz_vocabulary", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_VOCABULARY = _fuzz_vocabulary()
 #: Invisible format characters (Unicode category Cf): zero-width space, non-joiner,
 #: joiner, word joiner, BOM, soft hyphen, Mongolian vowel separator, LRM/RLM.
-INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u180e", "\u200e"]
+INVISIBLE: list[str] = _VOCABULARY.INVISIBLE
 assert all(unicodedata.category(c) == "Cf" for c in INVISIBLE)
-
 #: End-of-text and turn tokens of common model families.
-SPECIAL_TOKENS = [
-    "<|endoftext|>",
-    "<|im_end|>",
-    "<|eot_id|>",
-    "<|end_of_text|>",
-    "<|end|>",
-    "<|return|>",
-    "</s>",
-    "<eos>",
-    "<end_of_turn>",
-    "<｜end▁of▁sentence｜>",
-]
-LEADING_SPECIAL = ["<s>", "<|im_start|>assistant\n", "<start_of_turn>model\n", "<|begin_of_text|>"]
-
-PAIRS = [
-    ('"', '"'),
-    ("'", "'"),
-    ("“", "”"),
-    ("‘", "’"),
-    ("«", "»"),
-    ("‹", "›"),
-    ("„", "“"),
-    ("「", "」"),
-    ("(", ")"),
-    ("[", "]"),
-    ("<", ">"),
-    ("*", "*"),
-    ("**", "**"),
-    ("_", "_"),
-    ("__", "__"),
-    ("~~", "~~"),
-    ("`", "`"),
-    ("``", "``"),
-]
+SPECIAL_TOKENS: list[str] = _VOCABULARY.SPECIAL_END
+LEADING_SPECIAL: list[str] = _VOCABULARY.SPECIAL_START
+PAIRS: list[tuple[str, str]] = _VOCABULARY.PAIRS
 PREFIXES = ["> ", "# ", "## ", "- ", "* ", "\n", "  "]
 SUFFIXES = [".", "!", "...", "\n", " ", "。"]
 JSON_KEYS = ["action", "reply", "response", "status", "result", "output", "decision"]
