@@ -475,10 +475,10 @@ def bench_redact() -> dict[str, Any]:
     places = {
         "indexFileBytes": lambda s: _in_text(s, raw_db),
         "searchSnippets": lambda s: any(s in text for text in snippets.values()),
-        "telemetry": lambda s: s.encode() in telemetry,
-        "workspaceNotes": lambda s: s.encode() in notes,
-        "logsThroughRedactingFilter": lambda s: s in log_filtered,
-        "transcriptFile": lambda s: s.encode() in jsonl,
+        "telemetry": lambda s: _in_text(s, telemetry),
+        "workspaceNotes": lambda s: _in_text(s, notes),
+        "logsThroughRedactingFilter": lambda s: _in_text(s, log_filtered.encode()),
+        "transcriptFile": lambda s: _in_text(s, jsonl),
     }
     leaks = {
         place: [f["name"] for f in forms if found(f["secret"])] for place, found in places.items()
@@ -492,14 +492,15 @@ def bench_redact() -> dict[str, Any]:
         "leakedForms": {place: names for place, names in leaks.items() if names},
         "bytesSearched": {"index": len(raw_db), "telemetry": len(telemetry), "notes": len(notes)},
         "logRecords": len(records),
-        "rawLogLeaks": [f["name"] for f in forms if f["secret"] in log_raw],
+        "rawLogLeaks": [f["name"] for f in forms if _in_text(f["secret"], log_raw.encode())],
     }
 
 
 def _in_text(secret: str, data: bytes) -> bool:
     """Whether ``secret`` stands in ``data`` as text does: not inside a longer run of
-    letters and digits. A 4-digit PIN occurs by chance inside the hex hashes and the
-    timestamps an index file holds; a leaked one stands between spaces or punctuation."""
+    letters and digits. A 4-digit PIN occurs by chance inside the hex hashes, timestamps
+    and float timings that index files, telemetry and log records hold; a leaked one
+    stands between spaces or punctuation."""
     pattern = rb"(?<![0-9A-Za-z])" + re.escape(secret.encode()) + rb"(?![0-9A-Za-z])"
     return re.search(pattern, data) is not None
 
