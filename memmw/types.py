@@ -29,15 +29,22 @@ class SearchHit:
         path: Workspace-relative posix path (``sessions/<file>`` for transcripts).
         start_line: First line the snippet shows (1-based).
         end_line: Last line the snippet shows.
-        score: Final score after merge, decay and importance (0..1 for keyword hits).
+        score: How strongly the chunk matches, 0..1, on one scale for every search mode:
+            ``1 - (1 - k) * (1 - v)`` where ``k`` is ``text_score`` and ``v``
+            ``vector_score`` (0 for a leg that did not find the chunk), each weighted by
+            temporal decay and importance (:func:`memmw.search.searcher.evidence`).
+            Results come in ranking order, which in hybrid mode is the fusion's: a
+            later result can score higher than an earlier one.
         snippet: At most ``snippet_max_chars`` UTF-16 units centred on the best-matching lines.
         source: ``memory`` or ``sessions``.
         citation: ``path#Lx-Ly`` of the lines the snippet shows.
         chunk_id: Stable id of the chunk the snippet came from.
         chunk_start_line: First line of the whole chunk.
         chunk_end_line: Last line of the whole chunk.
-        text_score: Keyword-leg score (None when the chunk was not a keyword hit).
-        vector_score: Vector-leg score (None when the chunk was not a vector hit).
+        text_score: Keyword evidence, ``tanh`` of the boosted keyword score, 0..1 (None
+            when the chunk was not a keyword hit).
+        vector_score: Vector evidence, the cosine calibrated against the corpus median,
+            0..1 (None when the chunk was not a vector hit).
         importance: ``<!-- importance: N -->`` annotation of the entry, if any.
         namespace: The agent whose index the hit came from, set when shared namespaces
             are searched too (``store.shared``); None otherwise.

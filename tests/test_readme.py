@@ -24,6 +24,7 @@ and use no undefined name (ruff's F821).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -34,6 +35,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -284,47 +286,40 @@ def test_readme_block_runs_as_written(block: Block, shared: Path, tmp_path: Path
 # The LoCoMo table is the JSON its commands wrote
 
 
-LOCOMO_ROWS = {
-    # README row label -> the JSON benchmarks/locomo.py wrote with --json (the command
-    # that wrote it is its "command").
-    "keyword-only (default: bounded decay)": "locomo-keyword.json",
-    "keyword-only, the original's decay (`TemporalDecayConfig.classic()`)":
-        "locomo-keyword-classic-decay.json",
-    "keyword-only, no decay": "locomo-keyword-no-decay.json",
-    'keyword-only, `keyword_backend="fts5"`': "locomo-keyword-fts5.json",
-    "hybrid, offline model, `normalized` fusion (default)": "locomo-hybrid.json",
-    "hybrid, offline model, `rrf`": "locomo-hybrid-rrf.json",
-    "hybrid, offline model, the original merge (`HybridConfig.classic()`)":
-        "locomo-hybrid-classic.json",
-}
-LOCOMO_COLUMNS = ["overall", "multi-hop", "temporal", "open-domain", "single-hop", "adversarial"]
-
-
-def _locomo_table() -> dict[str, list[str]]:
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("**Retrieval, LoCoMo dev split**"):]
-    rows: dict[str, list[str]] = {}
-    for line in section.splitlines()[1:]:
-        if line.startswith("| configuration"):
-            assert [c.strip() for c in line.strip("|").split("|")][1:] == LOCOMO_COLUMNS
-            continue
-        if rows and not line.startswith("|"):
-            break
-        if line.startswith("|") and not line.startswith("|---"):
-            cells = [c.strip().strip("*") for c in line.strip().strip("|").split("|")]
-            rows[cells[0]] = cells[1:]
-    return rows
+def _tables() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "readme_tables", ROOT / "benchmarks" / "readme_tables.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_locomo_table_equals_the_committed_results() -> None:
-    rows = _locomo_table()
-    assert set(LOCOMO_ROWS) == set(rows), "every row comes from a results file"
+    """benchmarks/readme_tables.py writes the table from the results; the README holds
+    exactly what it writes, and every results file is a row."""
+    tables = _tables()
     results = ROOT / "benchmarks" / "results"
-    assert {p.name for p in results.glob("locomo-*.json")} == set(LOCOMO_ROWS.values())
-    for label, name in LOCOMO_ROWS.items():
-        metrics = json.loads((results / name).read_text(encoding="utf-8"))["metrics"]
-        measured = [f"{metrics[c]['snippet_hit']:.3f}" for c in LOCOMO_COLUMNS]
-        assert rows[label] == measured, f"README row {label!r} differs from {name}"
+    assert {p.name for p in results.glob("locomo-*.json")} == set(tables.LOCOMO_ROWS.values())
+    text = README.read_text(encoding="utf-8")
+    assert tables.with_table(text, tables.locomo_table()) == text, (
+        "README's LoCoMo table differs from benchmarks/results: run"
+        " python benchmarks/readme_tables.py"
+    )
+
+
+def test_the_table_writer_notices_a_changed_figure(tmp_path: Path) -> None:
+    tables = _tables()
+    for name in tables.LOCOMO_ROWS.values():
+        shutil.copy(ROOT / "benchmarks" / "results" / name, tmp_path / name)
+    one = tmp_path / "locomo-keyword.json"
+    data = json.loads(one.read_text(encoding="utf-8"))
+    data["metrics"]["temporal"]["snippet_hit"] += 0.01
+    one.write_text(json.dumps(data), encoding="utf-8")
+    text = README.read_text(encoding="utf-8")
+    changed = tables.with_table(text, tables.locomo_table(tmp_path))
+    assert changed != text and len(changed.splitlines()) == len(text.splitlines())
 
 
 # ---------------------------------------------------------------------------------------

@@ -585,10 +585,12 @@ class Memory:
         Args:
             query: Free text; any characters are safe.
             max_results: Default ``query.max_results`` (6).
-            min_score: Keep only hits whose score (the ranking score, 0..1) is at least
-                this; out-of-range values raise ``ConfigError``. When None, the default
-                ``query.min_score`` (0.35) applies and keyword hits below it still fill
-                empty slots (the reference's keyword relaxation).
+            min_score: Keep only hits whose score (0..1, one scale in every mode: see
+                :attr:`memmw.types.SearchHit.score`) is at least this; out-of-range
+                values raise ``ConfigError``. When None, the default ``query.min_score``
+                (0.35) applies, keyword hits below it still fill empty slots unless they
+                would print as 0.000, and the strongest vector match is never dropped for a
+                lower-scoring hit.
         """
         return self._search(query, max_results, min_score).hits
 

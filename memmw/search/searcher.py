@@ -33,6 +33,10 @@ log = logging.getLogger(__name__)
 #: is cheap and gives the same scores as SQLite.
 HNSW_MIN_VECTORS = 10_000
 
+#: The lowest score a search shows unless its caller asked for less: below it a score
+#: prints as 0.000.
+SHOWN_MIN = 0.0005
+
 #: ``(limit) -> [(rowid, cosine similarity)]``, best first.
 VectorLeg = Callable[[int], list[tuple[int, float]]]
 
@@ -74,6 +78,22 @@ def lexical_score(hit: KeywordHit, chunk: ChunkRow, n_query: int, path_hits: int
     )
 
 
+def evidence(keyword_raw: float, vector_score: float | None, multiplier: float = 1.0) -> float:
+    """A hit's score: how strongly the legs that found it match, on one 0..1 scale.
+
+    Keyword evidence is ``tanh`` of the boosted keyword score (0 when the keyword leg did
+    not find the chunk), vector evidence the calibrated cosine (0 when the vector leg did
+    not find it or found it below the corpus median); each is weighted by decay and
+    importance (``multiplier``) and they combine as independent evidence,
+    ``1 - (1 - k) * (1 - v)``. A chunk only the keyword leg found therefore scores the same
+    in hybrid and keyword-only searches, and a second leg's agreement only raises it. The
+    fusion method decides the order; it never enters the score.
+    """
+    k = math.tanh(keyword_raw * multiplier)
+    v = min(1.0, (vector_score or 0.0) * multiplier)
+    return 1.0 - (1.0 - k) * (1.0 - v)
+
+
 def _place(chunk: ChunkRow) -> tuple[str, int, int, str]:
     """A chunk's stable tie-break key: path, lines, then its content-derived id."""
     return (chunk.path, chunk.start_line, chunk.end_line, chunk.id)
@@ -89,10 +109,13 @@ def _choose(
 ) -> list[_Candidate]:
     """The first ``limit`` candidates of ``ranked`` whose score passes ``threshold``.
 
-    ``relax``: keyword relaxation, for the default threshold only: a pure keyword hit can
-    never pass 0.35 on a weighted score, so keyword-leg hits below it fill the remaining
-    slots, in order. An explicit min_score is a strict filter. Reading stops once
-    ``limit`` candidates pass, so a lazy MMR order computes only the picks it shows.
+    ``relax`` (the default threshold, not one the caller gave): when fewer than ``limit``
+    candidates pass, the best-ranked keyword matches below it fill the empty slots, after
+    them, except those whose score would print as 0.000 (``SHOWN_MIN``). A chunk only
+    the vector leg found must pass: below the threshold it is most likely unrelated (see
+    :func:`_keep_best_semantic` for the one exception). An explicit min_score is a strict
+    filter. Reading stops once ``limit`` candidates pass, so a lazy MMR order
+    computes only the picks it shows.
     """
     passed: list[_Candidate] = []
     spare: list[_Candidate] = []
@@ -101,9 +124,32 @@ def _choose(
             passed.append(cand)
             if len(passed) == limit:
                 break
-        elif relax and cand.score < threshold and cand.text_score is not None:
+        elif relax and cand.text_score is not None and cand.score >= SHOWN_MIN:
             spare.append(cand)
     return (passed + spare)[:limit]
+
+
+def _keep_best_semantic(
+    chosen: list[_Candidate], cands: Sequence[_Candidate], floor: float
+) -> list[_Candidate]:
+    """``chosen``, with the candidate of the strongest vector score in it when it scores
+    higher than a chosen hit and at least ``floor`` (an explicit min_score, else
+    ``SHOWN_MIN``).
+
+    The fusion order can rank several weak keyword matches above the one chunk that
+    means what the question asks ("food allergies" -> "Allergic to peanuts"); that chunk
+    then takes the place of the lowest-scoring chosen hit rather than be dropped.
+    """
+    vectored = [c for c in cands if c.vector_score]
+    if not chosen or not vectored:
+        return chosen
+    best = max(vectored, key=lambda c: (c.vector_score or 0.0, c.score))
+    if any(c is best for c in chosen) or best.score < floor:
+        return chosen
+    weakest = min(range(len(chosen)), key=lambda i: (chosen[i].score, -i))
+    if chosen[weakest].score >= best.score:
+        return chosen
+    return [best if i == weakest else c for i, c in enumerate(chosen)]
 
 
 def _vectors_written(store: StoreReader, sources: Sequence[str]) -> tuple[object, ...]:
@@ -266,10 +312,7 @@ class Searcher:
                 cand.chunk.decay_ts, config=cfg.temporal_decay, now=now_ts, newest=newest
             ) * importance_multiplier(cand.chunk.importance)
             cand.order *= mult
-            # Keyword-only: tanh maps the uncapped ranking score into 0..1 without the
-            # saturation of a cap (most good matches would all print 1.000) and keeps
-            # its order; tanh(x) ~ x below 0.5, so low thresholds keep their meaning.
-            cand.score = cand.order if hybrid else math.tanh(cand.order)
+            cand.score = evidence(cand.keyword_raw, cand.vector_score, mult)
 
         ordered = sorted(cands.values(), key=lambda c: (-c.order, -c.score, _place(c.chunk)))
         ranked: Iterable[_Candidate] = ordered
@@ -281,6 +324,9 @@ class Searcher:
             )
             ranked = (ordered[i] for i in picks)
         chosen = _choose(ranked, limit, threshold, relax=min_score is None)
+        chosen = _keep_best_semantic(
+            chosen, ordered, SHOWN_MIN if min_score is None else threshold
+        )
         # Snippets weigh the query's terms by idf; compute each once per search.
         weights = {
             t: (bm25_idf(len(postings.get(h, EMPTY)), n_docs) if n_docs else 1.0)
@@ -293,14 +339,13 @@ class Searcher:
         return SearchOutcome([self._hit(c, q_terms, idf) for c in chosen], mode)
 
     def _score(self, cands: list[_Candidate], *, hybrid: bool) -> None:
-        """Set the ``order`` each candidate is ranked by (0..1 in hybrid mode).
+        """Set the ``order`` each candidate is ranked by.
 
-        The reported score is this ranking score (after decay and importance), so printed
-        scores follow the printed order (up to MMR's diversity swaps) and ``min_score``
-        filters on what the user sees. Keyword-only: the boosted keyword score (reported
-        as ``tanh`` of it, which keeps the order and never saturates). Hybrid: depends on the fusion method
-        (``normalized`` scores are relative to this query's candidates; ``weighted`` is the
+        Keyword-only: the boosted keyword score. Hybrid: depends on the fusion method
+        (``normalized`` orders are relative to this query's candidates; ``weighted`` is the
         reference's weighted sum; ``rrf`` is rescaled so a first place on both legs is 1).
+        The order is not the reported score: that is :func:`evidence`, one absolute 0..1
+        scale for every mode and fusion, so ``min_score`` means the same everywhere.
         """
         hy = self.config.query.hybrid
         if not hybrid:
@@ -373,7 +418,7 @@ class Searcher:
             chunk_id=chunk.id,
             chunk_start_line=chunk.start_line,
             chunk_end_line=chunk.end_line,
-            text_score=cand.text_score,
+            text_score=None if cand.text_score is None else math.tanh(cand.keyword_raw),
             vector_score=cand.vector_score,
             importance=chunk.importance,
         )

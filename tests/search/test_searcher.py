@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 from memmw import Memory, MemoryConfig, StoreConfig
 from memmw.agent.tools import search_payload
 from memmw.config import MMRConfig, QueryConfig, TemporalDecayConfig
-from memmw.search.searcher import _Candidate, _choose, lexical_score
+from memmw.search.searcher import (
+    SHOWN_MIN,
+    _Candidate,
+    _choose,
+    _keep_best_semantic,
+    lexical_score,
+)
 from memmw.store.protocol import ChunkRow
 from memmw.text.analysis import utf16_len
 
@@ -243,10 +249,13 @@ def test_classic_decay_buries_the_old_memory(tmp_path: Path) -> None:
     query_cfg = QueryConfig(temporal_decay=TemporalDecayConfig.classic())
     cfg = MemoryConfig(provider="none", query=query_cfg)
     with Memory(workspace=root, state_dir=tmp_path / "s2", config=cfg) as mem:
-        hits = {h.path: h for h in mem.search(QUERY, max_results=10)}
+        shown = {h.path for h in mem.search(QUERY, max_results=10)}
+        hits = {h.path: h for h in mem.search(QUERY, max_results=10, min_score=0.0)}
     old, new = hits["memory/2024-03-01.md"], hits["memory/2026-01-10.md"]
     assert old.score < new.score
     assert old.text_score is not None and old.score < old.text_score * 0.01
+    # Buried below 0.0005 it would print as 0.000: shown only when asked (min_score 0).
+    assert old.score < 0.0005 and "memory/2024-03-01.md" not in shown
 
 
 def test_decay_uses_the_date_in_the_name_and_keeps_curated_files_evergreen(tmp_path: Path) -> None:
@@ -432,7 +441,9 @@ def _cand(score: float, keyword: bool) -> _Candidate:
 @settings(max_examples=300, deadline=None)
 @given(
     cands=st.lists(
-        st.tuples(st.sampled_from([0.0, 0.2, 0.35, 0.5, 1.0, math.nan]), st.booleans()),
+        st.tuples(
+            st.sampled_from([0.0, 0.0004, 0.0005, 0.2, 0.35, 0.5, 1.0, math.nan]), st.booleans()
+        ),
         max_size=12,
     ),
     limit=st.integers(-2, 8),
@@ -442,12 +453,15 @@ def _cand(score: float, keyword: bool) -> _Candidate:
 def test_choose_equals_filtering_the_whole_order(
     cands: list[tuple[float, bool]], limit: int, threshold: float, relax: bool
 ) -> None:
-    """The passing candidates, then (relaxed) the keyword hits below, cut at ``limit``;
-    reading stops at the ``limit``-th passing candidate."""
+    """The passing candidates, then (relaxed) the keyword matches below that would not
+    print as 0.000, cut at ``limit``; reading stops at the ``limit``-th passing
+    candidate."""
     ordered = [_cand(score, keyword) for score, keyword in cands]
     strict = [c for c in ordered if c.score >= threshold]
     if relax:
-        strict = strict + [c for c in ordered if c.score < threshold and c.text_score is not None]
+        strict = strict + [
+            c for c in ordered if threshold > c.score >= SHOWN_MIN and c.text_score is not None
+        ]
     read: list[_Candidate] = []
 
     def reading() -> Iterator[_Candidate]:
@@ -460,3 +474,41 @@ def test_choose_equals_filtering_the_whole_order(
     passing = [i for i, c in enumerate(ordered) if c.score >= threshold]
     if limit >= 1 and len(passing) >= limit:
         assert len(read) == passing[limit - 1] + 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    cands=st.lists(
+        st.tuples(
+            st.floats(0.0, 1.0), st.one_of(st.none(), st.floats(0.0, 1.0)), st.booleans()
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    limit=st.integers(1, 6),
+    threshold=st.sampled_from([0.0, 0.35, 0.6]),
+    relax=st.booleans(),
+)
+def test_the_strongest_semantic_hit_is_never_dropped_for_a_weaker_one(
+    cands: list[tuple[float, float | None, bool]], limit: int, threshold: float, relax: bool
+) -> None:
+    """Whatever the fusion order, the candidate with the best vector score is shown
+    whenever it passes the filter and a shown hit scores lower (issue 22, item 4)."""
+    ordered = []
+    for i, (score, vector, keyword) in enumerate(cands):
+        c = _Candidate(chunk=_one_line_chunk(i + 1), score=score, vector_score=vector)
+        c.text_score = 0.5 if keyword else None
+        ordered.append(c)
+    chosen = _choose(iter(ordered), limit, threshold, relax=relax)
+    floor = SHOWN_MIN if relax else threshold
+    kept = _keep_best_semantic(chosen, ordered, floor)
+    assert len(kept) == len(chosen) and len({id(c) for c in kept}) == len(kept)
+    vectored = [c for c in ordered if c.vector_score]
+    if not vectored or not chosen:
+        assert kept == chosen
+        return
+    best = max(vectored, key=lambda c: (c.vector_score or 0.0, c.score))
+    if best.score >= floor and min(c.score for c in chosen) < best.score:
+        assert any(c is best for c in kept)
+    # Only the weakest shown hit can give way, and only to that one candidate.
+    assert sum(1 for a, b in zip(chosen, kept, strict=True) if a is not b) <= 1

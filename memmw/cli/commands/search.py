@@ -28,11 +28,15 @@ changed since the last index run, the keyword index is refreshed first (a fracti
 second); chunks without a vector yet are found by keyword only (run 'memmw index').
 
 \b
-Scores: each result's printed score is the score it was ranked by (0..1, higher is
-better; with MMR diversity on, a near-duplicate may follow a lower-scoring result).
---min-score given explicitly keeps only results scoring at least that value. With the
-default threshold (query.min_score, 0.35) keyword matches below it still fill empty
-slots, so a keyword-only search always shows its best matches.
+Scores: 0..1 on one scale in every mode, so --min-score means the same keyword-only
+and hybrid: keyword evidence (tanh of the boosted BM25 score) and vector evidence (the
+cosine calibrated against the corpus) combine as 1-(1-k)(1-v), after decay and
+importance. A match only the keyword leg finds scores the same in both modes. Results
+come in ranking order (hybrid: the fusion's), so a later one can score higher.
+--min-score given explicitly keeps only results scoring at least that value (0 also
+shows scores that print as 0.000). With the default threshold (query.min_score, 0.35)
+weaker keyword matches still fill empty slots, and the best semantic match is never
+dropped for a lower-scoring one.
 
 \b
 Examples:
