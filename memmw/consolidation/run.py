@@ -318,10 +318,11 @@ def _run(
             "refused", gate=failed.gate, detail=failed.detail, gates=tuple(results), candidates=report
         )
     record = journal.begin(mem.state_dir, {t: images[t] for t in proposed})
+    written: dict[str, str] = {}
     try:
-        _write(workspace, proposed, start_sha)
+        _write(workspace, proposed, start_sha, written)
     except (NoteEditError, FileBusyError, PathPolicyError) as exc:
-        _roll_back(workspace, record)
+        _roll_back(workspace, record, written)
         record.data["state"] = "refused"
         record.save()
         gate = "unchanged" if isinstance(exc, (NoteEditError, FileBusyError)) else "keep"
@@ -329,7 +330,7 @@ def _run(
             "refused", gate=gate, detail=str(exc), gates=tuple(results), candidates=report
         )
     for target in record.data["targets"]:
-        target["post_sha"] = file_sha(workspace / target["path"])
+        target["post_sha"] = written[target["path"]]
     record.data["state"] = "applied"
     record.data["finished"] = time.time()
     record.save()
@@ -341,8 +342,17 @@ def _run(
     )
 
 
-def _write(workspace: Path, proposed: Mapping[str, Proposed], start_sha: Mapping[str, str]) -> None:
-    """Write each target through :func:`write_note`: struck lines in place, new ones appended."""
+def _write(
+    workspace: Path,
+    proposed: Mapping[str, Proposed],
+    start_sha: Mapping[str, str],
+    written: dict[str, str],
+) -> None:
+    """Write each target through :func:`write_note`: struck lines in place, new ones appended.
+
+    ``written`` gets each written target's sha256 as this write left it (what a roll-back
+    must find to put the pre-image back without losing anyone else's edit).
+    """
     for name, p in proposed.items():
         prior = p.prior_lines
         edits = [
@@ -353,12 +363,13 @@ def _write(workspace: Path, proposed: Mapping[str, Proposed], start_sha: Mapping
         tail = p.lines[len(prior) :]
         lock = exclusive_lock(workspace) if name == ACTIVE_CONTEXT else _null()
         with lock:  # memory_set_context replaces active-context.md under the folder's lock
-            write_note(
+            done = write_note(
                 workspace / name,
                 edits=edits,
                 append="\n".join(tail) if tail else None,
                 whole_sha256=start_sha[name],
             )
+            written[name] = done.whole_sha256 or file_sha(workspace / name)
 
 
 class _null:
@@ -378,15 +389,14 @@ def _expect(old: str, new: str) -> Any:
     return change
 
 
-def _roll_back(workspace: Path, record: journal.RunRecord) -> None:
-    """Put back the targets a failed run already wrote (those that are not as they were)."""
+def _roll_back(workspace: Path, record: journal.RunRecord, written: Mapping[str, str]) -> None:
+    """Put back the targets a failed run already wrote, each only if still as it left it."""
     for i, target in enumerate(record.data["targets"]):
+        if target["path"] not in written:
+            continue  # never written by this run: whatever changed it is someone else's
         path = workspace / target["path"]
-        current = file_sha(path)
-        if current == target["pre_sha"]:
-            continue
         try:
-            restore_note(path, record.pre_image(i), whole_sha256=current)
+            restore_note(path, record.pre_image(i), whole_sha256=written[target["path"]])
         except (OSError, NoteEditError) as exc:
             log.error("consolidation roll-back of %s failed: %s", target["path"], exc)
 

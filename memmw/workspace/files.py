@@ -496,10 +496,12 @@ class LineEdit:
 
 @dataclass(frozen=True)
 class NoteWrite:
-    """What :func:`write_note` did: characters appended and lines changed."""
+    """What :func:`write_note` did: characters appended and lines changed; with
+    ``whole_sha256`` given, the sha256 of the note as the write left it (read under its lock)."""
 
     appended: int = 0
     changed: tuple[int, ...] = ()
+    whole_sha256: str | None = None
 
 
 def _pread_all(fd: int, start: int, stop: int) -> bytes:
@@ -762,11 +764,16 @@ def write_note(
                 _check_whole(fd, path, whole_sha256)
             changed = _edit_lines(fd, path, edits, indexed_prefix) if edits else ()
             appended = _append_locked(fd, path, append) if append is not None else 0
+            after = (
+                hashlib.sha256(_pread_all(fd, 0, os.fstat(fd).st_size)).hexdigest()
+                if whole_sha256 is not None
+                else None
+            )
     except TimeoutError as exc:
         raise FileBusyError(errno.EBUSY, f"{path.name} is locked by another memmw writer") from exc
     finally:
         os.close(fd)
-    return NoteWrite(appended=appended, changed=changed)
+    return NoteWrite(appended=appended, changed=changed, whole_sha256=after)
 
 
 def _check_whole(fd: int, path: Path, sha256: str) -> None:

@@ -227,3 +227,34 @@ def test_the_pre_image_is_kept_in_the_state_folder(mem: Memory, ws: Path) -> Non
     assert record.data["targets"][0]["post_sha"] == hashlib.sha256(
         (ws / "MEMORY.md").read_bytes()
     ).hexdigest()
+
+
+def test_a_human_edit_between_the_gates_and_the_write_is_caught_under_the_lock(
+    mem: Memory, ws: Path, monkeypatch: object
+) -> None:
+    """The second target changes after the gates ran: the note writer refuses it under the
+    note's lock, and the first target, already written, is put back byte for byte."""
+    import memmw.consolidation.run as run_mod
+
+    (ws / "active-context.md").write_text("# Now\n- Working on the deploy\n", encoding="utf-8")
+    real = run_mod.run_gates
+
+    def gates_then_human(data: object) -> object:
+        results = real(data)  # type: ignore[arg-type]
+        with (ws / "active-context.md").open("a", encoding="utf-8") as fh:
+            fh.write("- typed by hand\n")
+        return results
+
+    monkeypatch.setattr(run_mod, "run_gates", gates_then_human)  # type: ignore[attr-defined]
+    before = (ws / "MEMORY.md").read_bytes()
+    context = {
+        "op": "add",
+        "file": "active-context.md",
+        "text": "Deploying to production",
+        "sources": ["memory/2026-11-28.md#L2"],
+    }
+    report = consolidate(mem, scripted(GOOD, context))
+    assert report.status == "refused" and report.gate == "unchanged", report
+    assert (ws / "MEMORY.md").read_bytes() == before
+    assert (ws / "active-context.md").read_text(encoding="utf-8").endswith("- typed by hand\n")
+    assert "Deploying to production" not in (ws / "active-context.md").read_text(encoding="utf-8")
