@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from memmw.config import ConsolidationConfig
-from memmw.consolidation.entries import is_entry, is_retracted, kind_of, normalized
+from memmw.consolidation.entries import (
+    citations_in,
+    is_entry,
+    is_retracted,
+    kind_of,
+    normalized,
+)
 from memmw.graph.telemetry import iter_events
 from memmw.text.lines import split_lines
 from memmw.workspace.access import SessionAccess
@@ -202,7 +208,7 @@ def find_candidates(
     now = time.time() if now is None else now
     gate = access or SessionAccess(workspace=workspace, private=True)
     recalls = recalls_from_telemetry(telemetry, agent_id=agent_id)
-    known = {normalized(t) for t in promoted}
+    known = _Promoted(promoted)
     activation = activation or {}
     judged: list[Candidate] = []
     never = 0
@@ -242,6 +248,19 @@ def find_candidates(
     return CandidateReport(entries=tuple(judged), notes=len(paths), never_recalled=never)
 
 
+class _Promoted:
+    """The target files' entries: an entry is promoted when one cites it or holds its text."""
+
+    def __init__(self, entries: Iterable[str]) -> None:
+        entries = list(entries)
+        self.texts = [normalized(e) for e in entries]
+        self.cites = {(c.path, n) for e in entries for c in citations_in(e) for n in range(c.start, c.end + 1)}
+
+    def has(self, path: str, line: int, text: str) -> bool:
+        folded = normalized(text)
+        return (path, line) in self.cites or any(folded and folded in t for t in self.texts)
+
+
 def _count_entries(path: Path) -> int:
     with open(path, encoding="utf-8", errors="replace") as fh:
         return sum(1 for line in split_lines(fh.read()) if is_entry(line) and not is_retracted(line))
@@ -253,12 +272,13 @@ def _judge(
     line: str,
     recall: Recall,
     trusted: bool,
-    known: set[str],
+    known: _Promoted,
     activation: Mapping[tuple[str, int], float],
     config: ConsolidationConfig,
     now: float,
 ) -> Candidate:
     kind = kind_of(line)
+    present = known.has(rel, n, line)
     score, parts = _score(recall, kind, activation.get((rel, n), 1.0), now)
     days = (now - recall.last) / DAY_S if recall.last else math.inf
     checks = [
@@ -275,8 +295,7 @@ def _judge(
         ),
         (kind in ("fact", "decision"), f"holds a {kind}" if kind != "other" else "holds no fact or decision"),
         (trusted, "trusted note" if trusted else "untrusted (group-written or imported): never promoted"),
-        (normalized(line) not in known, "not yet in the target files"
-         if normalized(line) not in known else "already in a target file"),
+        (not present, "already in a target file" if present else "not yet in the target files"),
         (
             score >= config.min_score,
             f"score {score:.2f} (needs {config.min_score:g}; "

@@ -25,9 +25,11 @@ _DECISION = re.compile(
     r"entschieden|beschlossen|décidé|decidido|决定|決定)\b",
     re.IGNORECASE,
 )
-#: A fact: ``key: value``, ``key = value``, a number, a date, an e-mail or a proper noun.
+#: A fact: ``key: value``, ``key = value``, a number or date, an e-mail or handle, a
+#: relation verb, or a proper noun past the first word ("Lunch was nice" is none of these).
 _FACT = re.compile(
-    r"^[^:=]{1,60}[:=]\s*\S|\d|@\w|\b[A-Z][a-z]+\b.*\b(is|are|was|lives|works|uses|prefers)\b",
+    r"^[^:=]{1,60}[:=]\s*\S|\d|@\w|\b(prefers?|likes?|dislikes?|lives|works|uses|owns|leads|"
+    r"manages|named|called|allergic|birthday|moved)\b|\s[A-Z][a-z]+",
 )
 
 
