@@ -37,6 +37,8 @@ from memmw.workspace.layout import MEMORY_DIR, file_date
 DAY_S = 86_400.0
 #: Weights of the score's parts (they sum to 1).
 WEIGHTS = {"frequency": 0.3, "diversity": 0.3, "recency": 0.2, "content": 0.1, "activation": 0.1}
+#: The conditions of a candidate, in the order its reasons list them.
+CONDITIONS = ("recalls", "queries", "recency", "content", "trusted", "promoted", "score")
 #: Half-life of a recall's recency (days).
 RECENCY_HALF_LIFE_DAYS = 14.0
 
@@ -48,6 +50,55 @@ class Recall:
     count: int = 0
     queries: set[str] = field(default_factory=set)
     last: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """What a candidate's reasons are written from (formatted only when asked for)."""
+
+    days: float
+    trusted: bool
+    present: bool
+    parts: Mapping[str, float]
+    config: ConsolidationConfig
+
+    def reasons(self, c: Candidate) -> tuple[str, ...]:
+        cfg = self.config
+        days = self.days
+        checks = [
+            (c.recalls >= cfg.min_recalls, f"recalled {c.recalls}x (needs {cfg.min_recalls})"),
+            (
+                c.queries >= cfg.min_queries,
+                f"by {c.queries} distinct queries (needs {cfg.min_queries})",
+            ),
+            (
+                days <= cfg.recency_days,
+                "never recalled"
+                if math.isinf(days)
+                else f"last recalled {days:.1f} days ago (within {cfg.recency_days:g})",
+            ),
+            (
+                c.kind in ("fact", "decision"),
+                f"holds a {c.kind}" if c.kind != "other" else "holds no fact or decision",
+            ),
+            (
+                self.trusted,
+                "trusted note"
+                if self.trusted
+                else "untrusted (group-written or imported): never promoted",
+            ),
+            (
+                not self.present,
+                "already in a target file" if self.present else "not yet in the target files",
+            ),
+            (
+                c.score >= cfg.min_score,
+                f"score {c.score:.2f} (needs {cfg.min_score:g}; "
+                + ", ".join(f"{k} {v:.2f}" for k, v in self.parts.items())
+                + ")",
+            ),
+        ]
+        return tuple(("ok: " if passed else "no: ") + why for passed, why in checks)
 
 
 @dataclass(frozen=True)
@@ -76,7 +127,12 @@ class Candidate:
     last_recall: float
     score: float
     candidate: bool
-    reasons: tuple[str, ...]
+    evidence: _Evidence = field(repr=False, compare=False)
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """Why it is or is not a candidate: one ``ok:``/``no:`` line per condition."""
+        return self.evidence.reasons(self)
 
     @property
     def citation(self) -> str:
@@ -105,6 +161,8 @@ class CandidateReport:
     entries: tuple[Candidate, ...]
     notes: int
     never_recalled: int
+    #: Condition (:data:`CONDITIONS`) -> judged entries that fail it.
+    failed: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def candidates(self) -> list[Candidate]:
@@ -145,23 +203,22 @@ def recalls_from_telemetry(
 
 def dated_note_paths(workspace: Path) -> list[str]:
     """Every dated note under ``memory/`` (daily notes, archives, group notes), sorted."""
-    root = Path(workspace) / MEMORY_DIR
     out: list[str] = []
-    stack = [root]
+    stack = [MEMORY_DIR]
     while stack:
-        folder = stack.pop()
+        rel_dir = stack.pop()
         try:
-            items = list(os.scandir(folder))
+            items = list(os.scandir(os.path.join(workspace, rel_dir)))
         except OSError:
             continue
         for item in items:
             if item.is_symlink():
                 continue
+            rel = f"{rel_dir}/{item.name}"
             if item.is_dir():
                 if not is_ignored_dir(item.name):
-                    stack.append(Path(item.path))
-            elif item.name.endswith(".md") and item.is_file():
-                rel = Path(item.path).relative_to(workspace).as_posix()
+                    stack.append(rel)
+            elif item.name.endswith(".md") and item.name[:1].isdigit() and item.is_file():
                 if file_date(rel) is not None:
                     out.append(rel)
     return sorted(out)
@@ -211,6 +268,7 @@ def find_candidates(
     known = _Promoted(promoted)
     activation = activation or {}
     judged: list[Candidate] = []
+    failed: dict[str, int] = {}
     never = 0
     paths = dated_note_paths(workspace)
     for rel in paths:
@@ -226,15 +284,21 @@ def find_candidates(
         except OSError:
             continue
         trusted: bool | None = None
-        for n, line in enumerate(split_lines(text), 1):
+        lines = split_lines(text)
+        by_line: dict[int, Recall] = {}
+        for start, end, q, ts in hits:  # each hit credits every entry of its chunk
+            for n in range(max(1, start), min(end, len(lines)) + 1):
+                recall = by_line.get(n)
+                if recall is None:
+                    recall = by_line[n] = Recall()
+                recall.count += 1
+                recall.queries.add(q)
+                if ts > recall.last:
+                    recall.last = ts
+        for n, line in enumerate(lines, 1):
             if not is_entry(line) or is_retracted(line):
                 continue
-            recall = Recall()
-            for start, end, q, ts in hits:
-                if start <= n <= end:
-                    recall.count += 1
-                    recall.queries.add(q)
-                    recall.last = max(recall.last, ts)
+            recall = by_line.get(n) or Recall()
             if recall.count == 0:
                 never += 1
                 if not include_unrecalled:
@@ -242,10 +306,12 @@ def find_candidates(
             if trusted is None:
                 trusted = gate.check(rel).trusted
             judged.append(
-                _judge(rel, n, line, recall, trusted, known, activation, config, now)
+                _judge(rel, n, line, recall, trusted, known, activation, config, now, failed)
             )
     judged.sort(key=lambda c: (not c.candidate, -c.score, c.path, c.line))
-    return CandidateReport(entries=tuple(judged), notes=len(paths), never_recalled=never)
+    return CandidateReport(
+        entries=tuple(judged), notes=len(paths), never_recalled=never, failed=failed
+    )
 
 
 class _Promoted:
@@ -253,12 +319,15 @@ class _Promoted:
 
     def __init__(self, entries: Iterable[str]) -> None:
         entries = list(entries)
-        self.texts = [normalized(e) for e in entries]
-        self.cites = {(c.path, n) for e in entries for c in citations_in(e) for n in range(c.start, c.end + 1)}
+        # One haystack, entries apart: a substring search in C instead of one per entry.
+        self.texts = "\x00".join(normalized(e) for e in entries)
+        self.cites = {
+            (c.path, n) for e in entries for c in citations_in(e) for n in range(c.start, c.end + 1)
+        }
 
     def has(self, path: str, line: int, text: str) -> bool:
         folded = normalized(text)
-        return (path, line) in self.cites or any(folded and folded in t for t in self.texts)
+        return (path, line) in self.cites or (bool(folded) and folded in self.texts)
 
 
 def _count_entries(path: Path) -> int:
@@ -276,35 +345,26 @@ def _judge(
     activation: Mapping[tuple[str, int], float],
     config: ConsolidationConfig,
     now: float,
+    failed: dict[str, int],
 ) -> Candidate:
     kind = kind_of(line)
     present = known.has(rel, n, line)
     score, parts = _score(recall, kind, activation.get((rel, n), 1.0), now)
     days = (now - recall.last) / DAY_S if recall.last else math.inf
-    checks = [
-        (recall.count >= config.min_recalls, f"recalled {recall.count}x (needs {config.min_recalls})"),
-        (
-            len(recall.queries) >= config.min_queries,
-            f"by {len(recall.queries)} distinct queries (needs {config.min_queries})",
-        ),
-        (
-            days <= config.recency_days,
-            "never recalled"
-            if math.isinf(days)
-            else f"last recalled {days:.1f} days ago (within {config.recency_days:g})",
-        ),
-        (kind in ("fact", "decision"), f"holds a {kind}" if kind != "other" else "holds no fact or decision"),
-        (trusted, "trusted note" if trusted else "untrusted (group-written or imported): never promoted"),
-        (not present, "already in a target file" if present else "not yet in the target files"),
-        (
-            score >= config.min_score,
-            f"score {score:.2f} (needs {config.min_score:g}; "
-            + ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
-            + ")",
-        ),
-    ]
-    ok = all(passed for passed, _ in checks)
-    reasons = tuple(("ok: " if passed else "no: ") + why for passed, why in checks)
+    checks = (
+        recall.count >= config.min_recalls,
+        len(recall.queries) >= config.min_queries,
+        days <= config.recency_days,
+        kind in ("fact", "decision"),
+        trusted,
+        not present,
+        score >= config.min_score,
+    )
+    ok = all(checks)
+    if not ok:
+        for name, passed in zip(CONDITIONS, checks):
+            if not passed:
+                failed[name] = failed.get(name, 0) + 1
     return Candidate(
         path=rel,
         line=n,
@@ -315,5 +375,5 @@ def _judge(
         last_recall=recall.last,
         score=score,
         candidate=ok,
-        reasons=reasons,
+        evidence=_Evidence(days, trusted, present, parts, config),
     )

@@ -83,8 +83,9 @@ class ConsolidationReport:
         """True when the targets were written."""
         return self.status == "applied"
 
-    def to_dict(self, *, all_entries: bool = True) -> dict[str, Any]:
-        """JSON-ready form (``memmw consolidate --json``)."""
+    def to_dict(self, *, limit: int | None = None) -> dict[str, Any]:
+        """JSON-ready form (``memmw consolidate --json``): at most ``limit`` judged entries
+        (best first; None = all) and, for all of them, how many fail each condition."""
         out: dict[str, Any] = {
             "status": self.status,
             "gate": self.gate,
@@ -94,10 +95,14 @@ class ConsolidationReport:
             "run_id": self.run_id,
         }
         if self.candidates is not None:
-            entries = self.candidates.entries if all_entries else self.candidates.candidates
+            found = self.candidates
+            entries = found.entries if limit is None else found.entries[:limit]
             out["candidates"] = [c.to_dict() for c in entries]
-            out["notes"] = self.candidates.notes
-            out["never_recalled"] = self.candidates.never_recalled
+            out["candidate_count"] = len(found.candidates)
+            out["judged"] = len(found.entries)
+            out["failed"] = dict(found.failed)
+            out["notes"] = found.notes
+            out["never_recalled"] = found.never_recalled
         return out
 
 

@@ -59,10 +59,16 @@ def _age(ts: float) -> str:
 
 @command(name="consolidate", help=HELP, short_help="Promote recalled daily notes into MEMORY.md.")
 @click.option("--dry-run", is_flag=True, help="Only list candidates and why; no model, no write.")
-@click.option("--all", "show_all", is_flag=True, help="With --dry-run: list never-recalled entries too.")
+@click.option(
+    "--all", "show_all", is_flag=True, help="List every entry, never-recalled ones too."
+)
+@click.option(
+    "--limit", type=click.IntRange(0), default=50, show_default=True,
+    help="Judged entries listed (best first); every entry is counted.",
+)
 @click.option("--undo", is_flag=True, help="Restore the files the newest run changed.")
 @with_memory(one_shot=True)
-def consolidate(mem: Memory, dry_run: bool, show_all: bool, undo: bool) -> int:
+def consolidate(mem: Memory, dry_run: bool, show_all: bool, limit: int, undo: bool) -> int:
     """Run, explain or undo a consolidation."""
     from memmw.consolidation import chat_model
     from memmw.consolidation import consolidate as run
@@ -86,16 +92,17 @@ def consolidate(mem: Memory, dry_run: bool, show_all: bool, undo: bool) -> int:
             "openai-compatible, llama-cpp) in memmw.toml, or use --dry-run"
         )
     report = run(mem, model, dry_run=dry_run, include_unrecalled=show_all)
+    shown = None if show_all else limit
     if settings().json:
-        emit_json(report.to_dict())
+        emit_json(report.to_dict(limit=shown))
     else:
-        _print(report)
+        _print(report, shown)
     if report.status == "busy":
         return EXIT_BUSY
     return EXIT_ERROR if report.status == "refused" else EXIT_OK
 
 
-def _print(report: object) -> None:
+def _print(report: object, limit: int | None) -> None:
     from memmw.consolidation import ConsolidationReport
 
     assert isinstance(report, ConsolidationReport)
@@ -103,10 +110,17 @@ def _print(report: object) -> None:
     if found is not None:
         cands = found.candidates
         out(
-            f"{len(cands)} candidate(s) among {len(found.entries)} judged entries of "
+            f"{len(cands)} candidate(s) among {len(found.entries)} recalled entries of "
             f"{found.notes} dated notes ({found.never_recalled} entries never recalled)"
         )
-        for c in found.entries:
+        if found.failed:
+            out("not candidates because: " + ", ".join(
+                f"{name} {count}" for name, count in found.failed.items()
+            ))
+        listed = found.entries if limit is None else found.entries[:limit]
+        if len(listed) < len(found.entries):
+            out(f"listing the best {len(listed)} (--all or --limit N for more)")
+        for c in listed:
             mark = "CANDIDATE" if c.candidate else "not"
             out(f"\n{mark:9} {c.citation}  score {c.score:.2f}  last recall {_age(c.last_recall)}")
             out(f"          {c.text}")
