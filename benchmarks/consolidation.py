@@ -79,7 +79,7 @@ def write_telemetry(log: Path, paths: list[tuple[str, int]], events: int, rng: r
     now = time.time()
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w", encoding="utf-8") as fh:
-        for i in range(events):
+        for _ in range(events):
             cites = []
             for _ in range(rng.randint(1, 6)):
                 path, n = rng.choice(hot) if rng.random() < 0.8 else rng.choice(paths)

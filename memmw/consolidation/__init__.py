@@ -29,11 +29,11 @@ from memmw.consolidation.schedule import (
 )
 
 __all__ = [
+    "GATES",
     "Candidate",
     "CandidateReport",
     "ConsolidationReport",
     "ConsolidationScheduler",
-    "GATES",
     "GateResult",
     "UndoReport",
     "candidates_for",

@@ -12,6 +12,7 @@ and scores at least ``min_score``. Every entry gets its reasons, kept or not.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -218,9 +219,13 @@ def dated_note_paths(workspace: Path) -> list[str]:
             if item.is_dir():
                 if not is_ignored_dir(item.name):
                     stack.append(rel)
-            elif item.name.endswith(".md") and item.name[:1].isdigit() and item.is_file():
-                if file_date(rel) is not None:
-                    out.append(rel)
+            elif (
+                item.name.endswith(".md")
+                and item.name[:1].isdigit()
+                and item.is_file()
+                and file_date(rel) is not None
+            ):
+                out.append(rel)
     return sorted(out)
 
 
@@ -274,10 +279,8 @@ def find_candidates(
     for rel in paths:
         hits = recalls.get(rel, ())
         if not hits and not include_unrecalled:
-            try:  # counted, not read: most notes were never recalled
+            with contextlib.suppress(OSError):  # counted only: most notes were never recalled
                 never += _count_entries(workspace / rel)
-            except OSError:
-                pass
             continue
         try:
             text = (workspace / rel).read_text(encoding="utf-8", errors="replace")
@@ -362,7 +365,7 @@ def _judge(
     )
     ok = all(checks)
     if not ok:
-        for name, passed in zip(CONDITIONS, checks):
+        for name, passed in zip(CONDITIONS, checks, strict=True):
             if not passed:
                 failed[name] = failed.get(name, 0) + 1
     return Candidate(

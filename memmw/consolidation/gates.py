@@ -270,9 +270,12 @@ def gate_privacy(data: GateInput) -> GateResult:
                 return GateResult(
                     "privacy",
                     False,
-                    f"{name}#L{n}: {cite} is not readable by {who}, who read {name}",
+                    f"{name}#L{n}: {cite} is not readable by {who}, who may read {name}",
                 )
-        copy = _copied(line, data.shown, lambda s, name=name: leaks(s.path, name) is not None)
+        def moves(shown: ShownLine, target: str = name) -> bool:
+            return leaks(shown.path, target) is not None
+
+        copy = _copied(line, data.shown, moves)
         if copy is not None:
             return GateResult(
                 "privacy", False, f"{name}#L{n}: copies {copy.path}#L{copy.line}, which readers of {name} may not see"

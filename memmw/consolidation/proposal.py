@@ -111,7 +111,7 @@ def parse_proposal(text: str, targets: Sequence[str]) -> list[Edit]:
         raw = raw[start : end + 1] if 0 <= start < end else raw
     try:
         data = json.loads(raw)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise ProposalError(f"the reply is not a JSON object ({exc.msg})") from None
     if not isinstance(data, Mapping) or not isinstance(data.get("edits", []), list):
         raise ProposalError('the reply must be {"edits": [...]}')

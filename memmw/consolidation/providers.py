@@ -113,7 +113,10 @@ def llama_cpp_chat(config: ConsolidationConfig) -> ChatModel:
     llama = llama_cpp.Llama(model_path=config.model, n_ctx=8192, verbose=False)
 
     def call(messages: list[Message]) -> str:
-        reply = llama.create_chat_completion(messages=_text(messages), temperature=0)
+        reply: Any = llama.create_chat_completion(
+            messages=_text(messages),  # type: ignore[arg-type]
+            temperature=0,
+        )
         return str(reply["choices"][0]["message"]["content"] or "")
 
     return call

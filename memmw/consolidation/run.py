@@ -166,7 +166,7 @@ def candidates_for(
 ) -> CandidateReport:
     """The promotion candidates of ``mem``'s workspace (no model, nothing written)."""
     cfg = config or mem.config.consolidation
-    promoted = []
+    promoted: list[str] = []
     for t in cfg.targets:
         data = _read(mem.workspace / t)
         if data:

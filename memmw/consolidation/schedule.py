@@ -54,7 +54,8 @@ def consolidate_after_archive(middleware: Any, model: ChatModel) -> HookCallback
         if context.data.get("path") is not None:
             run_in_background(middleware.memory, model)
 
-    return middleware.hooks.on(Event.ARCHIVE, on_archive)
+    middleware.hooks.on(Event.ARCHIVE, on_archive)
+    return on_archive
 
 
 class ConsolidationScheduler:

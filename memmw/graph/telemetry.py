@@ -99,7 +99,7 @@ def iter_events(path: Path | str, *, event: str | None = None) -> Iterator[dict[
     path = Path(path)
     for part in (path.with_name(path.name + ".1"), path):
         try:
-            fh = open(part, encoding="utf-8", errors="replace")
+            fh = open(part, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed below
         except OSError:
             continue
         with fh:

@@ -54,7 +54,7 @@ def server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     seen: list[dict[str, Any]] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append(body)
             reply = {

@@ -158,7 +158,7 @@ def test_any_write_that_passes_keeps_every_unsuperseded_entry_and_every_citation
             struck += 1
         assert struck <= max(1, int(fraction * len(live)))
         written = {"MEMORY.md": new}
-        for line in new[len(old) :] + [n for n, o in zip(new, old) if n != o]:
+        for line in new[len(old) :] + [n for n, o in zip(new, old, strict=False) if n != o]:
             cites = citations_in(line)
             assert cites, line
             for cite in cites:
