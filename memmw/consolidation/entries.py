@@ -109,7 +109,46 @@ def retraction_of(old: str, new: str) -> str | None:
     return reason if expected == new else None
 
 
+#: One superseded value kept after the current one: `` ~~old~~ (superseded 2026-11-30)``.
+HISTORY = re.compile(r" ~~(.+?)~~ \(superseded (\d{4}-\d{2}-\d{2})\)")
+
+
+def split_history(line: str) -> tuple[str, str, str] | None:
+    """``(list marker, current value, history)`` of a list entry, else None.
+
+    An entry updated in place reads ``- <newer value> (source: ...) ~~<older value>~~
+    (superseded DAY)``, newest history first: the current value leads (it is what a
+    search snippet shows first), every older value stays on the line, struck through.
+    """
+    m = _BULLET.match(line)
+    if m is None or is_retracted(line):
+        return None
+    prefix, body = line[: m.start(2)], m.group(2)
+    h = HISTORY.search(body)
+    if h is None:
+        return prefix, body.rstrip(), ""
+    return prefix, body[: h.start()], body[h.start() :]
+
+
+def updated_in_place(old: str, new: str) -> str | None:
+    """The newer value's text when ``new`` is ``old`` updated in place, else None.
+
+    ``new`` must keep ``old``'s list marker, strike through ``old``'s current value as
+    the newest history item (dated), keep every older history item unchanged, and cite
+    a source in its newer value.
+    """
+    o, n = split_history(old), split_history(new)
+    if o is None or n is None or o[0] != n[0]:
+        return None
+    h = HISTORY.match(n[2])
+    if h is None or h.group(1) != o[1].strip():
+        return None
+    if n[2] != f" ~~{o[1].strip()}~~ (superseded {h.group(2)})" + o[2]:
+        return None
+    return n[1] if citations_in(n[1]) and n[1].strip() else None
+
+
 def normalized(text: str) -> str:
     """Text folded for comparison: case, spacing, list marker, strike-through marks."""
-    body = entry_body(text).replace("~~", "")
+    body = HISTORY.sub("", entry_body(text)).replace("~~", "")
     return " ".join(body.casefold().split())

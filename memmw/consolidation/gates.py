@@ -4,9 +4,11 @@ Every gate judges the text that would be written (:class:`~memmw.consolidation.p
 Proposed`), not the model's intent, so a lossy or forged reply fails the same way a
 buggy applier would:
 
-* ``keep``: every prior line is still there at its line number, unchanged, or struck
-  through as history (the old text kept, dated, with a reason that cites); new entries
-  are only appended; at most ``max_change_fraction`` of the live entries change.
+* ``keep``: every prior line is still there at its line number, unchanged, struck
+  through as history (the old text kept, dated, with a reason that cites), or updated in
+  place (a cited newer value first, the old value kept on the line, struck through and
+  dated); new entries are only appended; at most ``max_change_fraction`` of the live
+  entries change.
 * ``citations``: every added or changed line cites a source, and every citation resolves
   to a non-blank line of a memory file (in a target, of the text being written), holding
   the text the model quoted from it.
@@ -39,6 +41,7 @@ from memmw.consolidation.entries import (
     is_retracted,
     normalized,
     retraction_of,
+    updated_in_place,
 )
 from memmw.consolidation.proposal import Proposed
 from memmw.text.analysis import utf16_len
@@ -121,7 +124,7 @@ def gate_keep(data: GateInput) -> GateResult:
                 continue
             if not is_entry(old) or is_retracted(old):
                 return GateResult("keep", False, f"{name}#L{n}: a line that is not a live entry was changed")
-            reason = retraction_of(old, new)
+            reason = retraction_of(old, new) or updated_in_place(old, new)
             if reason is None:
                 return GateResult(
                     "keep",

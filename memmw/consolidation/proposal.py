@@ -4,9 +4,12 @@ Applying is pure (text in, lines out): nothing here reads or writes a file. What
 model may ask for:
 
 * ``add``: a new entry, appended, citing its sources;
-* ``update``: the entry at ``line`` is struck through (kept as history, dated, pointing
-  at its replacement) and the newer value is appended with its sources;
-* ``supersede``: the entry at ``line`` is struck through with a dated, cited reason;
+* ``update``: the entry at ``line`` gets the newer value first, with its sources, and
+  keeps the older value on the same line, struck through and dated
+  (``- <newer> (source: ...) ~~<older>~~ (superseded DAY)``): latest wins, history stays
+  searchable for "what was it before" and never outranks the current value;
+* ``supersede``: the entry at ``line`` is no longer true: struck through with a dated,
+  cited reason (``memmw forget``'s retraction, which search then skips);
 * ``merge``: duplicates at ``lines``: the first is kept (or ``text`` is appended as the
   merged entry) and the others are struck through, pointing at the one kept.
 
@@ -24,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memmw.consolidation.entries import Citation, citations_in
+from memmw.consolidation.entries import Citation, citations_in, split_history
 from memmw.graph.syntax import retract_line
 from memmw.redaction import redact_secrets
 from memmw.text.lines import split_lines
@@ -209,11 +212,14 @@ def apply_edits(priors: Mapping[str, str], edits: Sequence[Edit], *, day: str) -
             append(p, _entry(_one_line(edit.text, what), edit))
         elif edit.op == "update":
             n = check_line(p, edit.line, what)
-            new = append(p, _entry(_one_line(edit.text, what), edit))
-            why = f"superseded by {p.target}#L{new}"
-            if edit.sources:
-                why += f", per {_cites(edit)}"
-            strike(p, n, why, what)
+            parts = split_history(p.lines[n - 1])
+            if parts is None or not parts[1].strip():
+                raise ProposalError(f"{what}: {p.target}#L{n} is not a live list entry")
+            prefix, current, history = parts
+            newer = _entry(_one_line(edit.text, what), edit)[2:]
+            # Latest first, history kept on the line: the older value struck through, dated.
+            p.lines[n - 1] = f"{prefix}{newer} ~~{current.strip()}~~ (superseded {day}){history}"
+            p.touched.add(n)
         elif edit.op == "supersede":
             n = check_line(p, edit.line, what)
             reason = " ".join((edit.reason or "superseded").split())

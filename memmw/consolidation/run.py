@@ -45,6 +45,7 @@ from memmw.text.lines import split_lines
 from memmw.timeutil import user_now
 from memmw.workspace.access import SessionAccess
 from memmw.workspace.files import LineEdit, restore_note, write_note
+from memmw.workspace.layout import USER_FILE
 from memmw.workspace.locks import exclusive_lock
 
 if TYPE_CHECKING:
@@ -130,6 +131,8 @@ def _budgets(mem: Memory, targets: tuple[str, ...]) -> dict[str, int]:
     for t in targets:
         if t == ACTIVE_CONTEXT:
             out[t] = mem.config.active_memory.active_context_max_chars
+        elif t == USER_FILE:
+            out[t] = mem.config.bootstrap.user_max_chars
         else:
             out[t] = mem.config.bootstrap.max_chars_per_file
     return out
@@ -189,8 +192,9 @@ MEMORY.md holds curated long-term facts and decisions; active-context.md holds t
 working context. Propose edits that bring the curated files up to date with the candidate \
 entries below. Rules:
 - Latest wins, history is kept: when a candidate gives a newer value of something a \
-curated entry states, use op "update" on that entry's line (it is struck through, dated, \
-and the newer value is appended). Use "supersede" for an entry that is no longer true \
+curated entry states, use op "update" on that entry's line with the newer value as \
+"text" (the newer value leads the line; the older one stays on it, struck through and \
+dated). Use "supersede" for an entry that is no longer true \
 (give a reason), "merge" for duplicate entries, "add" for a new lasting fact or decision.
 - Never rewrite, drop or reorder existing lines.
 - Every edit cites the candidate lines it rests on: "sources": [{"path": ..., "line": ..., \

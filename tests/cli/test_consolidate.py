@@ -121,8 +121,10 @@ def test_run_through_an_openai_compatible_server_then_undo(
     assert "applied" in out
     assert seen and "memory/2026-11-28.md#L2" in seen[0]["messages"][1]["content"]
     text = (ws / "MEMORY.md").read_text(encoding="utf-8")
-    assert "- ~~Deploy target: staging~~ (retracted" in text
-    assert "- Deploy target: production (source: memory/2026-11-28.md#L2)" in text
+    assert (
+        "- Deploy target: production (source: memory/2026-11-28.md#L2) "
+        "~~Deploy target: staging~~ (superseded "
+    ) in text
     code, out, _err = cli(capsys, ws, "--undo")
     assert code == EXIT_OK and "restored MEMORY.md" in out
     assert (ws / "MEMORY.md").read_bytes() == before

@@ -153,7 +153,11 @@ def test_any_write_that_passes_keeps_every_unsuperseded_entry_and_every_citation
             if new[i] == line:
                 continue
             assert i in live, (prior, new)
-            assert new[i].startswith("- ~~" + entry_body(line) + "~~ (retracted "), new[i]
+            # Struck through whole (retracted), or updated in place: a newer value first,
+            # the old text kept on the line, struck through and dated.
+            struck_here = new[i].startswith("- ~~" + entry_body(line) + "~~ (retracted ")
+            kept_here = new[i].startswith("- ") and f" ~~{entry_body(line)}~~ (superseded " in new[i]
+            assert struck_here or kept_here, (line, new[i])
             assert citations_in(new[i]), new[i]
             struck += 1
         assert struck <= max(1, int(fraction * len(live)))
@@ -194,4 +198,7 @@ def test_the_keep_gate_passes_only_lines_kept_or_struck_with_their_text(
         assert new[i] == line or (
             re.match(r"^- ~~.+~~ \(retracted \d{4}-\d{2}-\d{2}: .+\)$", new[i])
             and entry_body(line) in new[i]
+        ) or (
+            f" ~~{entry_body(line)}~~ (superseded 2026-12-01)" in new[i]
+            and citations_in(new[i].split(" ~~", 1)[0])
         )

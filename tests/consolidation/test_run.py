@@ -39,20 +39,22 @@ def test_a_good_run_supersedes_the_stale_value_with_the_newer_one_and_its_citati
     report = consolidate(mem, scripted(GOOD))
     assert report.status == "applied", report
     lines = (ws / "MEMORY.md").read_text(encoding="utf-8").splitlines()
-    assert lines[3].startswith("- ~~Deploy target: staging~~ (retracted ")
-    assert "superseded by MEMORY.md#L8" in lines[3]
-    assert "memory/2026-11-28.md#L2" in lines[3]
-    assert lines[7] == "- Deploy target: production (source: memory/2026-11-28.md#L2)"
-    assert lines[:3] == ["# Memory", "", "## Work"] and lines[4:7] == [
+    day = report.changes["MEMORY.md"][0].rsplit("(superseded ", 1)[1][:10]
+    assert lines[3] == (
+        "- Deploy target: production (source: memory/2026-11-28.md#L2)"
+        f" ~~Deploy target: staging~~ (superseded {day})"
+    )
+    assert lines[:3] == ["# Memory", "", "## Work"] and lines[4:] == [
         "- Editor: vim",
         "- Team lead: Alice",
         "- Standup at 09:30",
     ]
-    # The index follows: the newer value is found, the struck-through one is not.
+    # The index follows: the newer value leads the entry, the old one stays as history.
     hits = mem.search("deploy target", min_score=0.0)
-    assert hits and hits[0].path in ("MEMORY.md", "memory/2026-11-28.md")
     memory_hits = [h for h in hits if h.path == "MEMORY.md"]
-    assert memory_hits and all("staging" not in h.snippet or "production" in h.snippet for h in memory_hits)
+    assert memory_hits
+    snippet = memory_hits[0].snippet
+    assert snippet.index("production") < snippet.index("staging")
     assert all(g.passed for g in report.gates)
 
 
@@ -258,3 +260,15 @@ def test_a_human_edit_between_the_gates_and_the_write_is_caught_under_the_lock(
     assert (ws / "MEMORY.md").read_bytes() == before
     assert (ws / "active-context.md").read_text(encoding="utf-8").endswith("- typed by hand\n")
     assert "Deploying to production" not in (ws / "active-context.md").read_text(encoding="utf-8")
+
+
+def test_a_second_update_keeps_the_whole_history_newest_first(mem: Memory, ws: Path) -> None:
+    assert consolidate(mem, scripted(GOOD)).applied
+    record_recalls(mem, "memory/2026-11-28.md", 4, ["x", "y", "z"])
+    newer = dict(GOOD, text="Deploy target: eu-west production", sources=["memory/2026-11-28.md#L4"])
+    report = consolidate(mem, scripted(newer))
+    assert report.applied, report
+    line = (ws / "MEMORY.md").read_text(encoding="utf-8").splitlines()[3]
+    assert line.startswith("- Deploy target: eu-west production (source: memory/2026-11-28.md#L4) ~~")
+    assert line.index("Deploy target: production") < line.index("Deploy target: staging")
+    assert line.count("(superseded ") == 2

@@ -29,7 +29,8 @@ is or is not a candidate.
 
 A run asks the configured chat model ([consolidation] provider/model/base_url in
 memmw.toml: openai, gemini, openai-compatible, llama-cpp) for edits: add, update (the
-old entry is struck through, dated, and points at the newer one), supersede, merge.
+newer value leads the line, with its source; the older value stays on the line, struck
+through and dated), supersede (struck through with a cited reason), merge.
 Before anything is written six gates must pass; a failed gate writes nothing and is
 named: keep (every prior entry kept or struck through with a cited reason, at most
 max_change_fraction changed), citations (every cited path#Lnn exists and holds what was
