@@ -28,6 +28,17 @@ DAILY = """# 2026-11-28
 - Alice prefers Tuesday reviews
 """
 
+#: A good update: the stale MEMORY.md value (line 4) -> the newer one the daily note states.
+GOOD_EDIT = {
+    "op": "update",
+    "file": "MEMORY.md",
+    "line": 4,
+    "text": "Deploy target: production",
+    "sources": [
+        {"path": "memory/2026-11-28.md", "line": 2, "quote": "deploy target is now production"}
+    ],
+}
+
 GROUP = """# team chat
 - Deploy target: the moon, said someone in the group chat
 """
