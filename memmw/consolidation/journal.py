@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 FOLDER = "consolidation"
+#: Runs whose pre-images are kept (the oldest go first); ``--undo`` reverts the newest.
+KEEP_RUNS = 50
 
 
 def runs_dir(state_dir: Path) -> Path:
@@ -85,8 +88,12 @@ def begin(state_dir: Path, images: dict[str, bytes | None]) -> RunRecord:
                 "post_sha": None,
             }
         )
-    record = RunRecord(folder, {"id": run_id, "started": time.time(), "targets": targets, "state": "writing"})
+    record = RunRecord(
+        folder, {"id": run_id, "started": time.time(), "targets": targets, "state": "writing"}
+    )
     record.save()
+    for old in runs(state_dir)[KEEP_RUNS:]:
+        shutil.rmtree(old.folder, ignore_errors=True)
     return record
 
 

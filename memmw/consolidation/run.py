@@ -8,6 +8,7 @@ hook in a background thread, or on a schedule (:mod:`memmw.consolidation.schedul
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
@@ -168,7 +169,7 @@ def candidates_for(
     activation: bool = True,
 ) -> CandidateReport:
     """The promotion candidates of ``mem``'s workspace (no model, nothing written)."""
-    cfg = config or mem.config.consolidation
+    cfg = _targets(Path(mem.workspace), config or mem.config.consolidation)
     promoted: list[str] = []
     for t in cfg.targets:
         data = _read(mem.workspace / t)
@@ -277,6 +278,18 @@ def _lock_file(workspace: Path) -> Path:
     return path
 
 
+def _targets(workspace: Path, cfg: ConsolidationConfig) -> ConsolidationConfig:
+    """``MEMORY.md`` means the long-term file that exists (``memory.md`` without ``MEMORY.md``)."""
+    if (
+        "MEMORY.md" in cfg.targets
+        and not (workspace / "MEMORY.md").exists()
+        and (workspace / "memory.md").is_file()
+    ):
+        names = tuple("memory.md" if t == "MEMORY.md" else t for t in cfg.targets)
+        return dataclasses.replace(cfg, targets=names)
+    return cfg
+
+
 def _run(
     mem: Memory,
     model: ChatModel | None,
@@ -287,6 +300,7 @@ def _run(
     sync: bool,
 ) -> ConsolidationReport:
     workspace = Path(mem.workspace)
+    cfg = _targets(workspace, cfg)
     now = time.time() if now is None else now
     # What the targets are at the start: the model sees this; the writes must find it.
     images = {t: _read(workspace / t) for t in cfg.targets}
@@ -370,7 +384,7 @@ def _write(
             if p.lines[n - 1] != old
         ]
         tail = p.lines[len(prior) :]
-        lock = exclusive_lock(workspace) if name == ACTIVE_CONTEXT else _null()
+        lock = exclusive_lock(workspace) if name == ACTIVE_CONTEXT else contextlib.nullcontext()
         with lock:  # memory_set_context replaces active-context.md under the folder's lock
             done = write_note(
                 workspace / name,
@@ -379,14 +393,6 @@ def _write(
                 whole_sha256=start_sha[name],
             )
             written[name] = done.whole_sha256 or file_sha(workspace / name)
-
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _expect(old: str, new: str) -> Any:

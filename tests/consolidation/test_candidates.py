@@ -98,3 +98,23 @@ def test_hits_of_other_namespaces_are_not_this_workspace_s(mem: Memory) -> None:
             fh.write(json.dumps({"ts": time.time(), "event": "search", "q": q,
                                  "cites": ["other:memory/2026-11-28.md#L4-L4"]}) + "\n")
     assert by_cite(mem).get("memory/2026-11-28.md#L4") is None
+
+
+def test_activation_raises_the_score(mem: Memory, ws: Path) -> None:
+    log, cfg = mem.graph_engine.telemetry.path, mem.config.consolidation
+    plain = find_candidates(ws, log, cfg).entries[0]
+    hot = find_candidates(ws, log, cfg, activation={(plain.path, plain.line): 3.0}).entries[0]
+    assert hot.citation == plain.citation and hot.score > plain.score
+    assert any("activation 1.00" in r for r in hot.reasons)
+
+
+def test_memory_md_spelled_in_lower_case_is_the_target(ws: Path, tmp_path: Path) -> None:
+    (ws / "MEMORY.md").rename(ws / "memory.md")
+    mem = make_memory(ws, tmp_path)
+    record_recalls(mem, "memory/2026-11-28.md", 2, ["a", "b", "c"])
+    edit = {"op": "add", "file": "memory.md", "text": "Deploy target: production",
+            "sources": ["memory/2026-11-28.md#L2"]}
+    assert consolidate(mem, scripted(edit)).applied
+    assert not (ws / "MEMORY.md").exists() or (ws / "MEMORY.md").samefile(ws / "memory.md")
+    assert "Deploy target: production" in (ws / "memory.md").read_text(encoding="utf-8")
+    mem.close()
