@@ -68,3 +68,35 @@ def test_the_scheduler_runs_on_its_interval_and_stops(ws: Path, tmp_path: Path) 
 def test_a_schedule_needs_an_interval(mem: object) -> None:
     with pytest.raises(ValueError):
         ConsolidationScheduler(mem, lambda m: "{}")  # type: ignore[arg-type]
+
+
+def test_the_langchain_middleware_consolidates_with_the_agent_s_model(
+    ws: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("langchain")
+    import importlib.util
+    import sys
+
+    from memmw.adapters.langchain import LangChainMemoryMiddleware
+    from memmw.consolidation import consolidate
+    from memmw.hooks.registry import Event, HookContext
+
+    spec = importlib.util.spec_from_file_location(
+        "lc_fakes", Path(__file__).parents[1] / "adapters" / "lc_fakes.py"
+    )
+    assert spec is not None and spec.loader is not None
+    fakes = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("lc_fakes", fakes)
+    spec.loader.exec_module(fakes)
+    model = fakes.ScriptedChatModel(policy=lambda messages: json.dumps({"edits": [GOOD_EDIT]}))
+    mem = make_memory(ws, tmp_path, after_archive=True)
+    record_recalls(mem, "memory/2026-11-28.md", 2, ["a", "b", "c"])
+    mw = LangChainMemoryMiddleware(mem, flush_model=model)
+    assert json.loads(mw.consolidation_model([{"role": "user", "content": "x"}])) == {
+        "edits": [GOOD_EDIT]
+    }
+    mw.core.hooks.emit(HookContext(Event.ARCHIVE, "s", "k", {"path": ws / "memory" / "a.md"}))
+    _join_background()
+    assert "(superseded " in (ws / "MEMORY.md").read_text(encoding="utf-8")
+    assert consolidate(mem, mw.consolidation_model).status == "nothing"
+    mem.close()
