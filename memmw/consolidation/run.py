@@ -149,6 +149,8 @@ def _read(path: Path) -> bytes | None:
 def _activation(mem: Memory) -> dict[tuple[str, int], float]:
     """``(path, line) -> activation`` of graph entries (empty when the graph cannot load)."""
     try:
+        if not mem.graph_engine.store.exists():
+            return {}  # no index yet: a dry run never builds one for a side signal
         graph = mem.graph_engine.graph()
     except Exception:  # never fail a run for a signal
         log.debug("no graph activation for consolidation", exc_info=True)
