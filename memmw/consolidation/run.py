@@ -14,7 +14,7 @@ import datetime as dt
 import hashlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -344,8 +344,15 @@ def _run(
         )
     record = journal.begin(mem.state_dir, {t: images[t] for t in proposed})
     written: dict[str, str] = {}
+    index = {t["path"]: i for i, t in enumerate(record.data["targets"])}
+
+    def keep_post_image(name: str, sha: str) -> None:
+        # Saved after each file: a run killed midway can still be undone (--undo).
+        record.data["targets"][index[name]]["post_sha"] = sha
+        record.save()
+
     try:
-        _write(workspace, proposed, start_sha, written)
+        _write(workspace, proposed, start_sha, written, keep_post_image)
     except (NoteEditError, FileBusyError, PathPolicyError) as exc:
         _roll_back(workspace, record, written)
         record.data["state"] = "refused"
@@ -372,6 +379,7 @@ def _write(
     proposed: Mapping[str, Proposed],
     start_sha: Mapping[str, str],
     written: dict[str, str],
+    on_written: Callable[[str, str], None] = lambda name, sha: None,
 ) -> None:
     """Write each target through :func:`write_note`: struck lines in place, new ones appended.
 
@@ -395,6 +403,7 @@ def _write(
                 whole_sha256=start_sha[name],
             )
             written[name] = done.whole_sha256 or file_sha(workspace / name)
+        on_written(name, written[name])
 
 
 def _expect(old: str, new: str) -> Any:
@@ -428,13 +437,16 @@ def _sync(mem: Memory) -> None:
 def undo(mem: Memory, *, run_id: str | None = None, sync: bool = True) -> UndoReport:
     """Restore the targets of the newest applied run (or ``run_id``) byte for byte.
 
-    Refused, with nothing changed, when a target was edited since the run wrote it
-    (undoing would lose that edit).
+    A run killed while writing is undone too: the files it wrote are put back, the
+    others were never touched. Refused, with nothing changed, when a target was edited
+    since the run wrote it (undoing would lose that edit).
     """
     workspace = Path(mem.workspace)
     try:
         with exclusive_lock(_lock_file(workspace), timeout=0):
-            applied = [r for r in journal.runs(mem.state_dir) if r.data.get("state") == "applied"]
+            applied = [
+                r for r in journal.runs(mem.state_dir) if r.data.get("state") in ("applied", "writing")
+            ]
             if run_id is not None:
                 applied = [r for r in applied if r.run_id == run_id]
             if not applied:
@@ -442,7 +454,9 @@ def undo(mem: Memory, *, run_id: str | None = None, sync: bool = True) -> UndoRe
             record = applied[0]
             targets = record.data["targets"]
             for target in targets:
-                if file_sha(workspace / target["path"]) != target["post_sha"]:
+                # Never written (a run killed midway): it must still be as it was.
+                expected = target["post_sha"] or target["pre_sha"]
+                if file_sha(workspace / target["path"]) != expected:
                     return UndoReport(
                         "refused",
                         record.run_id,
@@ -450,7 +464,11 @@ def undo(mem: Memory, *, run_id: str | None = None, sync: bool = True) -> UndoRe
                     )
             restored = []
             for i, target in enumerate(targets):
-                restore_note(workspace / target["path"], record.pre_image(i), whole_sha256=target["post_sha"])
+                if target["post_sha"] is None:
+                    continue
+                restore_note(
+                    workspace / target["path"], record.pre_image(i), whole_sha256=target["post_sha"]
+                )
                 restored.append(target["path"])
             record.data["state"] = "undone"
             record.data["undone_at"] = time.time()

@@ -272,3 +272,33 @@ def test_a_second_update_keeps_the_whole_history_newest_first(mem: Memory, ws: P
     assert line.startswith("- Deploy target: eu-west production (source: memory/2026-11-28.md#L4) ~~")
     assert line.index("Deploy target: production") < line.index("Deploy target: staging")
     assert line.count("(superseded ") == 2
+
+
+def test_a_run_killed_while_writing_can_be_undone(
+    mem: Memory, ws: Path, monkeypatch: object
+) -> None:
+    import pytest
+
+    import memmw.consolidation.run as run_mod
+
+    before = (ws / "MEMORY.md").read_bytes()
+    real = run_mod.write_note
+    calls = []
+
+    def dies_on_the_second(path: Path, **kwargs: object) -> object:
+        calls.append(path.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the process is stopped between two files
+        return real(path, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(run_mod, "write_note", dies_on_the_second)  # type: ignore[attr-defined]
+    context = {"op": "add", "file": "active-context.md", "text": "Deploying to production",
+               "sources": ["memory/2026-11-28.md#L2"]}
+    with pytest.raises(KeyboardInterrupt):
+        consolidate(mem, scripted(GOOD, context))
+    assert (ws / "MEMORY.md").read_bytes() != before
+    assert runs(mem.state_dir)[0].data["state"] == "writing"
+    back = undo(mem)
+    assert back.status == "undone" and back.restored == ("MEMORY.md",)
+    assert (ws / "MEMORY.md").read_bytes() == before
+    assert not (ws / "active-context.md").exists()
