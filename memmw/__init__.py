@@ -4,8 +4,8 @@ Markdown files are the source of truth; a per-agent SQLite index is derived from
 can always be rebuilt; search is keyword (BM25) plus vectors, with ``path#line`` citations.
 
 The public API is this package, :mod:`memmw.middleware`, :mod:`memmw.adapters.langchain`,
-:mod:`memmw.adapters.custom_loop`, :mod:`memmw.adapters.mcp` and :mod:`memmw.testing`
-(each lists its names in ``__all__``). Every other module is internal and may change
+:mod:`memmw.adapters.custom_loop`, :mod:`memmw.adapters.mcp`, :mod:`memmw.consolidation`
+and :mod:`memmw.testing` (each lists its names in ``__all__``). Every other module is internal and may change
 without notice; ``docs/architecture.md`` says what lives where.
 """
 
@@ -15,6 +15,7 @@ from memmw.config import (
     BootstrapConfig,
     CacheConfig,
     ChunkingConfig,
+    ConsolidationConfig,
     ExtraPath,
     FlushConfig,
     HybridConfig,
@@ -62,6 +63,7 @@ __all__ = [
     "CacheConfig",
     "ChunkingConfig",
     "ConfigError",
+    "ConsolidationConfig",
     "ContentPolicyError",
     "ExtraPath",
     "FileBusyError",

@@ -620,6 +620,79 @@ class ActiveMemoryConfig(_Section):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ConsolidationConfig(_Section):
+    """Consolidation: daily notes flow up into ``active-context.md`` and ``MEMORY.md``.
+
+    Attributes:
+        targets: The files a run may change (workspace-relative); ``MEMORY.md`` and
+            ``active-context.md`` by default.
+        max_change_fraction: At most this fraction of a file's live entries may be
+            superseded or merged by one run (at least one).
+        min_recalls: Times an entry must have been recalled (shown by a search) to be a
+            promotion candidate.
+        min_queries: Distinct queries that must have recalled it.
+        recency_days: Its last recall must be at most this many days old.
+        min_score: Smallest candidate score (0..1).
+        max_candidates: Candidates given to the model per run at most.
+        provider: Chat provider of the command line: ``none`` (dry runs only),
+            ``openai``, ``gemini``, ``openai-compatible`` or ``llama-cpp``.
+        model: The chat model's name (or the GGUF file for ``llama-cpp``).
+        base_url: Endpoint of an OpenAI-compatible server (default the provider's).
+        api_key: Key of the chat provider (default the provider's environment variable).
+        timeout_s: Time one model call may take.
+        after_archive: Run in the background after a ``/new`` archive (hosts that wire
+            :func:`memmw.consolidation.consolidate_after_archive`).
+        interval_hours: A long-running host's schedule (0 = no schedule).
+    """
+
+    _section: ClassVar[str] = "consolidation"
+    targets: tuple[str, ...] = ("MEMORY.md", "active-context.md")
+    max_change_fraction: float = 0.25
+    min_recalls: int = 3
+    min_queries: int = 2
+    recency_days: float = 30.0
+    min_score: float = 0.5
+    max_candidates: int = 40
+    provider: str = "none"
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    timeout_s: float = 120.0
+    after_archive: bool = False
+    interval_hours: float = 0.0
+
+    def __post_init__(self) -> None:
+        self._float_range("max_change_fraction", 0.0, 1.0)
+        self._int_range("min_recalls", 0)
+        self._int_range("min_queries", 0)
+        self._float_range("recency_days", 0.0)
+        self._float_range("min_score", 0.0, 1.0)
+        self._int_range("max_candidates", 1)
+        self._float_range("timeout_s", 0.1)
+        self._float_range("interval_hours", 0.0)
+        if not isinstance(self.provider, str) or self.provider.strip().lower() not in (
+            "none",
+            "openai",
+            "gemini",
+            "openai-compatible",
+            "llama-cpp",
+        ):
+            raise ConfigError(
+                "consolidation.provider must be one of 'none', 'openai', 'gemini', "
+                f"'openai-compatible', 'llama-cpp'; got {self.provider!r}"
+            )
+        object.__setattr__(self, "provider", self.provider.strip().lower())
+        targets = tuple(dict.fromkeys(str(t).strip().replace("\\", "/") for t in self.targets))
+        for target in targets:
+            if not target.endswith(".md") or target.startswith(("/", "../")) or "/../" in target:
+                raise ConfigError(
+                    f"consolidation.targets entries must be Markdown files inside the "
+                    f"workspace; got {target!r}"
+                )
+        object.__setattr__(self, "targets", targets)
+
+
+@dataclass(frozen=True, kw_only=True)
 class TracingConfig(_Section):
     """OpenTelemetry spans (the ``otel`` extra; see :mod:`memmw.observability`).
 
@@ -681,6 +754,7 @@ class MemoryConfig(_Section):
     bootstrap: BootstrapConfig = field(default_factory=BootstrapConfig)
     active_memory: ActiveMemoryConfig = field(default_factory=ActiveMemoryConfig)
     tracing: TracingConfig = field(default_factory=TracingConfig)
+    consolidation: ConsolidationConfig = field(default_factory=ConsolidationConfig)
 
     def __post_init__(self) -> None:
         self._validate_literals()

@@ -45,6 +45,8 @@ LAYERS: dict[str, int] = {
     # agent surface and lifecycle hooks
     "memmw.agent": 6,
     "memmw.hooks": 6,
+    # consolidation: reads telemetry, asks a model, gates and writes notes, syncs the engine
+    "memmw.consolidation": 6,
     # integration (the package root re-exports the engine, so only these may import it)
     "memmw.middleware": 7,
     "memmw.adapters": 7,

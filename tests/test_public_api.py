@@ -18,6 +18,7 @@ PUBLIC = {
     "CacheConfig",
     "ChunkingConfig",
     "ConfigError",
+    "ConsolidationConfig",
     "ContentPolicyError",
     "ExtraPath",
     "FileBusyError",
@@ -142,6 +143,7 @@ PUBLIC_MODULES = (
     "memmw.adapters.langchain",
     "memmw.adapters.langchain_no_reply",
     "memmw.adapters.mcp",
+    "memmw.consolidation",
 )
 
 

@@ -96,6 +96,12 @@ class MemoryAgent:
         self.compactions = 0
         self._since_compaction = 0
         self._check_room()
+        consolidation = getattr(getattr(memory, "config", None), "consolidation", None)
+        if consolidation is not None and consolidation.after_archive:
+            from memmw.consolidation import consolidate_after_archive
+
+            # After each /new archive, in the background, with the agent's own model.
+            consolidate_after_archive(self.middleware, self._flush_model())
 
     # -- helpers ---------------------------------------------------------------------
     @property

@@ -343,6 +343,11 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
         self._recorded: dict[str, set[str]] = {}
         self._pending_clear: set[str] = set()
         self._pending_flush: set[str] = set()
+        consolidation = getattr(getattr(self.core.memory, "config", None), "consolidation", None)
+        if consolidation is not None and consolidation.after_archive:
+            from memmw.consolidation import consolidate_after_archive
+
+            consolidate_after_archive(self.core, self.consolidation_model)
         self.tools = self._build_tools()
 
     @property
@@ -513,6 +518,14 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
                 reported = int(message.usage_metadata.get("total_tokens") or 0)
                 return max(counted, reported)
         return counted
+
+    def consolidation_model(self, messages: list[Message]) -> str:
+        """The agent's own model as a consolidation's ``messages -> text`` model (the
+        model of the last call, or ``flush_model``); called in the background only."""
+        model = self._flush_model or self._last_model
+        if model is None:
+            raise WiringError("no LangChain model has run yet: nothing to consolidate with")
+        return str(langchain_chat_model(model)(messages).text)
 
     def _agent_model(self, thread: str) -> BaseChatModel | None:
         return self._flush_model or self._models.get(thread) or self._last_model

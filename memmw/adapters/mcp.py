@@ -73,7 +73,12 @@ def build_server(
     from memmw.agent.prompts import APPEND_TOOL
 
     if tools is None:
-        tools = build_memory_tools(memory, session_key=session_key, chat_type=chat_type)
+        from memmw.consolidation.tool import consolidation_tools
+
+        tools = [
+            *build_memory_tools(memory, session_key=session_key, chat_type=chat_type),
+            *consolidation_tools(memory, session_key=session_key, chat_type=chat_type),
+        ]
     by_name = {t.name: t for t in tools}
 
     def run_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from memmw.errors import (
 from memmw.graph.model import Graph, load_graph
 from memmw.graph.search import FactHit, search_facts
 from memmw.graph.syntax import normalize_key, normalize_name, retract_line
-from memmw.graph.telemetry import TelemetryLog
+from memmw.graph.telemetry import TelemetryLog, recall_fields
 from memmw.store.protocol import GraphRows, Store
 from memmw.types import SearchHit
 from memmw.workspace.files import LineEdit, resolve_read_path, write_note
@@ -238,7 +238,9 @@ class GraphEngine:
 
     def on_search(self, hits: Sequence[SearchHit], ms: float, query: str) -> None:
         """A ``memory_search`` ran: log it and raise the activation of the facts it showed."""
-        self.telemetry.record("search", ms=round(ms, 3), hits=len(hits), chars=len(query))
+        self.telemetry.record(
+            "search", ms=round(ms, 3), hits=len(hits), chars=len(query), **recall_fields(hits, query)
+        )
         if not hits or self._cache is None:
             return  # no graph loaded in this process yet: nothing cheap to map hits to
         graph = self._cache[1]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -67,6 +69,49 @@ class TelemetryLog:
             # A read-only or full state folder: say so once, then stop trying.
             log.warning("telemetry disabled: cannot write %s (%s)", self.path, type(exc).__name__)
             self.enabled = False
+
+
+def query_key(query: str) -> str:
+    """A short hash of a query (case and spacing folded): distinct queries without their text."""
+    folded = " ".join(query.casefold().split())
+    return hashlib.sha256(folded.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def recall_fields(hits: Iterable[Any], query: str) -> dict[str, Any]:
+    """What a search event records about its recall: the query's key and the cited lines.
+
+    ``cites`` holds ``path#Lstart-Lend`` of each memory-file hit (transcripts are left
+    out), prefixed ``<namespace>:`` when the hit names the index it came from (shared
+    namespaces): consolidation counts how often, by how many distinct queries and how
+    recently each entry was recalled.
+    """
+    cites = [
+        (f"{h.namespace}:" if getattr(h, "namespace", None) else "")
+        + f"{h.path}#L{h.start_line}-L{h.end_line}"
+        for h in hits
+        if getattr(h, "source", "memory") == "memory"
+    ]
+    return {"q": query_key(query), "cites": cites}
+
+
+def iter_events(path: Path | str, *, event: str | None = None) -> Iterator[dict[str, Any]]:
+    """The events of a telemetry log, its rotated ``.1`` part first; bad lines skipped."""
+    path = Path(path)
+    for part in (path.with_name(path.name + ".1"), path):
+        try:
+            fh = open(part, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed below
+        except OSError:
+            continue
+        with fh:
+            for raw in fh:
+                if event is not None and f'"event": "{event}"' not in raw:
+                    continue  # cheap filter before the JSON parse
+                try:
+                    item = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(item, dict) and (event is None or item.get("event") == event):
+                    yield item
 
 
 def _percentile(values: list[float], q: float) -> float | None:

@@ -496,10 +496,12 @@ class LineEdit:
 
 @dataclass(frozen=True)
 class NoteWrite:
-    """What :func:`write_note` did: characters appended and lines changed."""
+    """What :func:`write_note` did: characters appended and lines changed; with
+    ``whole_sha256`` given, the sha256 of the note as the write left it (read under its lock)."""
 
     appended: int = 0
     changed: tuple[int, ...] = ()
+    whole_sha256: str | None = None
 
 
 def _pread_all(fd: int, start: int, stop: int) -> bytes:
@@ -704,6 +706,7 @@ def write_note(
     append: str | None = None,
     edits: Sequence[LineEdit] = (),
     indexed_prefix: tuple[int, str] | None = None,
+    whole_sha256: str | None = None,
 ) -> NoteWrite:
     """The one way memmw changes a note: line edits and appends under the note's lock.
 
@@ -733,6 +736,10 @@ def write_note(
         indexed_prefix: ``(size, sha256 hex)`` of the note as the caller saw it: the
             edit is refused unless the note's first ``size`` bytes still hash to it
             (appends since are fine, they leave line numbers valid).
+        whole_sha256: sha256 hex of the whole note as the caller read it (the hash of no
+            bytes for a note that did not exist): the write is refused unless the note,
+            under its lock, still is exactly those bytes (consolidation: nobody edited
+            or appended to it meanwhile).
 
     Raises:
         NoteEditError: a line does not exist, the change refused it, the note changed
@@ -753,13 +760,62 @@ def write_note(
     try:
         with locked_fd(fd, timeout=APPEND_LOCK_TIMEOUT_S, what=path.name):
             _replay_edit(fd, path)
+            if whole_sha256 is not None:
+                _check_whole(fd, path, whole_sha256)
             changed = _edit_lines(fd, path, edits, indexed_prefix) if edits else ()
             appended = _append_locked(fd, path, append) if append is not None else 0
+            after = (
+                hashlib.sha256(_pread_all(fd, 0, os.fstat(fd).st_size)).hexdigest()
+                if whole_sha256 is not None
+                else None
+            )
     except TimeoutError as exc:
         raise FileBusyError(errno.EBUSY, f"{path.name} is locked by another memmw writer") from exc
     finally:
         os.close(fd)
-    return NoteWrite(appended=appended, changed=changed)
+    return NoteWrite(appended=appended, changed=changed, whole_sha256=after)
+
+
+def _check_whole(fd: int, path: Path, sha256: str) -> None:
+    data = _pread_all(fd, 0, os.fstat(fd).st_size)
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise NoteEditError(f"{path.name} changed since it was read (edited or appended to)")
+
+
+def restore_note(path: Path, data: bytes | None, *, whole_sha256: str) -> None:
+    """Put a note back to ``data`` (None: remove it) if it still is what the caller wrote.
+
+    The one way back for a write :func:`write_note` made (``memmw consolidate --undo``),
+    and its one exception to "never shorten": under the note's own lock, the note must
+    still hash to ``whole_sha256`` (what the write left), so nothing anyone wrote since
+    is lost; then its bytes are replaced in place (same file, so other writers' locks
+    stay valid) and made durable.
+
+    Raises:
+        NoteEditError: the note changed since (it is left as it is).
+        PathPolicyError: the target is a symlink or not a regular file.
+        FileBusyError: another memmw writer held the note past ``APPEND_LOCK_TIMEOUT_S``.
+    """
+    path = Path(path)
+    fd = _open_for_append(path, create=False)
+    try:
+        with locked_fd(fd, timeout=APPEND_LOCK_TIMEOUT_S, what=path.name):
+            _replay_edit(fd, path)
+            _check_whole(fd, path, whole_sha256)
+            if data is None:
+                os.unlink(path)
+                return
+            wfd = os.open(path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0))
+            try:
+                _write_all(wfd, data, 0)
+                os.ftruncate(wfd, len(data))
+                os.fsync(wfd)
+            finally:
+                os.close(wfd)
+    except TimeoutError as exc:
+        raise FileBusyError(errno.EBUSY, f"{path.name} is locked by another memmw writer") from exc
+    finally:
+        os.close(fd)
 
 
 def _append_locked(fd: int, path: Path, text: str) -> int:
