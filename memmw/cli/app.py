@@ -43,6 +43,7 @@ COMMANDS: dict[str, str] = {
     "state": "memmw.cli.commands.state:state",
     "backup": "memmw.cli.commands.backup:backup",
     "restore": "memmw.cli.commands.restore:restore",
+    "principals": "memmw.cli.commands.principals:principals",
 }
 
 

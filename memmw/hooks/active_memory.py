@@ -289,6 +289,8 @@ class ActiveMemory:
                 entities=len(matches),
                 tokens=out.tokens,
                 deadline=out.deadline_hit,
+                # Only a principal's sessions are labelled (the owner's lines stay as they were).
+                **({"principal": access.principal} if access.principal is not None else {}),
             )
         return out
 

@@ -324,6 +324,41 @@ class TranscriptStore:
             return iter(())
         return iter(sorted(p for p in self.dir.glob("*.jsonl") if p.is_file()))
 
+    def principal_files(self, principal: str) -> list[Path]:
+        """Every transcript file of ``principal``'s sessions (current and rotated)."""
+        if not self.dir.is_dir():
+            return []
+        return sorted(
+            p
+            for p in self.dir.iterdir()
+            if ".jsonl" in p.name
+            and not p.is_dir()
+            and transcript_principal(p.name) == principal
+        )
+
+    def forget_principal(self, principal: str) -> list[Path]:
+        """Delete ``principal``'s transcripts and their key bindings; returns the files."""
+        removed: list[Path] = []
+        for path in self.principal_files(principal):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed.append(path)
+        if self._index_path().exists():
+            with exclusive_lock(lock_path_for(self._index_path())):
+                data = self._read_index()
+                kept = {
+                    k: v
+                    for k, v in data.items()
+                    if not (
+                        isinstance(v, dict)
+                        and isinstance(v.get("sessionId"), str)
+                        and transcript_principal(v["sessionId"]) == principal
+                    )
+                }
+                if kept != data:
+                    atomic_write_text(self._index_path(), json.dumps(kept, indent=2, sort_keys=True))
+        return removed
+
     # -- session index ------------------------------------------------------------------
 
     def _index_path(self) -> Path:
