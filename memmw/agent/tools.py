@@ -40,8 +40,8 @@ from memmw.workspace.files import (
 )
 from memmw.workspace.layout import (
     MEMORY_DIR,
-    fold_path,
     daily_note_path,
+    fold_path,
     group_note_dir,
     group_note_path,
     is_curated,

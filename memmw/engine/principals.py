@@ -214,6 +214,3 @@ def delete_principal(memory: Memory, principal: str, *, dry_run: bool = False) -
     return PrincipalDeletion(
         principal=who, files=rels, transcripts=names, remaining=0, dry_run=False
     )
-
-
-__all__ = ["PrincipalDeletion", "PrincipalSummary", "delete_principal", "list_principals"]
