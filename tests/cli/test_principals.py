@@ -37,7 +37,7 @@ def test_list_status_and_delete_one_principal(capsys: pytest.CaptureFixture[str]
     code, out, _ = run(capsys, "status", "-w", str(ws))
     assert "Principal" not in out  # the default status is unchanged
     code, out, err = run(capsys, "principals", "delete", "alice", "-w", str(ws))
-    assert code == EXIT_OK and "would remove: memory/principals/alice/USER.md" in out
+    assert code == EXIT_OK and "would remove: memory/principals/alice/USER.md" in out and "--yes" in err
     assert (ws / "memory" / "principals" / "alice" / "USER.md").exists()
     code, data = run_json(capsys, "principals", "delete", "alice", "--yes", "-w", str(ws))
     assert code == EXIT_OK and data["remaining"] == 0 and len(data["files"]) == 2  # type: ignore[index,arg-type]
