@@ -40,6 +40,7 @@ from memmw.workspace.files import (
 )
 from memmw.workspace.layout import (
     MEMORY_DIR,
+    PRINCIPALS_DIR,
     daily_note_path,
     fold_path,
     group_note_dir,
@@ -365,32 +366,40 @@ def search_tool_payload(
         return {"results": [], "error": f"minScore must be between 0 and 1; got {min_score:g}"}
     assert query is not None
     wanted = config.query.results_wanted(max_results)
-    try:
-        payload = search_payload(
-            memory,
-            query,
-            # Over-fetch in group sessions: private hits are dropped below.
-            max_results=wanted if private else min(wanted * 4, 200),
-            min_score=min_score,
-            citations=citations,
-        )
-    except Exception as exc:
-        log.warning("memory_search failed: %s", type(exc).__name__)
-        log.debug("memory_search failure", exc_info=True)
-        return unavailable_payload(exc)
-    results = payload.get("results") or []
-    if corpus != "all":
-        results = [
-            r for r in results if not isinstance(r, Mapping) or r.get("source", "memory") == corpus
-        ]
-    shown: list[Any] = []
-    for r in results:
-        if not isinstance(r, Mapping):
-            continue
-        verdict = gate.check(str(r.get("path", "")), str(r.get("source", "memory")))
-        if not verdict.readable:
-            continue
-        shown.append(r if verdict.trusted else {**r, "untrusted": True})
+    # Over-fetch where the gate drops hits (groups, principals, an owner beside principals'
+    # folders), and fetch once more, wider, when too few are left; the owner of a workspace
+    # without principals asks for exactly what it wants, as before.
+    exact = private and gate.principal is None and not (
+        Path(memory.workspace) / PRINCIPALS_DIR
+    ).is_dir()
+    asks = [wanted] if exact else [min(wanted * 4, 200), 200]
+    for n, ask in enumerate(asks):
+        try:
+            payload = search_payload(
+                memory, query, max_results=ask, min_score=min_score, citations=citations
+            )
+        except Exception as exc:
+            log.warning("memory_search failed: %s", type(exc).__name__)
+            log.debug("memory_search failure", exc_info=True)
+            return unavailable_payload(exc)
+        results = payload.get("results") or []
+        fetched = len(results)
+        if corpus != "all":
+            results = [
+                r
+                for r in results
+                if not isinstance(r, Mapping) or r.get("source", "memory") == corpus
+            ]
+        shown: list[Any] = []
+        for r in results:
+            if not isinstance(r, Mapping):
+                continue
+            verdict = gate.check(str(r.get("path", "")), str(r.get("source", "memory")))
+            if not verdict.readable:
+                continue
+            shown.append(r if verdict.trusted else {**r, "untrusted": True})
+        if len(shown) >= wanted or fetched < ask or n + 1 == len(asks) or ask >= asks[-1]:
+            break
     payload["results"] = shown[:wanted]
     return payload
 
@@ -966,8 +975,13 @@ def facts_tool_payload(
     return {"results": results}
 
 
-def forget_tool_payload(memory: MemoryBackend, args: Mapping[str, Any]) -> Payload:
-    """Run ``memory_forget``: retract an entry in the Markdown (struck through, annotated)."""
+def forget_tool_payload(
+    memory: MemoryBackend, args: Mapping[str, Any], *, access: SessionAccess | None = None
+) -> Payload:
+    """Run ``memory_forget``: retract an entry in the Markdown (struck through, annotated).
+
+    With ``access`` (the session's privacy gate) only files it may read are touched.
+    """
     try:
         citation = _string(args, "citation")
         entity = _string(args, "entity")
@@ -979,11 +993,14 @@ def forget_tool_payload(memory: MemoryBackend, args: Mapping[str, Any]) -> Paylo
     forget = getattr(memory, "forget", None)
     if not callable(forget):
         return {"status": "error", "error": "forget is not available"}
+    gated = {} if access is None else {"visible": access.may_read}
     try:
         if expect is None:
-            result = forget(citation, entity=entity, key=key, reason=reason)
+            result = forget(citation, entity=entity, key=key, reason=reason, **gated)
         else:
-            result = forget(citation, entity=entity, key=key, reason=reason, expect=expect)
+            result = forget(
+                citation, entity=entity, key=key, reason=reason, expect=expect, **gated
+            )
     except MemmwError as exc:
         return {"status": "error", "error": str(exc)}
     except Exception as exc:
@@ -1041,7 +1058,7 @@ def graph_tools(
                 "recalled. Name it by citation (path#L12) with expect (the entry's text as "
                 "you saw it), or by entity and key.",
                 forget_schema(),
-                lambda args: forget_tool_payload(memory, args),
+                lambda args: forget_tool_payload(memory, args, access=access),
             )
         )
         tools.append(

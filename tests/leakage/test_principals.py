@@ -439,3 +439,49 @@ def test_deleting_a_principal_leaves_nothing(harnesses: Callable[[], Harness]) -
     delete_and_check(h, "carol")
     assert "bob" in marks(index_text(h))  # the others keep theirs
     assert "owner" in marks(index_text(h))
+
+
+def test_the_owners_forget_never_touches_a_persons_memory(tmp_path: Path) -> None:
+    from memmw.agent.tools import build_memory_tools, tools_by_name
+
+    ws = tmp_path / "ws"
+    (ws / "memory" / "principals" / "alice").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text(f"## {ENTITY}\n- city: ownerzq1\n", "utf-8")
+    alice_note = ws / "memory" / "principals" / "alice" / "2026-03-10.md"
+    alice_note.write_text(f"## {ENTITY}\n- city: alicezq1\n", "utf-8")
+    config = MemoryConfig(provider="none", active_memory=ActiveMemoryConfig(edit_tools=True))
+    with Memory(workspace=ws, state_dir=tmp_path / "state", config=config) as mem:
+        mem.sync()
+        owner = tools_by_name(build_memory_tools(mem, session_key="main"))
+        done = owner["memory_forget"].invoke({"entity": ENTITY, "key": "city"})
+        assert done["status"] == "ok" and "alice" not in json.dumps(done)
+        refused = owner["memory_forget"].invoke(
+            {"citation": "memory/principals/alice/2026-03-10.md#L2"}
+        )
+        assert refused["status"] == "error" and "not readable" in refused["error"]
+        alice = tools_by_name(build_memory_tools(mem, session_key="main", principal="alice"))
+        assert "memory_forget" not in alice and "memory_set_context" not in alice
+    assert alice_note.read_text("utf-8") == f"## {ENTITY}\n- city: alicezq1\n"
+    assert "~~" in (ws / "MEMORY.md").read_text("utf-8")
+
+
+def test_a_person_still_finds_their_note_among_many_others(tmp_path: Path) -> None:
+    from memmw.agent.tools import build_memory_tools, tools_by_name
+
+    ws = tmp_path / "ws"
+    for i in range(60):  # sixty people wrote about the same thing, more than any fetch
+        folder = ws / "memory" / "principals" / f"p{i:02d}"
+        folder.mkdir(parents=True)
+        (folder / "2026-03-10.md").write_text(f"- the launch codeword is pzq{i}\n", "utf-8")
+    (ws / "memory" / "principals" / "alice").mkdir()
+    (ws / "memory" / "principals" / "alice" / "2026-03-10.md").write_text(
+        "- the launch codeword is alicezq1 (mine)\n", "utf-8"
+    )
+    with Memory(workspace=ws, state_dir=tmp_path / "state",
+                config=MemoryConfig(provider="none")) as mem:
+        mem.sync()
+        search = tools_by_name(
+            build_memory_tools(mem, session_key="main", principal="alice")
+        )["memory_search"]
+        found = search.invoke({"query": "launch codeword", "maxResults": 1})
+    assert [r["path"] for r in found["results"]] == ["memory/principals/alice/2026-03-10.md"]
