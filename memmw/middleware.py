@@ -63,7 +63,11 @@ from memmw.text.tokens import TokenCounter, default_counter
 from memmw.timeutil import Clock, system_clock, user_now
 from memmw.workspace.access import SessionAccess
 from memmw.workspace.layout import daily_note_path, group_note_path, principal_note_path
-from memmw.workspace.transcripts import TranscriptStore, principal_session_id
+from memmw.workspace.transcripts import (
+    TranscriptStore,
+    principal_session_id,
+    transcript_principal,
+)
 
 log = logging.getLogger(__name__)
 
@@ -374,8 +378,18 @@ class MemoryMiddleware:
         )
         principal = check_principal_id(principal) if principal is not None else None
         startup = startup and kind == "direct"
+        if session_id is not None and transcript_principal(session_id) not in (
+            None,
+            gate.principal,
+        ):
+            raise ConfigError(
+                f"session id {session_id!r} is another principal's conversation; "
+                f"this session is {gate.principal or 'the owner'}'s"
+            )
         if session_id is None and resume:
             session_id = self.transcripts.current_session(session_key)
+            if session_id is not None and transcript_principal(session_id) != gate.principal:
+                session_id = None  # the key was another principal's: never continue it
         # A principal's transcript is named as theirs (<id>=<principal>.jsonl).
         session_id = principal_session_id(
             session_id or new_session_id(self.clock()), gate.principal

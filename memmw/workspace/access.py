@@ -35,11 +35,13 @@ from pathlib import Path
 
 from memmw.chat_type import chat_type_for, check_principal_id, group_scope, principal_for
 from memmw.config import ExtraPath
+from memmw.errors import ConfigError
 from memmw.text.inert import inert_memory_text
 from memmw.workspace.files import is_ignored_dir, resolve_extra_path
 from memmw.workspace.layout import (
     MEMORY_DIR,
     fold_path,
+    group_note_dir,
     group_scope_of,
     is_group_note,
     is_principal_note,
@@ -126,7 +128,7 @@ class SessionAccess:
         if self.principal is not None:
             self.principal = check_principal_id(self.principal)
             if not self.private:
-                raise ValueError("a principal's session is a direct session (private=True)")
+                raise ConfigError("a principal's session is a direct session (private=True)")
         self._root = str(self.workspace)
         self._real_workspace = os.path.realpath(self.workspace)
         self._extra_roots = [
@@ -177,7 +179,7 @@ class SessionAccess:
     def notes_dir(self) -> str:
         """Where this session's notes go: ``memory``, its principal's or its group's folder."""
         if not self.private:
-            return f"{MEMORY_DIR}/groups/{self.scope or 'group'}"
+            return group_note_dir(self.scope or "group")
         return principal_dir(self.principal) if self.principal is not None else MEMORY_DIR
 
     # -- identities of the private files ---------------------------------------------

@@ -487,3 +487,25 @@ def test_a_person_still_finds_their_note_among_many_others(tmp_path: Path) -> No
         )["memory_search"]
         found = search.invoke({"query": "launch codeword", "maxResults": 1})
     assert [r["path"] for r in found["results"]] == ["memory/principals/alice/2026-03-10.md"]
+
+
+def test_a_key_that_changes_hands_never_continues_the_other_conversation(tmp_path: Path) -> None:
+    """A key that was alice's (dm_scope per-peer) is the owner's after dm_scope = main."""
+    from memmw.errors import ConfigError
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    key = "agent:main:telegram:dm:101"
+    for scope, said in (("per-peer", "alicezq1"), ("main", "ownerzq2")):
+        config = MemoryConfig(provider="none", dm_scope=scope)  # type: ignore[arg-type]
+        with Memory(workspace=ws, state_dir=tmp_path / "state", config=config) as mem:
+            mw = MemoryMiddleware(mem, clock=fixed_clock)
+            session = mw.start_session(key)
+            mw.record(session, {"role": "user", "content": f"remember {said}"})
+            if scope == "main":
+                with pytest.raises(ConfigError, match="another principal"):
+                    mw.start_session(key, session_id="20260310T140530-abcd1234=telegram-101")
+                archive = mw.reset_session(session, source="/new").previous_archive
+                assert archive is not None and archive.parent == ws / "memory"
+                text = archive.read_text("utf-8")
+                assert "ownerzq2" in text and "alicezq1" not in text
