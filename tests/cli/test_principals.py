@@ -83,3 +83,9 @@ def test_stats_per_principal(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert data["injection"]["turns"] == 1  # type: ignore[index]
     code, data = run_json(capsys, "stats", "-w", str(ws), "--state-dir", str(state))
     assert data["injection"]["turns"] == 3  # type: ignore[index]
+
+
+def test_mcp_refuses_a_bad_principal(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    ws = with_people(tmp_path / "ws")
+    code, _, err = run(capsys, "mcp", "--principal", "../alice", "-w", str(ws))
+    assert code == EXIT_USAGE and "principal must be" in err
