@@ -150,3 +150,104 @@ def citations_enabled(
     if mode == "off":
         return False
     return not is_group_session(session_key, explicit, private_kinds)
+
+
+# -- principals: who a session is with ---------------------------------------------------
+
+#: A principal id (after folding to lower case): path-safe, one path component, no
+#: leading or trailing punctuation. Full match only.
+PRINCIPAL_PATTERN = re.compile(r"[a-z0-9](?:[a-z0-9._@+-]{0,126}[a-z0-9])?")
+#: ``MemoryConfig.dm_scope`` values: ``main`` (every DM is the owner's, as OpenClaw's
+#: default scope) or ``per-peer`` (the peer named in a DM's session key is its principal).
+DM_SCOPES = ("main", "per-peer")
+_THREAD_WORDS = frozenset({"thread", "topic"})
+
+
+def check_principal_id(value: object, what: str = "principal") -> str:
+    """The canonical form of a principal id (ASCII lower case), or a clear ``ConfigError``.
+
+    A principal id names one person (a DM's sender) or one group or channel; it is also a
+    folder name (``memory/people/<id>/``), so it must be 1-128 characters of ASCII letters,
+    digits, ``.``, ``_``, ``@``, ``+`` and ``-``, starting and ending with a letter or
+    digit (:data:`PRINCIPAL_PATTERN`, matched in full). Case does not count: ``Alice`` and
+    ``alice`` are one principal (the privacy gate compares folded paths).
+    """
+    from memmw.errors import ConfigError
+
+    text = value.lower() if isinstance(value, str) and value.isascii() else None
+    if text is None or PRINCIPAL_PATTERN.fullmatch(text) is None:
+        raise ConfigError(
+            f"{what} must be 1-128 ASCII letters, digits, '.', '_', '@', '+' or '-', starting "
+            f"and ending with a letter or digit (no spaces, slashes or colons); got {value!r}"
+        )
+    return text
+
+
+def peer_of_key(session_key: str | None, private_kinds: Iterable[str] | None = None) -> str | None:
+    """The peer a direct session key names, as a principal id, else None (the owner).
+
+    OpenClaw's DM scopes spell keys ``agent:<id>:dm:<peer>`` (``per-peer``),
+    ``agent:<id>:<channel>:dm:<peer>`` (``per-channel-peer``) and
+    ``agent:<id>:<channel>:<account>:dm:<peer>``; the id is every token but the agent
+    prefix and the private kind, joined by ``-``: ``alice``, ``telegram-7``,
+    ``matrix-@bob-example.org``; trailing ``thread:<id>`` / ``topic:<id>`` pairs are
+    dropped (a DM's threads are the same person). A key without a private-kind token followed by a peer (``main``,
+    ``agent:main:main``) names no peer. A peer that is not a valid id as it stands is
+    spelled as a slug plus a hash of the key, so two keys never share a principal unless
+    they are equal up to case.
+    """
+    if session_key is None:
+        return None
+    kinds = _private_kinds(private_kinds)
+    tokens = _key_tokens(str(session_key))
+    while len(tokens) >= 2 and fold(tokens[-2]) in _THREAD_WORDS:
+        tokens = tokens[:-2]
+    for i, token in enumerate(tokens[:-1]):
+        if fold(token) in kinds:
+            parts = tokens[:i] + tokens[i + 1 :]
+            joined = "-".join(parts).lower()
+            if joined.isascii() and PRINCIPAL_PATTERN.fullmatch(joined):
+                return joined
+            key = fold(session_key)
+            slug = re.sub(r"[^a-z0-9]+", "-", fold("-".join(parts))).strip("-")[:40].strip("-")
+            digest = hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+            return f"{slug or 'peer'}-{digest}"
+    return None
+
+
+def principal_for(
+    session_key: str | None,
+    chat_type: str | None = None,
+    principal: str | None = None,
+    *,
+    dm_scope: str = "main",
+    owner_principals: Iterable[str] = (),
+    private_kinds: Iterable[str] | None = None,
+) -> str | None:
+    """The principal of a direct session: None for the owner, else a validated id.
+
+    The host's ``principal`` wins (validated by :func:`check_principal_id`); without one,
+    ``dm_scope = "per-peer"`` takes the peer of the session key (:func:`peer_of_key`) and
+    ``main`` (the default) keeps every DM the owner's, as before principals existed. An id
+    listed in ``owner_principals`` is the owner. Group and channel sessions have no person
+    principal (their notes are scoped by :func:`group_scope`): None.
+
+    Raises:
+        ConfigError: a bad principal id, or an unknown ``dm_scope``.
+    """
+    from memmw.errors import ConfigError
+
+    if dm_scope not in DM_SCOPES:
+        raise ConfigError(f"dm_scope must be one of {', '.join(DM_SCOPES)}; got {dm_scope!r}")
+    if chat_type_for(session_key, chat_type, private_kinds) != "direct":
+        if principal is not None:
+            check_principal_id(principal)
+        return None
+    if principal is not None:
+        found: str | None = check_principal_id(principal)
+    elif dm_scope == "per-peer":
+        found = peer_of_key(session_key, private_kinds)
+    else:
+        found = None
+    owners = {check_principal_id(p, "owner_principals entry") for p in owner_principals}
+    return None if found is None or found in owners else found

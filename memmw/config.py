@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
 
+from memmw.chat_type import check_principal_id
 from memmw.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -48,6 +49,7 @@ ENV_PREFIX = "MEMMW__"
 
 Citations = Literal["auto", "on", "off"]
 Source = Literal["memory", "sessions"]
+DmScope = Literal["main", "per-peer"]
 FtsTokenizer = Literal["unicode61", "trigram"]
 KeywordBackend = Literal["auto", "memory", "fts5"]
 StoreBackend = Literal["sqlite", "postgres"]
@@ -728,6 +730,13 @@ class MemoryConfig(_Section):
         private_chat_types: Chat-type values that mean a private chat (``direct`` always
             does); every other value, and any session key with a group identifier, is a
             group session (fail closed).
+        dm_scope: Who a direct session is with when the host does not say (it may pass a
+            principal itself): ``main`` (default) keeps every DM the owner's, as before;
+            ``per-peer`` makes the peer a DM's session key names (``agent:main:dm:alice``,
+            ``agent:main:telegram:dm:7``) its principal, with private memory of its own
+            under ``memory/principals/<id>/``.
+        owner_principals: Principal ids that are the owner (the owner's own DM peers
+            under ``per-peer``): they get the owner's memory.
     """
 
     _section: ClassVar[str] = ""
@@ -741,6 +750,8 @@ class MemoryConfig(_Section):
     user_timezone: str | None = None
     auto_reindex: bool = True
     private_chat_types: tuple[str, ...] = ("direct", "dm", "im", "private", "main")
+    dm_scope: DmScope = "main"
+    owner_principals: tuple[str, ...] = ()
     chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
@@ -790,6 +801,8 @@ class MemoryConfig(_Section):
                 )
             kinds.append(kind.strip().lower())
         object.__setattr__(self, "private_chat_types", tuple(dict.fromkeys(kinds)))
+        owners = [check_principal_id(p, "owner_principals entry") for p in self.owner_principals]
+        object.__setattr__(self, "owner_principals", tuple(dict.fromkeys(owners)))
 
     def replace(self, **changes: Any) -> MemoryConfig:
         """Return a copy with top-level fields replaced (validated again)."""

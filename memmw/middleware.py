@@ -30,7 +30,7 @@ from memmw.agent.tools import (
     session_access,
 )
 from memmw.agent.tools import workspace_is_writable as _writable
-from memmw.chat_type import ChatType, chat_type_for, citations_enabled
+from memmw.chat_type import ChatType, chat_type_for, check_principal_id, citations_enabled
 from memmw.errors import ConfigError, WiringError
 from memmw.graph.telemetry import TelemetryLog, telemetry_path
 from memmw.hooks.active_memory import ActiveMemory
@@ -62,8 +62,12 @@ from memmw.hooks.session_archive import (
 from memmw.text.tokens import TokenCounter, default_counter
 from memmw.timeutil import Clock, system_clock, user_now
 from memmw.workspace.access import SessionAccess
-from memmw.workspace.layout import daily_note_path, group_note_dir, group_note_path
-from memmw.workspace.transcripts import TranscriptStore
+from memmw.workspace.layout import daily_note_path, group_note_path, principal_note_path
+from memmw.workspace.transcripts import (
+    TranscriptStore,
+    principal_session_id,
+    transcript_principal,
+)
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +205,9 @@ class Session:
             :meth:`MemoryMiddleware.refresh_bootstrap`).
         bootstrap_daily: The bootstrap includes the recent daily notes (not after a bare
             ``/new``, whose startup context has them).
+        principal: Who the host said the session is with (a DM's sender, a group's id),
+            validated; None lets the session key and ``dm_scope`` decide
+            (:func:`memmw.chat_type.principal_for`).
     """
 
     session_id: str
@@ -215,6 +222,7 @@ class Session:
     startup_context: str = ""
     bootstrap_stamp: BootstrapStamp | None = None
     bootstrap_daily: bool = True
+    principal: str | None = None
 
     @property
     def private(self) -> bool:
@@ -347,6 +355,7 @@ class MemoryMiddleware:
         chat_type: str | None = None,
         resume: bool = True,
         startup: bool = False,
+        principal: str | None = None,
     ) -> Session:
         """Start (or resume) the session of ``session_key``: warm sync, bootstrap, tools.
 
@@ -357,20 +366,43 @@ class MemoryMiddleware:
             resume: Continue the key's last session after a restart.
             startup: Started by a bare ``/new`` or ``/reset``: a private session gets the
                 recent daily notes as the startup context instead of in the bootstrap.
+            principal: Who the session is with (a DM's sender, a group's id), when the
+                host knows; its private memory is ``memory/principals/<id>/``.
+
+        Raises:
+            ConfigError: a bad principal id.
         """
         kind = chat_type_for(session_key, chat_type, self.config.private_chat_types)
+        gate = session_access(
+            self.memory, session_key=session_key, chat_type=kind, principal=principal
+        )
+        principal = check_principal_id(principal) if principal is not None else None
         startup = startup and kind == "direct"
+        if session_id is not None and transcript_principal(session_id) not in (
+            None,
+            gate.principal,
+        ):
+            raise ConfigError(
+                f"session id {session_id!r} is another principal's conversation; "
+                f"this session is {gate.principal or 'the owner'}'s"
+            )
         if session_id is None and resume:
             session_id = self.transcripts.current_session(session_key)
-        session_id = session_id or new_session_id(self.clock())
+            if session_id is not None and transcript_principal(session_id) != gate.principal:
+                session_id = None  # the key was another principal's: never continue it
+        # A principal's transcript is named as theirs (<id>=<principal>.jsonl).
+        session_id = principal_session_id(
+            session_id or new_session_id(self.clock()), gate.principal
+        )
         self.transcripts.bind_session(session_key, session_id)
-        stamp = self._stamp(session_key, kind, include_daily=not startup)
+        stamp = self._stamp(session_key, kind, include_daily=not startup, principal=principal)
         bootstrap = run_bootstrap(
             self.memory,
             session_key=session_key,
             chat_type=kind,
             clock=self.clock,
             include_daily=not startup,
+            principal=principal,
         )
         startup_text = ""
         if startup:
@@ -379,7 +411,7 @@ class MemoryMiddleware:
                     Path(self.memory.workspace),
                     today=self.now().date(),
                     utc_today=self.clock().astimezone(dt.timezone.utc).date(),
-                    access=session_access(self.memory, session_key=session_key, chat_type=kind),
+                    access=gate,
                 )
             except Exception as exc:
                 log.warning("startup context failed: %s", type(exc).__name__)
@@ -391,6 +423,7 @@ class MemoryMiddleware:
             allow_curated_append=self.allow_curated_append,
             read_only=self.read_only,
             clock=self.clock,
+            principal=principal,
         )
         session = Session(
             session_id=session_id,
@@ -402,6 +435,7 @@ class MemoryMiddleware:
             startup_context=startup_text,
             bootstrap_stamp=stamp,
             bootstrap_daily=not startup,
+            principal=principal,
         )
         self._sessions[session_key] = session
         log.info(
@@ -410,21 +444,49 @@ class MemoryMiddleware:
         self._emit(Event.SESSION_START, session, bootstrap=bootstrap)
         return session
 
-    def session(self, session_key: str = "main", *, chat_type: str | None = None) -> Session:
-        """The running session of ``session_key``, started on first use."""
+    def session(
+        self,
+        session_key: str = "main",
+        *,
+        chat_type: str | None = None,
+        principal: str | None = None,
+    ) -> Session:
+        """The running session of ``session_key``, started on first use.
+
+        A running session asked for with another ``principal`` is an error, never a
+        silent switch of whose memory it reads.
+
+        Raises:
+            ConfigError: a bad principal id, or another principal than the session's.
+        """
         existing = self._sessions.get(session_key)
-        return existing or self.start_session(session_key, chat_type=chat_type)
+        if existing is None:
+            return self.start_session(session_key, chat_type=chat_type, principal=principal)
+        if principal is not None and check_principal_id(principal) != existing.principal:
+            raise ConfigError(
+                f"session {session_key!r} is running for principal {existing.principal!r},"
+                f" not {principal!r}: use one session key per principal"
+            )
+        return existing
 
     def access(self, session: Session) -> SessionAccess:
         """The privacy gate of ``session``: what it may read, and where it writes."""
         return session_access(
-            self.memory, session_key=session.session_key, chat_type=session.chat_type
+            self.memory,
+            session_key=session.session_key,
+            chat_type=session.chat_type,
+            principal=session.principal,
         )
 
 
     # -- bootstrap freshness -----------------------------------------------------------
     def _stamp(
-        self, session_key: str, chat_type: str, *, include_daily: bool
+        self,
+        session_key: str,
+        chat_type: str,
+        *,
+        include_daily: bool,
+        principal: str | None = None,
     ) -> BootstrapStamp | None:
         try:
             return bootstrap_stamp(
@@ -433,6 +495,7 @@ class MemoryMiddleware:
                 chat_type=chat_type,
                 clock=self.clock,
                 include_daily=include_daily,
+                principal=principal,
             )
         except Exception as exc:  # no stamp: the next check re-reads
             log.warning("bootstrap stat check failed: %s", type(exc).__name__)
@@ -447,7 +510,10 @@ class MemoryMiddleware:
         re-reading unchanged files. :meth:`system_prompt` calls it.
         """
         stamp = self._stamp(
-            session.session_key, session.chat_type, include_daily=session.bootstrap_daily
+            session.session_key,
+            session.chat_type,
+            include_daily=session.bootstrap_daily,
+            principal=session.principal,
         )
         old = session.bootstrap_stamp
         if stamp is not None and old is not None and old.current(stamp):
@@ -459,6 +525,7 @@ class MemoryMiddleware:
             clock=self.clock,
             warm_sync=False,
             include_daily=session.bootstrap_daily,
+            principal=session.principal,
         )
         session.bootstrap_stamp = stamp
         if old is not None and stamp is not None and old.files != stamp.files:
@@ -754,11 +821,13 @@ class MemoryMiddleware:
         now = self.now()
         access = self.access(session)
         # A group session's flush writes the group's own note (recorded as group-written).
-        target = (
-            daily_note_path(now.date())
-            if access.private or access.scope is None
-            else group_note_path(access.scope, now.date())
-        )
+        # A principal's flush writes that person's own note.
+        if access.private and access.principal is not None:
+            target = principal_note_path(access.principal, now.date())
+        elif access.private or access.scope is None:
+            target = daily_note_path(now.date())
+        else:
+            target = group_note_path(access.scope, now.date())
         tools = flush_tools(
             self.memory, target, read_only=self.read_only, clock=self.clock, access=access
         )
@@ -1052,9 +1121,7 @@ class MemoryMiddleware:
             path = archive_session(
                 ArchiveRequest(
                     workspace=Path(self.memory.workspace),
-                    folder="memory"
-                    if access.private or access.scope is None
-                    else group_note_dir(access.scope),
+                    folder=access.notes_dir,
                     messages=messages,
                     session_key=session.session_key,
                     session_id=session.session_id,
@@ -1084,6 +1151,7 @@ class MemoryMiddleware:
             chat_type=session.chat_type,
             resume=False,
             startup=startup,
+            principal=session.principal,
         )
         fresh.previous_archive = path
         return fresh

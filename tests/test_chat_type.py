@@ -152,3 +152,76 @@ def test_property_a_group_identifier_anywhere_in_the_key_makes_a_group(
 ) -> None:
     key = ":".join([*(["agent", "main"] if prefix else []), platform, *before, token, *after])
     assert is_group_session(key, explicit), key
+
+
+# -- principals (issue 24) ------------------------------------------------------------------
+
+from memmw.chat_type import (  # noqa: E402
+    PRINCIPAL_PATTERN,
+    check_principal_id,
+    peer_of_key,
+    principal_for,
+)
+from memmw.errors import ConfigError  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_property_principal_ids_are_one_safe_path_component_or_an_error(value: str) -> None:
+    try:
+        pid = check_principal_id(value)
+    except ConfigError as exc:
+        assert "principal must be" in str(exc)
+        return
+    assert PRINCIPAL_PATTERN.fullmatch(pid) and pid == value.lower()
+    assert pid not in (".", "..") and not {"/", "\\", ":", " ", "\x00"} & set(pid)
+    assert pid == pid.strip(" .") and pid.isascii()
+
+
+@pytest.mark.parametrize(
+    ("key", "peer"),
+    [
+        ("main", None),
+        ("agent:main:main", None),
+        (None, None),
+        ("agent:main:dm:alice", "alice"),  # OpenClaw dmScope per-peer
+        ("agent:main:telegram:dm:7", "telegram-7"),  # per-channel-peer
+        ("agent:ops:whatsapp:direct:+15550001", "whatsapp-+15550001"),
+        ("agent:main:telegram:dm:7:thread:3", "telegram-7"),  # a DM's thread: same person
+        ("agent:main:matrix:dm:@bob:example.org", "matrix-@bob-example.org"),
+    ],
+)
+def test_peer_of_openclaw_dm_keys(key: str | None, peer: str | None) -> None:
+    assert peer_of_key(key) == peer
+
+
+def test_a_peer_that_is_no_valid_id_gets_a_slug_and_hash() -> None:
+    a = peer_of_key("agent:main:dm:Zoë/../x")
+    b = peer_of_key("agent:main:dm:Zoë/../y")
+    assert a is not None and b is not None and a != b
+    assert check_principal_id(a) == a and check_principal_id(b) == b
+
+
+def test_principal_for_keeps_the_owner_by_default() -> None:
+    key = "agent:main:telegram:dm:7"
+    assert principal_for(key) is None  # dm_scope "main": as before principals existed
+    assert principal_for(key, dm_scope="per-peer") == "telegram-7"
+    assert principal_for(key, dm_scope="per-peer", owner_principals=["telegram-7"]) is None
+    assert principal_for(key, principal="Alice") == "alice"  # the host's word wins
+    assert principal_for("main", principal="carol", owner_principals=["carol"]) is None
+    assert principal_for("agent:main:telegram:group:42", principal="g42") is None  # a group
+    with pytest.raises(ConfigError, match="dm_scope"):
+        principal_for(key, dm_scope="per-channel")
+    with pytest.raises(ConfigError, match="principal must be"):
+        principal_for(key, principal="../owner")
+
+
+def test_config_checks_dm_scope_and_owner_principals() -> None:
+    config = MemoryConfig(dm_scope="per-peer", owner_principals=("Telegram-7", "telegram-7"))
+    assert config.owner_principals == ("telegram-7",)
+    with pytest.raises(ConfigError, match="dm_scope"):
+        MemoryConfig(dm_scope="per-room")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="owner_principals entry must be"):
+        MemoryConfig(owner_principals=("a/b",))
+    loaded = MemoryConfig.from_dict({"dmScope": "per-peer", "ownerPrincipals": ["me"]})
+    assert loaded.dm_scope == "per-peer" and loaded.owner_principals == ("me",)

@@ -46,6 +46,9 @@ class MemoryAgent:
         system_prompt: Your base system prompt.
         session_key: Routing key (``group``/``channel`` tokens make a group session).
         chat_type: Explicit ``direct``/``group``.
+        principal: Who the session is with (a DM's sender, a group's id), when the host
+            knows; a person's memory is then ``memory/principals/<id>/``. Default: the
+            session key and ``dm_scope`` decide.
         middleware: A configured :class:`MemoryMiddleware` (built from ``memory`` if None).
         slug_fn: Optional LLM slug callable for archives.
         flush_model: Model for the flush turn (default ``model``).
@@ -71,6 +74,7 @@ class MemoryAgent:
         system_prompt: str = "",
         session_key: str = "main",
         chat_type: str | None = None,
+        principal: str | None = None,
         middleware: MemoryMiddleware | None = None,
         slug_fn: SlugFunction | None = None,
         flush_model: ChatModel | None = None,
@@ -90,7 +94,9 @@ class MemoryAgent:
         self.compact_at_tokens = points.compact_at
         self.flush_at_tokens = points.flush_at
         self.summarizer = summarizer or _default_summary
-        self.session: Session = self.middleware.start_session(session_key, chat_type=chat_type)
+        self.session: Session = self.middleware.start_session(
+            session_key, chat_type=chat_type, principal=principal
+        )
         self.messages: list[Message] = []
         self.flushes: list[FlushOutcome] = []
         self.compactions = 0

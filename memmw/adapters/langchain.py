@@ -258,6 +258,9 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
         session_key: Maps a thread id to a session key; default
             ``agent:<agent_id>:<thread_id>`` (``group``/``channel`` tokens mean group).
         chat_type: Explicit chat type for every thread.
+        principal: Maps a thread id to who the thread is with (a DM's sender, a group's
+            id), or None to let the session key and ``dm_scope`` decide; a person's
+            memory is then ``memory/principals/<id>/``.
         summarization_trigger_tokens: Token trigger of a summarizer you run yourself
             (listed **after** memmw); the flush then fires below it. Prefer
             ``summarization=``.
@@ -287,6 +290,7 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
         slug_fn: SlugFunction | None = None,
         session_key: Callable[[str], str] | None = None,
         chat_type: str | None = None,
+        principal: Callable[[str], str | None] | None = None,
         summarization_trigger_tokens: int | None = None,
         read_only: bool | None = None,
         clock: Clock | None = None,
@@ -336,6 +340,7 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
         self._flush_model = flush_model
         self._key_fn = session_key
         self._chat_type = chat_type
+        self._principal_fn = principal
         self._lock = threading.RLock()
         self._models: dict[str, BaseChatModel] = {}
         self._last_model: BaseChatModel | None = None
@@ -365,7 +370,10 @@ class LangChainMemoryMiddleware(AgentMiddleware[MemoryAgentState, Any, Any]):
     def session_for(self, thread_id: str) -> Session:
         """The memmw session of a thread (started, with bootstrap, on first use)."""
         with self._lock:
-            return self.core.session(self.session_key_for(thread_id), chat_type=self._chat_type)
+            principal = self._principal_fn(thread_id) if self._principal_fn is not None else None
+            return self.core.session(
+                self.session_key_for(thread_id), chat_type=self._chat_type, principal=principal
+            )
 
     def new_session(self, thread_id: str, *, source: str = "/new") -> Session:
         """Archive the thread's session and start a new one (what ``/new`` does).

@@ -46,6 +46,7 @@ def build_server(
     *,
     session_key: str | None = None,
     chat_type: str | None = None,
+    principal: str | None = None,
 ) -> Any:
     """An ``mcp`` low-level server whose tools are the agent tools of ``memory``.
 
@@ -60,9 +61,13 @@ def build_server(
         session_key: Session key the default tools serve (a group key makes them group
             tools: the privacy gate then refuses private files under any name).
         chat_type: Chat type of that session (fails closed: only private kinds are direct).
+        principal: Who this server's client is (one principal per server, so per
+            connection): its tools read and write only that person's private memory
+            (``memory/principals/<id>/``) besides shared notes. None: the owner, or what
+            ``session_key`` and ``dm_scope`` say.
 
     Raises:
-        ConfigError: the ``mcp`` package is not installed.
+        ConfigError: the ``mcp`` package is not installed, or a bad principal id.
     """
     _require_mcp()
     import anyio
@@ -76,8 +81,12 @@ def build_server(
         from memmw.consolidation.tool import consolidation_tools
 
         tools = [
-            *build_memory_tools(memory, session_key=session_key, chat_type=chat_type),
-            *consolidation_tools(memory, session_key=session_key, chat_type=chat_type),
+            *build_memory_tools(
+                memory, session_key=session_key, chat_type=chat_type, principal=principal
+            ),
+            *consolidation_tools(
+                memory, session_key=session_key, chat_type=chat_type, principal=principal
+            ),
         ]
     by_name = {t.name: t for t in tools}
 
@@ -141,11 +150,11 @@ def keep_fresh(memory: Memory) -> str:
     return "watching" if state == "watching" else "on-search"
 
 
-async def serve_stdio(memory: Memory) -> None:
-    """Serve over stdin/stdout until the client closes the stream."""
+async def serve_stdio(memory: Memory, principal: str | None = None) -> None:
+    """Serve over stdin/stdout until the client closes the stream (as ``principal``)."""
     from mcp.server.stdio import stdio_server
 
-    server = build_server(memory)
+    server = build_server(memory, principal=principal)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
@@ -297,7 +306,12 @@ class BearerAuth:
 
 
 def http_app(
-    memory: Memory, *, token: str, host: str = "127.0.0.1", path: str = "/mcp"
+    memory: Memory,
+    *,
+    token: str,
+    host: str = "127.0.0.1",
+    path: str = "/mcp",
+    principal: str | None = None,
 ) -> Any:
     """An ASGI app serving MCP over Streamable HTTP at ``path``, behind a bearer token.
 
@@ -305,12 +319,18 @@ def http_app(
     :class:`BearerAuth` answers 401 to every request without ``Authorization: Bearer
     <token>``.
     """
-    app = build_server(memory).streamable_http_app(streamable_http_path=path, host=host)
+    server = build_server(memory, principal=principal)
+    app = server.streamable_http_app(streamable_http_path=path, host=host)
     return BearerAuth(app, token)
 
 
 def serve_http(
-    memory: Memory, *, token: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT
+    memory: Memory,
+    *,
+    token: str,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    principal: str | None = None,
 ) -> None:
     """Serve over Streamable HTTP on a loopback address until interrupted.
 
@@ -319,6 +339,7 @@ def serve_http(
         token: The bearer token every request must carry (see :func:`http_token`).
         host: A loopback address.
         port: The TCP port.
+        principal: Whom the server answers as (None: the owner).
 
     Raises:
         ConfigError: ``host`` is not a loopback address (the tools read and write the
@@ -330,8 +351,8 @@ def serve_http(
         )
     import uvicorn
 
-    uvicorn.run(http_app(memory, token=token, host=host), host=host, port=port,
-                log_level="warning")
+    uvicorn.run(http_app(memory, token=token, host=host, principal=principal), host=host,
+                port=port, log_level="warning")
 
 
 __all__ = [

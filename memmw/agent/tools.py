@@ -40,11 +40,16 @@ from memmw.workspace.files import (
 )
 from memmw.workspace.layout import (
     MEMORY_DIR,
+    PRINCIPALS_DIR,
     daily_note_path,
+    fold_path,
     group_note_dir,
     group_note_path,
     is_curated,
     is_dreams,
+    is_principal_note,
+    principal_dir,
+    principal_note_path,
 )
 
 log = logging.getLogger(__name__)
@@ -88,8 +93,16 @@ def session_access(
     *,
     session_key: str | None = None,
     chat_type: str | None = None,
+    principal: str | None = None,
 ) -> SessionAccess:
-    """The privacy gate of a session of ``memory`` (:class:`SessionAccess`)."""
+    """The privacy gate of a session of ``memory`` (:class:`SessionAccess`).
+
+    ``principal`` is who the session is with, when the host knows (a DM's sender, a
+    group's id); otherwise ``dm_scope`` and ``owner_principals`` of the config decide.
+
+    Raises:
+        ConfigError: a bad principal id.
+    """
     config = memory.config
     return SessionAccess.for_session(
         Path(memory.workspace),
@@ -97,6 +110,9 @@ def session_access(
         session_key=session_key,
         chat_type=chat_type,
         private_kinds=config.private_chat_types,
+        principal=principal,
+        dm_scope=getattr(config, "dm_scope", "main"),
+        owner_principals=getattr(config, "owner_principals", ()),
     )
 
 
@@ -350,32 +366,40 @@ def search_tool_payload(
         return {"results": [], "error": f"minScore must be between 0 and 1; got {min_score:g}"}
     assert query is not None
     wanted = config.query.results_wanted(max_results)
-    try:
-        payload = search_payload(
-            memory,
-            query,
-            # Over-fetch in group sessions: private hits are dropped below.
-            max_results=wanted if private else min(wanted * 4, 200),
-            min_score=min_score,
-            citations=citations,
-        )
-    except Exception as exc:
-        log.warning("memory_search failed: %s", type(exc).__name__)
-        log.debug("memory_search failure", exc_info=True)
-        return unavailable_payload(exc)
-    results = payload.get("results") or []
-    if corpus != "all":
-        results = [
-            r for r in results if not isinstance(r, Mapping) or r.get("source", "memory") == corpus
-        ]
-    shown: list[Any] = []
-    for r in results:
-        if not isinstance(r, Mapping):
-            continue
-        verdict = gate.check(str(r.get("path", "")), str(r.get("source", "memory")))
-        if not verdict.readable:
-            continue
-        shown.append(r if verdict.trusted else {**r, "untrusted": True})
+    # Over-fetch where the gate drops hits (groups, principals, an owner beside principals'
+    # folders), and fetch once more, wider, when too few are left; the owner of a workspace
+    # without principals asks for exactly what it wants, as before.
+    exact = private and gate.principal is None and not (
+        Path(memory.workspace) / PRINCIPALS_DIR
+    ).is_dir()
+    asks = [wanted] if exact else [min(wanted * 4, 200), 200]
+    for n, ask in enumerate(asks):
+        try:
+            payload = search_payload(
+                memory, query, max_results=ask, min_score=min_score, citations=citations
+            )
+        except Exception as exc:
+            log.warning("memory_search failed: %s", type(exc).__name__)
+            log.debug("memory_search failure", exc_info=True)
+            return unavailable_payload(exc)
+        results = payload.get("results") or []
+        fetched = len(results)
+        if corpus != "all":
+            results = [
+                r
+                for r in results
+                if not isinstance(r, Mapping) or r.get("source", "memory") == corpus
+            ]
+        shown: list[Any] = []
+        for r in results:
+            if not isinstance(r, Mapping):
+                continue
+            verdict = gate.check(str(r.get("path", "")), str(r.get("source", "memory")))
+            if not verdict.readable:
+                continue
+            shown.append(r if verdict.trusted else {**r, "untrusted": True})
+        if len(shown) >= wanted or fetched < ask or n + 1 == len(asks) or ask >= asks[-1]:
+            break
     payload["results"] = shown[:wanted]
     return payload
 
@@ -451,12 +475,16 @@ def append_tool_payload(
     only_path: str | None = None,
     read_only: bool | None = None,
     scope: str | None = None,
+    principal: str | None = None,
 ) -> Payload:
     """Run ``memory_append``: add text to the end of a ``memory/*.md`` note.
 
     A group or channel session (``scope`` set) writes only under its own
     ``memory/groups/<scope>/`` (default its daily note there): what it saves is recorded
-    as written from a group, by path, which survives any rebuild of the index.
+    as written from a group, by path, which survives any rebuild of the index. A
+    principal's session (``principal`` set) writes only under its own
+    ``memory/principals/<id>/`` (default its daily note there), its ``MEMORY.md`` and
+    ``USER.md`` included.
 
     Args:
         memory: The engine (its workspace and timezone are used).
@@ -466,6 +494,7 @@ def append_tool_payload(
         only_path: When set, the only legal target (the flush turn uses today's note).
         read_only: Force the read-only answer; None checks the file system.
         scope: The group scope of a group or channel session (None when private).
+        principal: The principal of a direct session with someone other than the owner.
 
     Returns:
         ``{status: "ok", path, appended}`` or ``{status: "error", path, error}``.
@@ -485,6 +514,7 @@ def append_tool_payload(
             only_path=only_path,
             read_only=read_only,
             scope=scope,
+            principal=principal,
         )
         sp.set(append_status=payload["status"], append_chars=payload.get("appended", 0))
         if payload["status"] != "ok":
@@ -501,11 +531,18 @@ def _append(
     only_path: str | None,
     read_only: bool | None,
     scope: str | None,
+    principal: str | None = None,
 ) -> Payload:
     today = user_now(memory.config.user_timezone, clock).date()
+    own_dir: str | None = None
     if scope is not None:
         default_path = only_path or group_note_path(scope, today)
         allow_curated = False
+        own_dir = group_note_dir(scope)
+    elif principal is not None:
+        default_path = only_path or principal_note_path(principal, today)
+        allow_curated = False
+        own_dir = principal_dir(principal)
     else:
         default_path = only_path or daily_note_path(today)
     try:
@@ -526,12 +563,18 @@ def _append(
             "path": rel,
             "error": f"only {only_path} may be written now; append your notes there",
         }
-    if scope is not None and not rel.startswith(group_note_dir(scope) + "/"):
+    if own_dir is not None and not rel.startswith(own_dir + "/"):
+        who = "a group or channel session" if scope is not None else "this person's session"
         return {
             "status": "error",
             "path": rel,
-            "error": f"a group or channel session writes only under {group_note_dir(scope)}/;"
-            f" append to {default_path}",
+            "error": f"{who} writes only under {own_dir}/; append to {default_path}",
+        }
+    if own_dir is None and is_principal_note(fold_path(rel)):
+        return {
+            "status": "error",
+            "path": rel,
+            "error": f"{rel} is another person's private memory; append to {default_path}",
         }
     if is_curated(rel) or is_dreams(rel):
         if not allow_curated:
@@ -706,6 +749,7 @@ def build_memory_tools(
     read_only: bool | None = None,
     clock: Clock | None = None,
     include_graph: bool = True,
+    principal: str | None = None,
 ) -> list[MemoryTool]:
     """Build the memory tools for one session.
 
@@ -713,6 +757,7 @@ def build_memory_tools(
         memory: The engine.
         session_key: Decides ``citations = auto`` (off in group/channel sessions).
         chat_type: Explicit chat type, overriding the key.
+        principal: Who the session is with (see :func:`session_access`).
         include_search / include_get / include_append: Which tools to build.
         allow_curated_append: Let ``memory_append`` write ``MEMORY.md``/``USER.md``.
         read_only: Force (or deny) read-only behaviour of ``memory_append``.
@@ -728,9 +773,12 @@ def build_memory_tools(
         return []
     kinds = config.private_chat_types
     cites = citations_enabled(config.citations, session_key, chat_type, kinds)
-    access = session_access(memory, session_key=session_key, chat_type=chat_type)
+    access = session_access(
+        memory, session_key=session_key, chat_type=chat_type, principal=principal
+    )
     private = access.private
     scope = access.scope
+    who = access.principal
     tools: list[MemoryTool] = []
     if include_search:
         tools.append(
@@ -765,6 +813,7 @@ def build_memory_tools(
                     allow_curated=allow_curated_append,
                     read_only=read_only,
                     scope=scope,
+                    principal=who,
                 ),
             )
         )
@@ -793,12 +842,19 @@ def flush_tools(
     group may read and writes only its group note.
     """
     scope = access.scope if access is not None and not access.private else None
+    who = access.principal if access is not None else None
     append = MemoryTool(
         APPEND_TOOL,
         f"Append durable notes to {target} (append-only; no other file may be written).",
         append_schema(),
         lambda args: append_tool_payload(
-            memory, args, clock=clock, only_path=target, read_only=read_only, scope=scope
+            memory,
+            args,
+            clock=clock,
+            only_path=target,
+            read_only=read_only,
+            scope=scope,
+            principal=who,
         ),
     )
     get = MemoryTool(
@@ -919,8 +975,13 @@ def facts_tool_payload(
     return {"results": results}
 
 
-def forget_tool_payload(memory: MemoryBackend, args: Mapping[str, Any]) -> Payload:
-    """Run ``memory_forget``: retract an entry in the Markdown (struck through, annotated)."""
+def forget_tool_payload(
+    memory: MemoryBackend, args: Mapping[str, Any], *, access: SessionAccess | None = None
+) -> Payload:
+    """Run ``memory_forget``: retract an entry in the Markdown (struck through, annotated).
+
+    With ``access`` (the session's privacy gate) only files it may read are touched.
+    """
     try:
         citation = _string(args, "citation")
         entity = _string(args, "entity")
@@ -932,11 +993,14 @@ def forget_tool_payload(memory: MemoryBackend, args: Mapping[str, Any]) -> Paylo
     forget = getattr(memory, "forget", None)
     if not callable(forget):
         return {"status": "error", "error": "forget is not available"}
+    gated = {} if access is None else {"visible": access.may_read}
     try:
         if expect is None:
-            result = forget(citation, entity=entity, key=key, reason=reason)
+            result = forget(citation, entity=entity, key=key, reason=reason, **gated)
         else:
-            result = forget(citation, entity=entity, key=key, reason=reason, expect=expect)
+            result = forget(
+                citation, entity=entity, key=key, reason=reason, expect=expect, **gated
+            )
     except MemmwError as exc:
         return {"status": "error", "error": str(exc)}
     except Exception as exc:
@@ -968,7 +1032,8 @@ def graph_tools(
     access: SessionAccess | None = None,
 ) -> list[MemoryTool]:
     """``memory_facts`` always; ``memory_forget`` and ``memory_set_context`` with
-    ``active_memory.edit_tools`` in private, writable sessions (groups never change memory)."""
+    ``active_memory.edit_tools`` in the owner's private, writable sessions (groups and
+    other people's sessions never retract entries or replace the working context)."""
     if not callable(getattr(memory, "facts", None)):
         return []
     tools = [
@@ -984,7 +1049,7 @@ def graph_tools(
         )
     ]
     edit = getattr(getattr(memory.config, "active_memory", None), "edit_tools", False)
-    if private and writable and edit:
+    if private and writable and edit and (access is None or access.principal is None):
         tools.append(
             MemoryTool(
                 FORGET_TOOL,
@@ -993,7 +1058,7 @@ def graph_tools(
                 "recalled. Name it by citation (path#L12) with expect (the entry's text as "
                 "you saw it), or by entity and key.",
                 forget_schema(),
-                lambda args: forget_tool_payload(memory, args),
+                lambda args: forget_tool_payload(memory, args, access=access),
             )
         )
         tools.append(

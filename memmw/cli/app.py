@@ -44,6 +44,7 @@ COMMANDS: dict[str, str] = {
     "backup": "memmw.cli.commands.backup:backup",
     "restore": "memmw.cli.commands.restore:restore",
     "consolidate": "memmw.cli.commands.consolidate:consolidate",
+    "principals": "memmw.cli.commands.principals:principals",
 }
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from memmw.agent.chat import ChatModel
 from memmw.agent.tools import MemoryTool
-from memmw.chat_type import chat_type_for
+from memmw.chat_type import chat_type_for, principal_for
 from memmw.consolidation import journal
 from memmw.consolidation.providers import chat_model
 from memmw.consolidation.run import candidates_for, undo
@@ -32,16 +32,31 @@ def consolidation_tools(
     model: ChatModel | None = None,
     session_key: str | None = None,
     chat_type: str | None = None,
+    principal: str | None = None,
 ) -> list[MemoryTool]:
-    """``[memory_consolidate]`` for a direct session, ``[]`` for a group or channel one.
+    """``[memory_consolidate]`` for the owner's direct session, ``[]`` for a group or
+    channel one and for a person's (a principal's) session: consolidation edits the
+    owner's curated files.
 
     Args:
         memory: The engine.
         model: The model runs use (default the configured ``consolidation.provider``).
-        session_key / chat_type: The session (fails closed: groups get no tool).
+        session_key / chat_type / principal: The session (fails closed: groups and
+            other people get no tool).
     """
-    private = chat_type_for(session_key, chat_type, memory.config.private_chat_types) == "direct"
-    if not private or not memory.config.enabled:
+    config = memory.config
+    private = chat_type_for(session_key, chat_type, config.private_chat_types) == "direct"
+    if not private or not config.enabled:
+        return []
+    person = principal_for(
+        session_key,
+        chat_type,
+        principal,
+        dm_scope=config.dm_scope,
+        owner_principals=config.owner_principals,
+        private_kinds=config.private_chat_types,
+    )
+    if person is not None:
         return []
 
     def handler(args: Mapping[str, Any]) -> dict[str, Any]:

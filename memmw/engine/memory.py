@@ -1161,6 +1161,7 @@ class Memory:
         reason: str = "",
         expect: str | None = None,
         embeddings: Literal["wait", "background", "skip"] = "background",
+        visible: Callable[[str], bool] | None = None,
     ) -> ForgetResult:
         """Retract an entry in the Markdown (struck through and annotated, never deleted).
 
@@ -1170,6 +1171,7 @@ class Memory:
         index read (appends since are fine): a line that an edit moved is refused, never
         a neighbour struck. The index is synced so search and facts skip it at once;
         ``embeddings`` is passed to that sync (one-shot callers such as the CLI skip it).
+        ``visible`` (a session's privacy gate) limits it to files that session may read.
 
         Raises:
             memmw.graph.engine.ForgetError: nothing to retract there, or the cited line
@@ -1177,7 +1179,7 @@ class Memory:
             PathPolicyError: the path is not a memory file.
         """
         result = self.graph_engine.forget(
-            citation, entity=entity, key=key, reason=reason, expect=expect
+            citation, entity=entity, key=key, reason=reason, expect=expect, visible=visible
         )
         self.sync(embeddings=embeddings)
         return result

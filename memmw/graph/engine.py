@@ -266,8 +266,12 @@ class GraphEngine:
         reason: str = "",
         expect: str | None = None,
         today: dt.date | None = None,
+        visible: Callable[[str], bool] | None = None,
     ) -> ForgetResult:
         """Retract entries in the Markdown: struck through with a visible annotation.
+
+        ``visible`` is the session's privacy gate: only lines of files it may read are
+        retracted (another person's memory is never touched).
 
         Either a ``citation`` (``path#L<line>``) or an ``entity`` and ``key`` (every value of
         that fact) names what to retract. Nothing is deleted; search and facts skip
@@ -311,6 +315,13 @@ class GraphEngine:
             raise ForgetError("an entity needs a key, and a key an entity (both name a fact)")
         else:
             raise ForgetError("give a citation (path#L12), or an entity and a key")
+        if visible is not None:
+            hidden = [path for path, _line in targets if not visible(path)]
+            if citation and hidden:
+                raise ForgetError(f"{hidden[0]} is not readable from this session")
+            targets = [(path, line) for path, line in targets if visible(path)]
+            if not targets:
+                raise ForgetError(f"no fact {key!r} of {entity!r} to retract")
         indexed = self._indexed_files()
         done: list[str] = []
         for path, lines in _group(targets).items():

@@ -122,8 +122,13 @@ def _percentile(values: list[float], q: float) -> float | None:
     return round(ordered[idx], 3)
 
 
-def summarize_telemetry(path: Path | str, *, since: float | None = None) -> dict[str, Any]:
+def summarize_telemetry(
+    path: Path | str, *, since: float | None = None, principal: str | None = None
+) -> dict[str, Any]:
     """Summarise a telemetry log (what ``memmw stats`` prints).
+
+    With ``principal``, only the events of that principal's sessions count (the
+    ``inject`` events of its sessions carry ``principal``; ``owner`` selects the owner's).
 
     Returns:
         ``{"path", "events", "by_event": {event: {"count", "p50_ms", "p95_ms",
@@ -146,6 +151,8 @@ def summarize_telemetry(path: Path | str, *, since: float | None = None) -> dict
                     bad += 1
                     continue
                 if since is not None and float(item.get("ts", 0)) < since:
+                    continue
+                if principal is not None and item.get("principal", "owner") != principal:
                     continue
                 by_event.setdefault(str(item["event"]), []).append(item)
     summary: dict[str, Any] = {"path": str(path), "events": 0, "bad_lines": bad, "by_event": {}}

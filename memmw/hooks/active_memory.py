@@ -146,7 +146,10 @@ class ActiveMemory:
         ) as sp:
             try:
                 injection = self.build(
-                    message, session_key=session.session_key, chat_type=session.chat_type
+                    message,
+                    session_key=session.session_key,
+                    chat_type=session.chat_type,
+                    principal=getattr(session, "principal", None),
                 )
             except Exception as exc:  # never break a model call
                 log.warning("active memory failed: %s", type(exc).__name__)
@@ -166,14 +169,26 @@ class ActiveMemory:
         return injection.text
 
     def build(
-        self, message: str, *, session_key: str | None = None, chat_type: str | None = None
+        self,
+        message: str,
+        *,
+        session_key: str | None = None,
+        chat_type: str | None = None,
+        principal: str | None = None,
     ) -> Injection:
-        """Build the injection for ``message`` (no caching, no error handling)."""
+        """Build the injection for ``message`` (no caching, no error handling).
+
+        ``principal`` is who the session is with (see
+        :func:`memmw.agent.tools.session_access`): the block holds only rows of files
+        that session's gate lets it read and trust.
+        """
         cfg = self.config
         started = self.timer()
         deadline = started + cfg.deadline_ms / 1000
         engine = getattr(self.memory, "graph_engine", None)
-        access = session_access(self.memory, session_key=session_key, chat_type=chat_type)
+        access = session_access(
+            self.memory, session_key=session_key, chat_type=chat_type, principal=principal
+        )
         private = access.private
         if engine is None or (not private and not cfg.group_sessions):
             return Injection()
@@ -274,6 +289,8 @@ class ActiveMemory:
                 entities=len(matches),
                 tokens=out.tokens,
                 deadline=out.deadline_hit,
+                # Only a principal's sessions are labelled (the owner's lines stay as they were).
+                **({"principal": access.principal} if access.principal is not None else {}),
             )
         return out
 

@@ -16,7 +16,14 @@ from memmw.hooks.working_memory import with_working_memory, working_files
 from memmw.text.analysis import cut_utf16, utf16_len
 from memmw.timeutil import Clock, user_now
 from memmw.workspace.access import SessionAccess
-from memmw.workspace.layout import USER_FILE, curated_files, dated_notes, group_note_dir
+from memmw.workspace.layout import (
+    USER_FILE,
+    curated_files,
+    dated_notes,
+    group_note_dir,
+    principal_curated_files,
+    principal_dir,
+)
 
 if TYPE_CHECKING:
     from memmw.agent.tools import MemoryBackend
@@ -107,6 +114,7 @@ def bootstrap_candidates(
     daily_days: int = 2,
     include_daily: bool = True,
     scope: str | None = None,
+    principal: str | None = None,
 ) -> list[str]:
     """Which files the bootstrap loads, in order (pure apart from listing the folder).
 
@@ -122,16 +130,24 @@ def bootstrap_candidates(
         daily_days: How many days of daily notes (today, yesterday, ...).
         include_daily: False loads only the curated files.
         scope: A group session's scope (its own notes folder).
+        principal: A principal's private session: its own ``memory/principals/<id>/``
+            ``MEMORY.md``, ``USER.md`` and dated notes instead of the owner's.
 
     Returns:
         Workspace-relative paths of existing regular files.
     """
-    out = curated_files(workspace) if private else []
+    if private and principal is not None:
+        out = principal_curated_files(workspace, principal)
+    else:
+        out = curated_files(workspace) if private else []
     if not include_daily:
         return out
     if not private and scope is None:
         return out
-    folder = "memory" if private else group_note_dir(scope or "")
+    if private:
+        folder = "memory" if principal is None else principal_dir(principal)
+    else:
+        folder = group_note_dir(scope or "")
     for offset in range(daily_days):
         day = today - dt.timedelta(days=offset)
         out.extend(dated_notes(workspace, day, MAX_ARCHIVES_PER_DAY, folder))
@@ -168,6 +184,7 @@ def build_bootstrap(
         daily_days=config.daily_days,
         include_daily=include_daily,
         scope=None if private else gate.scope,
+        principal=gate.principal if private else None,
     )
     preamble = (
         f"{HEADING}\n"
@@ -213,7 +230,7 @@ def build_bootstrap(
             omitted.append(rel)
             truncated = True
             continue
-        cap = config.user_max_chars if rel == USER_FILE else config.max_chars_per_file
+        cap = config.user_max_chars if rel.rsplit("/", 1)[-1] == USER_FILE else config.max_chars_per_file
         shown, cut = truncate_middle(text, min(cap, budget))
         truncated = truncated or cut
         blocks.append(header + shown + footer + "\n")
@@ -252,6 +269,7 @@ def run_bootstrap(
     warm_sync: bool | None = None,
     include_daily_in_groups: bool = False,
     include_daily: bool = True,
+    principal: str | None = None,
 ) -> BootstrapContext:
     """Session start: a warm ``sync`` (errors logged, never raised), then the bootstrap.
 
@@ -267,6 +285,8 @@ def run_bootstrap(
             hold what private sessions said.
         include_daily: False loads only the curated files (a session that gets the
             startup context instead).
+        principal: Who the session is with (see :func:`memmw.agent.tools.session_access`):
+            a principal's session loads its own ``memory/principals/<id>/`` files.
     """
     config = memory.config
     do_sync = config.sync.on_session_start if warm_sync is None else warm_sync
@@ -277,7 +297,9 @@ def run_bootstrap(
         except Exception as exc:
             log.warning("warm sync at session start failed: %s", type(exc).__name__)
             log.debug("warm sync failure", exc_info=True)
-    access = session_access(memory, session_key=session_key, chat_type=chat_type)
+    access = session_access(
+        memory, session_key=session_key, chat_type=chat_type, principal=principal
+    )
     private = access.private
     today = user_now(config.user_timezone, clock).date()
     with observability.span(
@@ -349,6 +371,7 @@ def bootstrap_stamp(
     clock: Clock | None = None,
     include_daily: bool = True,
     include_daily_in_groups: bool = False,
+    principal: str | None = None,
 ) -> BootstrapStamp:
     """Stat every file :func:`run_bootstrap` (same arguments) would read, reading none.
 
@@ -356,7 +379,9 @@ def bootstrap_stamp(
     """
     config = memory.config
     workspace = Path(memory.workspace)
-    access = session_access(memory, session_key=session_key, chat_type=chat_type)
+    access = session_access(
+        memory, session_key=session_key, chat_type=chat_type, principal=principal
+    )
     private = access.private
     today = user_now(config.user_timezone, clock).date()
     daily = include_daily and (private or include_daily_in_groups)
@@ -369,6 +394,7 @@ def bootstrap_stamp(
             daily_days=config.bootstrap.daily_days,
             include_daily=daily,
             scope=None if private else access.scope,
+            principal=access.principal if private else None,
         )
         paths.extend(workspace / rel for rel in rels)
     if config.active_memory.working_memory:
@@ -402,11 +428,14 @@ STARTUP_PREAMBLE = (
 )
 
 
-def startup_files(workspace: Path, dates: list[dt.date]) -> list[str]:
-    """``memory/<date>.md`` plus up to four ``memory/<date>-*.md`` (newest first) per date."""
+def startup_files(workspace: Path, dates: list[dt.date], folder: str = "memory") -> list[str]:
+    """``<folder>/<date>.md`` plus up to four ``<folder>/<date>-*.md`` (newest first) per date.
+
+    ``folder`` is ``memory`` (the owner's) or a principal's ``memory/principals/<id>``.
+    """
     out: list[str] = []
     for day in dates:
-        out.extend(dated_notes(workspace, day, MAX_ARCHIVES_PER_DAY))
+        out.extend(dated_notes(workspace, day, MAX_ARCHIVES_PER_DAY, folder))
     return out
 
 
@@ -449,7 +478,7 @@ def build_startup_context(
     blocks: list[str] = []
     used = 0
     more = False
-    for rel in startup_files(Path(workspace), dates):
+    for rel in startup_files(Path(workspace), dates, gate.notes_dir if gate.private else "memory"):
         try:
             read = gate.prompt_text(rel, max_bytes=max_file_bytes)
         except OSError as exc:

@@ -14,6 +14,14 @@ link is compared by ``(st_dev, st_ino)`` with every private file. A group sessio
 reads a private file under any name; it reads its own group's notes and not another
 group's. Trust is decided the same way: only owner and agent files are ``trusted``;
 notes under ``memory/groups/``, extra paths (wherever they live) and transcripts are not.
+
+Principals: a direct session with someone other than the owner carries that person's
+principal id. Its private memory is ``memory/principals/<id>/`` (and its transcripts,
+``<session id>=<id>.jsonl``): readable by that principal's sessions only, never by the
+owner, another principal or a group. Such a session reads no file private to the owner
+(``MEMORY.md``, ``USER.md``, ``active-context.md``, the owner's dated notes) and no
+group's notes; shared undated topic notes and extra paths stay readable to everyone. The
+owner (no principal) reads what it read before principals existed, except their folders.
 """
 
 from __future__ import annotations
@@ -25,20 +33,38 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memmw.chat_type import chat_type_for, group_scope
+from memmw.chat_type import chat_type_for, check_principal_id, group_scope, principal_for
 from memmw.config import ExtraPath
+from memmw.errors import ConfigError
 from memmw.text.inert import inert_memory_text
 from memmw.workspace.files import is_ignored_dir, resolve_extra_path
 from memmw.workspace.layout import (
     MEMORY_DIR,
     fold_path,
+    group_note_dir,
     group_scope_of,
     is_group_note,
+    is_principal_note,
     is_private_path,
+    principal_dir,
+    principal_of,
 )
+from memmw.workspace.transcripts import transcript_principal
 
 #: How long a gate trusts its list of private files' identities (seconds).
 IDENTITY_TTL_S = 1.0
+#: The owner of a private file in :meth:`SessionAccess.private_identities` (principals
+#: are named by their ids; a file under ``memory/principals/`` outside any principal's
+#: folder belongs to nobody: ``NOBODY``).
+OWNER = ""
+NOBODY = "/"
+
+
+def _private_owner(rel: str) -> str | None:
+    """Whose private file the folded workspace-relative ``rel`` is: ``OWNER``, an id, or None."""
+    if is_principal_note(rel):
+        return principal_of(rel) or NOBODY
+    return OWNER if is_private_path(rel) else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,18 +108,27 @@ class SessionAccess:
         extra_paths: Configured extra paths (readable by every session, never trusted).
         private: True for a direct (private) session.
         scope: A group session's own notes folder (``memory/groups/<scope>/``).
+        principal: Who a direct session is with when it is not the owner (a validated
+            id, see :func:`memmw.chat_type.check_principal_id`); None for the owner.
     """
 
     workspace: Path
     extra_paths: tuple[ExtraPath, ...] = ()
     private: bool = True
     scope: str | None = None
-    _identities: set[tuple[int, int]] | None = field(default=None, init=False, repr=False)
+    principal: str | None = None
+    _identities: dict[tuple[int, int], set[str]] | None = field(
+        default=None, init=False, repr=False
+    )
     _identities_at: float = field(default=0.0, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.workspace = Path(os.path.abspath(self.workspace))
         self.extra_paths = tuple(self.extra_paths)
+        if self.principal is not None:
+            self.principal = check_principal_id(self.principal)
+            if not self.private:
+                raise ConfigError("a principal's session is a direct session (private=True)")
         self._root = str(self.workspace)
         self._real_workspace = os.path.realpath(self.workspace)
         self._extra_roots = [
@@ -109,19 +144,50 @@ class SessionAccess:
         session_key: str | None = None,
         chat_type: str | None = None,
         private_kinds: Iterable[str] | None = None,
+        principal: str | None = None,
+        dm_scope: str = "main",
+        owner_principals: Iterable[str] = (),
     ) -> SessionAccess:
-        """The gate of a session, classified by :func:`memmw.chat_type.chat_type_for`."""
+        """The gate of a session, classified by :func:`memmw.chat_type.chat_type_for`.
+
+        A direct session's principal is :func:`memmw.chat_type.principal_for` (the host's
+        ``principal``, else the key's peer under ``dm_scope = "per-peer"``; the owner is
+        None). A group's notes folder is the host's ``principal`` (the group or channel
+        id) when given, else a scope derived from the session key.
+        """
         private = chat_type_for(session_key, chat_type, private_kinds) == "direct"
+        who = principal_for(
+            session_key,
+            chat_type,
+            principal,
+            dm_scope=dm_scope,
+            owner_principals=owner_principals,
+            private_kinds=private_kinds,
+        )
+        scope = None
+        if not private:
+            scope = check_principal_id(principal) if principal else group_scope(session_key)
         return cls(
             workspace=Path(workspace),
             extra_paths=tuple(extra_paths),
             private=private,
-            scope=None if private else group_scope(session_key),
+            scope=scope,
+            principal=who,
         )
 
+    @property
+    def notes_dir(self) -> str:
+        """Where this session's notes go: ``memory``, its principal's or its group's folder."""
+        if not self.private:
+            return group_note_dir(self.scope or "group")
+        return principal_dir(self.principal) if self.principal is not None else MEMORY_DIR
+
     # -- identities of the private files ---------------------------------------------
-    def private_identities(self) -> set[tuple[int, int]]:
-        """``(st_dev, st_ino)`` of every private file in the workspace.
+    def private_identities(self) -> dict[tuple[int, int], set[str]]:
+        """``(st_dev, st_ino)`` of every private file in the workspace, and whose it is.
+
+        The owners are ``OWNER`` (the owner's private files) and principal ids (files
+        under ``memory/principals/<id>/``).
 
         Listed again when older than :data:`IDENTITY_TTL_S` (a gate lives as long as its
         session; files and links change meanwhile), and only asked for files with more
@@ -130,15 +196,15 @@ class SessionAccess:
         now = time.monotonic()
         if self._identities is not None and now - self._identities_at < IDENTITY_TTL_S:
             return self._identities
-        found: set[tuple[int, int]] = set()
+        found: dict[tuple[int, int], set[str]] = {}
 
-        def add(path: str) -> None:
+        def add(path: str, owner: str) -> None:
             try:
                 st = os.stat(path)
             except OSError:
                 return
             if stat.S_ISREG(st.st_mode):
-                found.add((st.st_dev, st.st_ino))
+                found.setdefault((st.st_dev, st.st_ino), set()).add(owner)
 
         try:
             top = os.listdir(self.workspace)
@@ -146,15 +212,16 @@ class SessionAccess:
             top = []
         for name in top:
             if is_private_path(name):
-                add(os.path.join(self.workspace, name))
+                add(os.path.join(self.workspace, name), OWNER)
         memory_dir = os.path.join(self.workspace, MEMORY_DIR)
         for dirpath, dirnames, filenames in os.walk(memory_dir):
             dirnames[:] = [d for d in dirnames if not is_ignored_dir(d)]
             for name in filenames:
                 full = os.path.join(dirpath, name)
                 rel = fold_path(os.path.relpath(full, self.workspace).replace(os.sep, "/"))
-                if is_private_path(rel):
-                    add(full)
+                owner = _private_owner(rel)
+                if owner is not None:
+                    add(full, owner)
         self._identities = found
         self._identities_at = now
         return found
@@ -210,27 +277,48 @@ class SessionAccess:
             source: Index source: ``sessions`` (transcripts) is private and untrusted.
         """
         if source != "memory":
+            mine = transcript_principal(str(path)) == self.principal
+            reason = ""
+            if not self.private:
+                reason = "session transcripts are private"
+            elif not mine:
+                reason = "a transcript of another person's sessions"
             return Verdict(
-                readable=self.private,
-                trusted=False,
-                private=True,
-                reason="" if self.private else "session transcripts are private",
+                readable=not reason, trusted=False, private=True, reason=reason
             )
         try:
             real, st, lexical, real_rel = self._resolve(path)
         except (ValueError, OSError):
             return Verdict(readable=False, trusted=False, private=True, reason="unusable path")
         names = [r for r in (lexical, real_rel) if _inside(r)]
-        private = any(is_private_path(r) for r in names)
-        if not private and st is not None and st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
-            private = (st.st_dev, st.st_ino) in self.private_identities()
+        owners = {o for o in map(_private_owner, names) if o is not None}
+        if st is not None and st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
+            owners |= self.private_identities().get((st.st_dev, st.st_ino), set())
+        private = bool(owners)
         group_note = any(is_group_note(r) for r in names)
         extra = any(
             real == root or real.startswith(root.rstrip(os.sep) + os.sep)
             for root in self._extra_roots
         )
         trusted = bool(names) and not group_note and not extra
+        me = OWNER if self.principal is None else self.principal
         if self.private:
+            if owners - {me}:
+                return Verdict(
+                    readable=False,
+                    trusted=trusted,
+                    private=True,
+                    reason="private memory of "
+                    + ("the owner" if OWNER in owners - {me} else "another person")
+                    + " (under any name or link)",
+                )
+            if group_note and self.principal is not None:
+                return Verdict(
+                    readable=False,
+                    trusted=False,
+                    private=False,
+                    reason="notes of a group or channel",
+                )
             return Verdict(readable=True, trusted=trusted, private=private)
         if private:
             return Verdict(
@@ -238,7 +326,8 @@ class SessionAccess:
                 trusted=trusted,
                 private=True,
                 reason="private to direct sessions (MEMORY.md, USER.md, dated notes, "
-                "session archives and working memory, under any name or link)",
+                "session archives, working memory and each person's memory, under any "
+                "name or link)",
             )
         scopes = {group_scope_of(r) for r in names if is_group_note(r)}
         if group_note and (self.scope is None or scopes != {fold_path(self.scope)}):

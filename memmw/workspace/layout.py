@@ -23,6 +23,11 @@ MEMORY_DIR = "memory"
 WORKING_MEMORY_FILE = "active-context.md"
 #: Notes written from group and channel sessions: ``memory/groups/<scope>/`` (untrusted).
 GROUP_NOTES_DIR = "memory/groups"
+#: Each non-owner principal's private memory: ``memory/principals/<id>/`` holds its
+#: ``USER.md`` (profile) and ``MEMORY.md`` (long-term notes), written by hand or the agent,
+#: and its daily notes and ``/new`` archives ``YYYY-MM-DD[-slug].md``. Read and written
+#: only by that principal's own direct sessions.
+PRINCIPALS_DIR = "memory/principals"
 
 _DATED = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:-.+)?\.md$")
 
@@ -53,6 +58,43 @@ def group_scope_of(path: str) -> str | None:
         return None
     parts = PurePosixPath(path).parts
     return parts[2] if len(parts) >= 4 else None
+
+
+def principal_dir(principal: str) -> str:
+    """``memory/principals/<id>``: a principal's private memory folder."""
+    return f"{PRINCIPALS_DIR}/{principal}"
+
+
+def principal_note_path(principal: str, day: dt.date) -> str:
+    """``memory/principals/<id>/YYYY-MM-DD.md``: a principal's daily note."""
+    return f"{principal_dir(principal)}/{day.isoformat()}.md"
+
+
+def is_principal_note(path: str) -> bool:
+    """True for anything under ``memory/principals/`` (a principal's private memory)."""
+    return path.startswith(PRINCIPALS_DIR + "/")
+
+
+def principal_of(path: str) -> str | None:
+    """The principal whose folder ``memory/principals/<id>/...`` holds ``path``, else None."""
+    if not is_principal_note(path):
+        return None
+    parts = PurePosixPath(path).parts
+    return parts[2] if len(parts) >= 4 else None
+
+
+def principal_curated_files(workspace: Path, principal: str) -> list[str]:
+    """The principal's ``MEMORY.md`` and ``USER.md`` that exist (regular files only)."""
+    folder = workspace
+    for part in principal_dir(principal).split("/"):
+        folder = folder / part
+        if not folder.is_dir() or folder.is_symlink():
+            return []
+    return [
+        f"{principal_dir(principal)}/{name}"
+        for name in (LONG_TERM_FILES[0], USER_FILE)
+        if _regular(folder / name)
+    ]
 
 
 def archive_path(memory_dir: Path, day: dt.date, slug: str) -> Path:
@@ -118,7 +160,9 @@ def is_private_path(path: str, source: str = "memory") -> bool:
     That is ``MEMORY.md``/``memory.md``/``USER.md``, ``active-context.md``, the dated
     notes under ``memory/`` (the daily log and the ``/new`` session archives of private
     sessions) and session transcripts, in any case or compatibility form
-    (:func:`fold_path`). Undated topic notes under ``memory/`` and extra paths (shared
+    (:func:`fold_path`), and everything under ``memory/principals/`` (each principal's
+    own memory, read only by that principal's sessions). Undated topic notes under
+    ``memory/`` and extra paths (shared
     folders) stay visible to group and channel sessions; so do the notes under
     ``memory/groups/`` (only to the group that wrote them). This is the rule by name;
     :meth:`memmw.workspace.access.SessionAccess.check` applies it to the resolved file.
@@ -127,6 +171,8 @@ def is_private_path(path: str, source: str = "memory") -> bool:
         return True
     folded = fold_path(path)
     if folded.startswith("sessions/") or folded in _PRIVATE_ROOT:
+        return True
+    if is_principal_note(folded):
         return True
     if is_group_note(folded):
         return False

@@ -42,6 +42,33 @@ def check_session_id(session_id: str) -> str:
     return session_id
 
 
+#: Separates a principal's session id from its owner: ``<id>=<principal>``.
+PRINCIPAL_MARK = "="
+
+
+def principal_session_id(session_id: str, principal: str | None) -> str:
+    """``session_id`` marked as a principal's (``<id>=<principal>``); the owner's unchanged.
+
+    A transcript's file name then records whose conversation it is, so the privacy gate
+    can tell (:func:`transcript_principal`) without any other state.
+    """
+    if principal is None or transcript_principal(session_id) == principal:
+        return session_id
+    return check_session_id(f"{session_id}{PRINCIPAL_MARK}{principal}")
+
+
+def transcript_principal(name: str) -> str | None:
+    """The principal whose session a transcript file (or session id) belongs to, else None.
+
+    The text after the last ``=`` of the session id part (before ``.jsonl``), folded to
+    lower case; None (the owner) without one.
+    """
+    base = name.rsplit("/", 1)[-1].split(".jsonl", 1)[0]
+    if PRINCIPAL_MARK not in base:
+        return None
+    return base.rsplit(PRINCIPAL_MARK, 1)[1].lower() or None
+
+
 def sessions_dir(state_dir: str | os.PathLike[str], agent_id: str) -> Path:
     """``<state_dir>/agents/<agent_id>/sessions``."""
     return Path(state_dir) / "agents" / check_session_id(agent_id) / "sessions"
@@ -296,6 +323,41 @@ class TranscriptStore:
         if not self.dir.is_dir():
             return iter(())
         return iter(sorted(p for p in self.dir.glob("*.jsonl") if p.is_file()))
+
+    def principal_files(self, principal: str) -> list[Path]:
+        """Every transcript file of ``principal``'s sessions (current and rotated)."""
+        if not self.dir.is_dir():
+            return []
+        return sorted(
+            p
+            for p in self.dir.iterdir()
+            if ".jsonl" in p.name
+            and not p.is_dir()
+            and transcript_principal(p.name) == principal
+        )
+
+    def forget_principal(self, principal: str) -> list[Path]:
+        """Delete ``principal``'s transcripts and their key bindings; returns the files."""
+        removed: list[Path] = []
+        for path in self.principal_files(principal):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed.append(path)
+        if self._index_path().exists():
+            with exclusive_lock(lock_path_for(self._index_path())):
+                data = self._read_index()
+                kept = {
+                    k: v
+                    for k, v in data.items()
+                    if not (
+                        isinstance(v, dict)
+                        and isinstance(v.get("sessionId"), str)
+                        and transcript_principal(v["sessionId"]) == principal
+                    )
+                }
+                if kept != data:
+                    atomic_write_text(self._index_path(), json.dumps(kept, indent=2, sort_keys=True))
+        return removed
 
     # -- session index ------------------------------------------------------------------
 

@@ -24,6 +24,11 @@ Examples:
   memmw -w ~/agent mcp                       # stdio, for Claude Desktop / Cursor
   memmw -w ~/agent mcp --http --port 8765    # Streamable HTTP at http://127.0.0.1:8765/mcp
   memmw -w ~/agent mcp --print-token         # the bearer token for client configs
+  memmw -w ~/agent mcp --principal alice     # serve as alice: her memory only
+
+--principal ID serves one person (a principal per server, so per connection): the tools
+read and write that person's own memory (memory/principals/ID/) and shared notes, never
+the owner's or anyone else's. Without it the server answers as the owner.
 """
 
 
@@ -37,12 +42,28 @@ Examples:
               help="Print the HTTP bearer token (made if missing) to stdout and exit.")
 @click.option("--new-token", "new_token", is_flag=True,
               help="Replace the HTTP bearer token with a new one (old clients get 401).")
+@click.option("--principal", default=None, metavar="ID",
+              help="Serve as this person (their private memory only); default the owner.")
 @with_memory(one_shot=False)
 def mcp(
-    mem: Memory, use_http: bool, host: str, port: int, print_token: bool, new_token: bool
+    mem: Memory,
+    use_http: bool,
+    host: str,
+    port: int,
+    print_token: bool,
+    new_token: bool,
+    principal: str | None,
 ) -> int:
     """Run the server until the client disconnects or Ctrl-C."""
     from memmw.adapters import mcp as mcpserver
+    from memmw.chat_type import check_principal_id
+    from memmw.errors import ConfigError
+
+    if principal is not None:
+        try:
+            principal = check_principal_id(principal)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc), param_hint="--principal") from None
 
     if print_token or new_token:
         token = mcpserver.http_token(mem.state_dir, rotate=new_token)
@@ -59,7 +80,7 @@ def mcp(
             "tools read and write the workspace and the token travels unencrypted",
             param_hint="--host",
         )
-    mcpserver.build_server(mem)  # fails early, with one line, when mcp is not installed
+    mcpserver.build_server(mem, principal=principal)  # fails early, with one line, when mcp is not installed
     token = mcpserver.http_token(mem.state_dir) if use_http else ""
     fresh = mcpserver.keep_fresh(mem)
     if use_http:
@@ -67,10 +88,11 @@ def mcp(
         info(f"memmw MCP server on http://{url_host}:{port}/mcp ({mem.workspace}; {fresh}); "
              f"bearer token in {mcpserver.token_path(mem.state_dir)} "
              "('memmw mcp --print-token')")
-        mcpserver.serve_http(mem, token=token, host=host, port=port)
+        mcpserver.serve_http(mem, token=token, host=host, port=port, principal=principal)
     else:
         import anyio  # only after build_server: the mcp extra brings it
 
-        info(f"memmw MCP server on stdio ({mem.workspace}; {fresh})")
-        anyio.run(mcpserver.serve_stdio, mem)
+        who = f"; principal {principal}" if principal else ""
+        info(f"memmw MCP server on stdio ({mem.workspace}; {fresh}{who})")
+        anyio.run(mcpserver.serve_stdio, mem, principal)
     return EXIT_OK

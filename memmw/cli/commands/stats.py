@@ -25,6 +25,7 @@ Examples:
   memmw stats --since 24h          # the last day (units: s, m, h, d, w)
   memmw stats --since 2026-05-01   # since a date or ISO time (UTC unless it says)
   memmw stats --json
+  memmw stats --principal telegram-7   # one principal's sessions ('owner': the owner's)
 
 Exit codes: 0 ok (also with an empty log), 1 error, 2 bad usage.
 """
@@ -75,20 +76,41 @@ def _fmt(value: Any, suffix: str = "") -> str:
     "--since", metavar="DURATION|ISO",
     help="Only events since then: a duration back from now (24h, 7d) or an ISO date/time.",
 )
+@click.option(
+    "--principal", metavar="ID",
+    help="Only that principal's sessions (injection events); 'owner' for the owner's.",
+)
 @with_memory(one_shot=True)
-def stats(mem: Memory, since: str | None) -> int:
+def stats(mem: Memory, since: str | None, principal: str | None) -> int:
     """Read the telemetry log and print the summary."""
     start = parse_since(since) if since else None
-    summary = mem.stats(since=start)
+    if principal is None:
+        summary = mem.stats(since=start)
+    else:
+        from memmw.chat_type import check_principal_id
+        from memmw.errors import ConfigError
+        from memmw.graph.telemetry import summarize_telemetry
+
+        try:
+            principal = check_principal_id(principal)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc), param_hint="--principal") from None
+        summary = summarize_telemetry(
+            mem.graph_engine.telemetry.path, since=start, principal=principal
+        )
     data: dict[str, Any] = camelize(summary)
     data["since"] = iso(start)
     data["enabled"] = mem.config.active_memory.telemetry
+    if principal is not None:
+        data["principal"] = principal
     if settings().json:
         emit_json(data)
         return EXIT_OK
     out(f"Log      {data['path']}" + ("" if data["enabled"] else "  (telemetry is off)"))
     if start is not None:
         out(f"Since    {data['since']}")
+    if principal is not None:
+        out(f"Principal {principal}")
     if data.get("badLines"):
         out(f"Skipped  {data['badLines']} unreadable lines")
     by_event: dict[str, dict[str, Any]] = data["byEvent"]

@@ -31,6 +31,7 @@ Examples:
   memmw status
   memmw status --deep
   memmw status --json     # one object; camelCase keys; lastSync in ISO 8601 UTC
+  memmw status --principals   # plus one line per principal (memory/principals/<id>/)
 
 Exit codes: 0 ok, 1 error, 4 something is degraded (listed under "Degraded").
 """
@@ -182,8 +183,12 @@ def _ago(ts: float | None) -> str:
 
 @command(name="status", help=HELP, short_help="Show the index state and what is degraded.")
 @click.option("--deep", is_flag=True, help="Probe the keyword backends and the provider.")
+@click.option(
+    "--principals", "show_principals", is_flag=True,
+    help="Also one line per principal: files, indexed files, chunks, facts, transcripts.",
+)
 @with_memory(one_shot=True)
-def status(mem: Memory, deep: bool) -> int:
+def status(mem: Memory, deep: bool, show_principals: bool = False) -> int:
     """Collect and print the status."""
     st = mem.status(deep=deep)
     data: dict[str, Any] = camelize(st.to_dict())
@@ -194,6 +199,10 @@ def status(mem: Memory, deep: bool) -> int:
     degraded, notes = assess(data)
     data["degraded"] = degraded
     data["notes"] = notes
+    if show_principals:
+        from memmw.engine.principals import list_principals
+
+        data["principals"] = [p.to_payload() for p in list_principals(mem)]
     if settings().json:
         emit_json(data)
         return EXIT_DEGRADED if degraded else EXIT_OK
@@ -235,6 +244,12 @@ def status(mem: Memory, deep: bool) -> int:
         probe = embedding.get("probe") or {}
         if probe:
             rows.append(("Probe", f"ok {probe.get('ms')} ms" if probe.get("ok") else f"failed: {probe.get('error')}"))
+    for p in data.get("principals") or []:
+        rows.append((
+            "Principal",
+            f"{p['principal']}: {p['files']} files, {p['indexedFiles']} indexed, "
+            f"{p['chunks']} chunks, {p['facts']} facts, {p['transcripts']} transcripts",
+        ))
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         out(f"{key.ljust(width)}  {value}")
