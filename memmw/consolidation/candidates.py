@@ -277,6 +277,9 @@ def find_candidates(
     never = 0
     paths = dated_note_paths(workspace)
     for rel in paths:
+        verdict = gate.check(rel)
+        if not verdict.readable:  # another person's or a group's notes: never judged,
+            continue  # never shown to the model or in a dry run
         hits = recalls.get(rel, ())
         if not hits and not include_unrecalled:
             with contextlib.suppress(OSError):  # counted only: most notes were never recalled
@@ -286,7 +289,6 @@ def find_candidates(
             text = (workspace / rel).read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        trusted: bool | None = None
         lines = split_lines(text)
         by_line: dict[int, Recall] = {}
         for start, end, q, ts in hits:  # each hit credits every entry of its chunk
@@ -306,10 +308,8 @@ def find_candidates(
                 never += 1
                 if not include_unrecalled:
                     continue
-            if trusted is None:
-                trusted = gate.check(rel).trusted
             judged.append(
-                _judge(rel, n, line, recall, trusted, known, activation, config, now, failed)
+                _judge(rel, n, line, recall, verdict.trusted, known, activation, config, now, failed)
             )
     judged.sort(key=lambda c: (not c.candidate, -c.score, c.path, c.line))
     return CandidateReport(

@@ -302,3 +302,29 @@ def test_a_run_killed_while_writing_can_be_undone(
     assert back.status == "undone" and back.restored == ("MEMORY.md",)
     assert (ws / "MEMORY.md").read_bytes() == before
     assert not (ws / "active-context.md").exists()
+
+
+def test_a_persons_line_never_moves_into_the_owners_memory(mem: Memory, ws: Path) -> None:
+    """A principal's notes (``memory/principals/<id>/``) are read by that person only: a
+    consolidation never promotes them into the owner's files, cited or copied."""
+    alice = ws / "memory" / "principals" / "alice"
+    alice.mkdir(parents=True)
+    (alice / "2026-11-28.md").write_text(
+        "# Alice\n- Alice's new door code is 4417, decided today\n", encoding="utf-8"
+    )
+    cited = {
+        "op": "add",
+        "file": "MEMORY.md",
+        "text": "Alice's door code: 4417",
+        "sources": ["memory/principals/alice/2026-11-28.md#L2"],
+    }
+    before = snapshot(ws)
+    report = consolidate(mem, scripted(cited))
+    assert report.status == "refused" and report.gate in {"privacy", "provenance"}, report
+    assert snapshot(ws) == before
+    # Recalled often, it is still never a candidate, so it is never shown to the model.
+    from memmw.consolidation.run import candidates_for
+
+    record_recalls(mem, "memory/principals/alice/2026-11-28.md", 2, ["a", "b", "c", "d"])
+    report_c = candidates_for(mem)
+    assert not [e for e in report_c.entries if e.path.startswith("memory/principals/")]
