@@ -58,7 +58,8 @@ METHODS = ("block", "bootstrap_block", "facts", "search")
 
 
 def load_questions(workspace: Path) -> list[dict[str, Any]]:
-    """The questions, each checked: its answer (and stale) text stands on one line of its file."""
+    """The questions, each checked: its answer (and stale) text stands on a line of its file
+    (the first such line is the answer line)."""
     questions: list[dict[str, Any]] = json.loads((HERE / "questions.json").read_text(encoding="utf-8"))
     for item in questions:
         if item["kind"] not in KINDS:
@@ -66,8 +67,8 @@ def load_questions(workspace: Path) -> list[dict[str, Any]]:
         for ref in [item["answer"], *item.get("stale", [])]:
             lines = (workspace / ref["path"]).read_text(encoding="utf-8").splitlines()
             found = [i + 1 for i, line in enumerate(lines) if ref["text"] in line]
-            if len(found) != 1:
-                raise SystemExit(f"{ref['path']}: {ref['text']!r} is on {len(found)} lines: {item['q']}")
+            if not found:
+                raise SystemExit(f"{ref['path']}: {ref['text']!r} is on no line: {item['q']}")
             ref["line"] = found[0]
         if item["kind"] == "current-value" and not item.get("stale"):
             raise SystemExit(f"current-value question without a stale line: {item['q']}")
@@ -95,9 +96,11 @@ def pct(values: list[float], q: float) -> float:
 def run_provider(provider: str, questions: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="memmw-plain-"))
     try:
-        ws = tmp / "ws"
+        # With --state-dir the copy keeps one path, so its index (and embedding cache) is reused.
+        base = args.state_dir / provider if args.state_dir else tmp
+        ws, state = base / "ws", base / "state"
+        shutil.rmtree(ws, ignore_errors=True)
         shutil.copytree(HERE / "workspace", ws)
-        state = args.state_dir / provider if args.state_dir else tmp / "state"
         config = memmw.MemoryConfig(provider=provider)
         counter = TokenCounter(use_tiktoken=args.tiktoken)
         boot = build_bootstrap(ws, BootstrapConfig(), private=True, today=TODAY).text
