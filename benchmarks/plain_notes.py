@@ -111,6 +111,7 @@ def run_provider(provider: str, questions: list[dict[str, Any]], args: argparse.
             mem.graph_engine.graph()  # loaded once, as a running agent has it
             active = ActiveMemory(mem, token_counter=counter.count, now=lambda: NOW)
             mem.search("warm up", 6)
+            active.build("warm up")  # a running agent has its block machinery warm
             rows: list[dict[str, Any]] = []
             block_ms: list[float] = []
             search_ms: list[float] = []
@@ -131,6 +132,7 @@ def run_provider(provider: str, questions: list[dict[str, Any]], args: argparse.
                     "q": q,
                     "kind": item["kind"],
                     "tokens": inj.tokens,
+                    "deadline_hit": inj.deadline_hit,
                     "block": block_hit,
                     "block_stale_only": block_stale and not block_hit,
                     "bootstrap_block": judge(boot + "\n" + inj.text, answer, [])[0],
@@ -161,6 +163,7 @@ def run_provider(provider: str, questions: list[dict[str, Any]], args: argparse.
                 "hits": {m: sum(1 for r in rows if r[m]) for m in METHODS},
                 "stale_first": sum(1 for r in current if r["stale_first"]),
                 "block_stale_only": sum(1 for r in current if r["block_stale_only"]),
+                "block_deadline_hit": sum(1 for r in rows if r["deadline_hit"]),
                 "current_value_questions": len(current),
                 "by_kind": dict(by_kind),
                 "tokens_per_turn": {

@@ -1,0 +1,239 @@
+"""Query expansion: an entity named by any of its names finds notes that use another name;
+present-tense questions see the newer of two statements about the same subject first.
+
+Names come from the knowledge graph the index derives from the Markdown (no model):
+headings and People / Projects bullets, ``Name (nick)``, ``aka``, ``goes by``, roles such
+as ``our CTO`` (``memmw.graph.syntax``), first names, and names in Cyrillic or Greek read
+in Latin letters. A query term that names an entity is searched as the union of the
+entity's names (one synonym group: BM25 counts it as one query term), so ``our CTO``
+finds the note that says ``Dima``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import numpy as np
+
+from memmw.graph.model import Graph, load_graph
+from memmw.graph.search import EntityMatch, match_entities
+from memmw.graph.syntax import normalize_name
+from memmw.store.protocol import Postings, StoreReader
+from memmw.text.analysis import query_terms
+from memmw.text.translit import to_latin
+from memmw.workspace.layout import file_date, is_group_note
+
+#: Entity matching threshold (0..100) for expansion: stricter than the graph's 65
+#: ("Berlin" is not "Ben"); a shorter form of a name ("Tom" for "Tomás") always counts.
+MATCH_THRESHOLD = 80.0
+#: At most this many extra terms join one query term (a name with many aliases).
+MAX_EXTRA_TERMS = 12
+
+#: Words and phrases that ask about the present, in several languages (matched on the
+#: case-folded query; CJK cues anywhere, others as whole words).
+PRESENT_CUES = (
+    "now", "nowadays", "currently", "current", "these days", "still", "at the moment",
+    "at present", "anymore", "any more", "today", "right now", "latest",
+    "jetzt", "zurzeit", "derzeit", "aktuell", "momentan", "noch", "mittlerweile", "inzwischen",
+    "heutzutage", "gerade",
+    "maintenant", "actuellement", "en ce moment", "toujours", "encore", "désormais",
+    "ahora", "actualmente", "todavía", "aún", "hoy en día",
+    "agora", "atualmente", "ainda", "hoje em dia",
+    "adesso", "ora", "attualmente", "ancora",
+    "nu", "momenteel", "tegenwoordig", "nog",
+    "сейчас", "теперь", "ещё", "еще", "в настоящее время",
+    "现在", "目前", "如今", "当前", "眼下", "还是", "仍然", "最近",
+    "今", "現在", "最近", "まだ", "지금", "현재", "아직",
+)  # fmt: skip
+#: Words that ask about the past: no present-first order then.
+PAST_CUES = (
+    "before", "previously", "previous", "formerly", "former", "originally", "original",
+    "used to", "earlier", "past", "at first", "first", "initially", "old", "back then",
+    "was", "were", "did",
+    "früher", "vorher", "ursprünglich", "damals", "zuerst", "vorige", "vorigen", "alte",
+    "avant", "auparavant", "autrefois", "antes", "anteriormente", "antigo", "antiga",
+    "раньше", "прежде", "以前", "原来", "之前", "当初", "过去", "以前は", "前に", "이전",
+)  # fmt: skip
+
+
+def _cue_pattern(cues: Sequence[str]) -> re.Pattern[str]:
+    parts = []
+    for cue in sorted(cues, key=len, reverse=True):
+        if any("\u3040" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af" for ch in cue):
+            parts.append(re.escape(cue))
+        else:
+            parts.append(rf"(?<!\w){re.escape(cue)}(?!\w)")
+    return re.compile("|".join(parts))
+
+
+_PRESENT = _cue_pattern(PRESENT_CUES)
+_PAST = _cue_pattern(PAST_CUES)
+#: The search terms of the present cues (left out of a question's subject).
+_CUE_TERMS = frozenset(t for cue in PRESENT_CUES for t in query_terms(cue))
+
+
+def subject_terms(q_terms: Sequence[str]) -> list[str]:
+    """The query's terms without the words that only say "now" (``now``, ``day`` of
+    "these days", ``zurzeit``): what a question is about."""
+    return [t for t in q_terms if t not in _CUE_TERMS]
+
+
+def asks_present(query: str) -> bool:
+    """True when ``query`` asks about the present ("now", "these days", "zurzeit", "现在")
+    and not about the past ("before", "originally", "früher", "以前")."""
+    low = query.casefold()
+    return _PRESENT.search(low) is not None and _PAST.search(low) is None
+
+
+def _name_like(name: str) -> bool:
+    """A name or nickname (``Dima``, ``CTO``, ``王芳``), not a role phrase (``designer``,
+    ``my partner``): such names are added to queries, roles only recognised in them."""
+    words = name.split()
+    return bool(words) and all(w[:1].isupper() or not w[:1].islower() for w in words)
+
+
+@dataclass(frozen=True)
+class AliasIndex:
+    """The names an index knows for each entity (from trusted, non-group notes).
+
+    Attributes:
+        graph: The graph snapshot used to recognise names in a query.
+        terms_of: Entity key -> the search terms of its name-like names.
+    """
+
+    graph: Graph
+    terms_of: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def from_store(cls, store: StoreReader) -> AliasIndex:
+        """Read the graph rows of ``store`` (notes written from group sessions excluded:
+        nobody outside the owner's files names the owner's people)."""
+        graph = load_graph(store.graph_rows(), lambda path: not is_group_note(path))
+        terms_of: dict[str, tuple[str, ...]] = {}
+        for key, entity in graph.entities.items():
+            names = [entity.name, *(a for a in entity.aliases if _name_like(a))]
+            found: dict[str, None] = {}
+            for name in names:
+                for text in dict.fromkeys((name, to_latin(name))):
+                    for term in query_terms(text):
+                        found.setdefault(term)
+            terms_of[key] = tuple(found)
+        return cls(graph=graph, terms_of=terms_of)
+
+    def synonyms(self, query: str, q_terms: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """Query term -> the other names' terms searched with it, for every term that names
+        an entity (an empty tuple when the entity has no other name); a group never holds
+        another query term."""
+        if not self.graph.entities or not q_terms:
+            return {}
+        out: dict[str, dict[str, None]] = {}
+        present = set(q_terms)
+        for match in match_entities(query, self.graph, threshold=min(MATCH_THRESHOLD, 65.0)):
+            extra = self.terms_of.get(match.key, ())
+            if match.score < MATCH_THRESHOLD and not self._shortened(match):
+                continue
+            span = set(query_terms(match.matched))
+            for term in q_terms:
+                if term in span or span & set(query_terms(to_latin(term))):
+                    group = out.setdefault(term, {})
+                    for other in extra:
+                        if other not in present and len(group) < MAX_EXTRA_TERMS:
+                            group.setdefault(other)
+        return {t: tuple(g) for t, g in out.items()}
+
+    def _shortened(self, match: EntityMatch) -> bool:
+        """``Tom`` for ``Tomás``, ``Kat`` for ``Katharina``: the span starts a word of a name."""
+        span = normalize_name(to_latin(match.matched))
+        if len(span) < 3 or " " in span:
+            return False
+        entity = self.graph.entities[match.key]
+        return any(
+            word.startswith(span)
+            for name in (entity.name, *entity.aliases)
+            for word in normalize_name(to_latin(name)).split()
+        )
+
+
+def merge_postings(lists: Sequence[Postings]) -> Postings:
+    """One posting list for a synonym group: each chunk once, its term counts added."""
+    lists = [p for p in lists if len(p)]
+    if len(lists) == 1:
+        return lists[0]
+    if not lists:
+        return Postings(
+            np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
+        )
+    rowids = np.concatenate([p.rowids for p in lists]).astype(np.int64, copy=False)
+    tf = np.concatenate([p.tf for p in lists]).astype(np.int32, copy=False)
+    doc_len = np.concatenate([p.doc_len for p in lists]).astype(np.int32, copy=False)
+    order = np.argsort(rowids, kind="stable")
+    rowids, tf, doc_len = rowids[order], tf[order], doc_len[order]
+    first = np.empty(len(rowids), dtype=bool)
+    first[0] = True
+    np.not_equal(rowids[1:], rowids[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    return Postings(rowids[starts], np.add.reduceat(tf, starts).astype(np.int32), doc_len[starts])
+
+
+T = TypeVar("T")
+
+
+def newest_first(
+    items: Sequence[T],
+    *,
+    path_of: Callable[[T], str],
+    groups_of: Callable[[T], frozenset[int]],
+    weight: Callable[[int], float],
+    anchors: frozenset[int] = frozenset(),
+) -> list[T]:
+    """Order hits so that newer dated statements about a subject come before older ones
+    (for questions about the present).
+
+    A subject: hits linked by a shared query term (synonym group) that names an entity
+    (``anchors``) or whose weight is at least half the strongest one any hit holds, and
+    so on transitively. Within a
+    subject, the places its hits hold are refilled newest first: a dated note
+    (``memory/YYYY-MM-DD*.md``) by its date, any undated file (a curated ``MEMORY.md``
+    line that was never updated) after every dated one, ties in the given order. Hits of
+    other subjects keep their places, so the result is a permutation of ``items``.
+    """
+    out = list(items)
+    held = [groups_of(item) for item in out]
+    present = set().union(*held) if held else set()
+    if len(out) < 2 or not present:
+        return out
+    strongest = max(weight(g) for g in present)
+    salient = {g for g in present if g in anchors or 0 < strongest / 2 <= weight(g)}
+    parent = list(range(len(out)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[int, int] = {}
+    for i, groups in enumerate(held):
+        for g in groups & salient:
+            if g in owner:
+                parent[find(i)] = find(owner[g])
+            else:
+                owner[g] = i
+    subjects: dict[int, list[int]] = {}
+    for i in range(len(out)):
+        subjects.setdefault(find(i), []).append(i)
+    result = list(out)
+    for places in subjects.values():
+        if len(places) < 2:
+            continue
+
+        def age(i: int) -> tuple[int, int]:
+            day = file_date(path_of(out[i]))
+            return (0, -(day[0] * 10_000 + day[1] * 100 + day[2])) if day is not None else (1, 0)
+
+        for place, i in zip(places, sorted(places, key=lambda i: (*age(i), i)), strict=True):
+            result[place] = out[i]
+    return result
