@@ -564,9 +564,9 @@ class _Parser:
             return
         role = re.sub(r"^\s*(?:[:：,]|[-–—]\s)\s*", "", rest).strip()
         if role and rest.lstrip()[:1] in (":", "：", "-", "–", "—", ","):
-            alias = role_alias(role)
-            if alias:
-                self._alias(name, alias, number)
+            role_name = role_alias(role)
+            if role_name:
+                self._alias(name, role_name, number)
             value, valid_from = _split_value(role)
             if value:
                 self.out.facts.append(
@@ -581,9 +581,9 @@ class _Parser:
                     )
                 )
         for found in _APPOSITION.finditer(rest):
-            alias = role_alias(found.group("role"))
-            if alias:
-                self._alias(name, alias, number)
+            role_name = role_alias(found.group("role"))
+            if role_name:
+                self._alias(name, role_name, number)
 
     def trigger(self, raw: str, text: str, number: int, importance: int | None) -> None:
         phrases: list[str] = []
