@@ -327,6 +327,8 @@ class ActiveMemory:
         if not subject:
             return []
         present = asks_present(message)
+        # Lines whose value the graph knows was superseded are history, not recall.
+        superseded = {(f.path, f.line) for f in graph.facts if not f.current}
         picked: list[tuple[tuple[int, int, int] | None, str, set[str], str]] = []
         older: list[tuple[str, set[str], str]] = []
         for hit in search(message, RECALL_HITS):
@@ -335,25 +337,32 @@ class ActiveMemory:
             if not access.injectable(hit.path, hit.source):
                 continue
             found = evidence_line(hit.snippet, hit.start_line, groups, max_chars=RECALL_CHARS)
-            if found is None or (hit.path, found[0]) in shown:
+            if found is None or (hit.path, found[0]) in shown or (hit.path, found[0]) in superseded:
                 continue
             first, last, text = found
+            if any(text == t for _d, _c, _h, t in picked):
+                continue  # the same line written on several days: shown once, the newest
             citation = f"{hit.path}#L{first}" + (f"-L{last}" if last != first else "")
             held = subject.intersection(terms(text))
             if is_curated(hit.path):
                 older.append((citation, held, text))
                 continue
             picked.append((file_date(hit.path), citation, held, text))
+        def date(day: tuple[int, int, int]) -> str:
+            return "-".join(f"{part:02d}" for part in day)
+
         lines: list[tuple[str, str]] = []
-        for day, citation, _held, text in picked:
-            when = "-".join(f"{part:02d}" for part in day) if day else "undated"
+        for day, citation, held, text in picked:
+            when = date(day) if day else "undated"
+            newer = [d for d, _c, h, _t in picked if present and d and day and d > day and h & held]
+            if newer:  # a newer note about the same subject is shown too
+                when += f", older than {date(max(newer))}"
             lines.append((citation, f"- ({when}) {_escape(text)}"))
         if present:
             for citation, held, text in older:
                 newer = [d for d, _c, h, _t in picked if d is not None and h & held]
                 if newer:
-                    since = "-".join(f"{part:02d}" for part in max(newer))
-                    lines.append((citation, f"- (older, see {since}) {_escape(text)}"))
+                    lines.append((citation, f"- (older, see {date(max(newer))}) {_escape(text)}"))
         return lines
 
     def _triggers(self, graph: Graph, message: str, *, private: bool) -> list[Trigger]:

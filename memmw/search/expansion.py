@@ -11,6 +11,7 @@ finds the note that says ``Dima``.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,10 +20,9 @@ from typing import TypeVar
 import numpy as np
 
 from memmw.graph.model import Graph, load_graph
-from memmw.graph.search import EntityMatch, match_entities
 from memmw.graph.syntax import normalize_name
 from memmw.store.protocol import Postings, StoreReader
-from memmw.text.analysis import query_terms
+from memmw.text.analysis import STOP_WORDS, normalize, query_terms
 from memmw.text.translit import to_latin
 from memmw.workspace.layout import file_date, is_group_note
 
@@ -95,6 +95,25 @@ def _name_like(name: str) -> bool:
     return bool(words) and all(w[:1].isupper() or not w[:1].islower() for w in words)
 
 
+def _extract_one() -> Callable[[str, Sequence[str]], str | None]:
+    """The closest name at or above ``MATCH_THRESHOLD`` (rapidfuzz, in C), else none
+    (without the optional ``rapidfuzz`` only exact names and shortened forms match)."""
+    try:
+        from rapidfuzz import fuzz, process
+    except ImportError:  # the [graph] extra is optional
+        return lambda span, choices: None
+
+    def best(span: str, choices: Sequence[str]) -> str | None:
+        found = process.extractOne(span, choices, scorer=fuzz.ratio, score_cutoff=MATCH_THRESHOLD)
+        return None if found is None else str(found[0])
+
+    return best
+
+
+_closest = _extract_one()
+_PUNCT = ".,;:!?\"'()[]{}«»“”„‘’？！，。：；（）"
+
+
 @dataclass(frozen=True)
 class AliasIndex:
     """The names an index knows for each entity (from trusted, non-group notes).
@@ -102,10 +121,16 @@ class AliasIndex:
     Attributes:
         graph: The graph snapshot used to recognise names in a query.
         terms_of: Entity key -> the search terms of its name-like names.
+        words: Every word of every name and alias (normalised, Latin letters), sorted.
+        word_keys: Such a word -> the entities whose names hold it.
+        fuzzy: The names a misspelt span may match (``Graph.fuzzy_names``).
     """
 
     graph: Graph
     terms_of: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    words: tuple[str, ...] = ()
+    word_keys: dict[str, frozenset[str]] = field(default_factory=dict)
+    fuzzy: tuple[str, ...] = ()
 
     @classmethod
     def from_store(cls, store: StoreReader) -> AliasIndex:
@@ -113,6 +138,7 @@ class AliasIndex:
         nobody outside the owner's files names the owner's people)."""
         graph = load_graph(store.graph_rows(), lambda path: not is_group_note(path))
         terms_of: dict[str, tuple[str, ...]] = {}
+        word_keys: dict[str, set[str]] = {}
         for key, entity in graph.entities.items():
             names = [entity.name, *(a for a in entity.aliases if _name_like(a))]
             found: dict[str, None] = {}
@@ -121,7 +147,58 @@ class AliasIndex:
                     for term in query_terms(text):
                         found.setdefault(term)
             terms_of[key] = tuple(found)
-        return cls(graph=graph, terms_of=terms_of)
+            for name in (entity.name, *entity.aliases):
+                for word in normalize_name(to_latin(name)).split():
+                    word_keys.setdefault(word, set()).add(key)
+        return cls(
+            graph=graph,
+            terms_of=terms_of,
+            words=tuple(sorted(word_keys)),
+            word_keys={w: frozenset(k) for w, k in word_keys.items()},
+            fuzzy=tuple(graph.fuzzy_names),
+        )
+
+    def matches(self, query: str) -> list[tuple[str, str]]:
+        """``(entity key, matched span)`` of every entity ``query`` names: a name or alias
+        as written (word-bounded, case-folded), a capitalised span at least
+        ``MATCH_THRESHOLD`` similar to a name, or a capitalised word that starts a name's
+        word and no other entity's (``Tom`` for ``Tomás``); also in Latin letters."""
+        graph = self.graph
+        out: dict[tuple[str, str], None] = {}
+        for text in dict.fromkeys((query, to_latin(query))):
+            pattern = graph.name_pattern
+            if pattern is not None:
+                for m in pattern.finditer(normalize_name(text)):
+                    out.setdefault((graph.names[m.group(0)], m.group(0)))
+            words = [w.strip(_PUNCT) for w in text.split()]
+            for size in (1, 2):
+                for i in range(len(words) - size + 1):
+                    chunk = words[i : i + size]
+                    if not all(chunk) or not chunk[0][:1].isupper():
+                        continue
+                    if any(normalize(w) in STOP_WORDS for w in chunk):
+                        continue
+                    span = normalize_name(" ".join(chunk))
+                    if len(span) < 3 or span in graph.names:
+                        continue  # too short, or matched as written above
+                    close = _closest(span, self.fuzzy)
+                    if close is not None:
+                        out.setdefault((graph.names[close], " ".join(chunk)))
+                    elif size == 1:
+                        owners = self._owners_of_prefix(span)
+                        if len(owners) == 1:
+                            out.setdefault((next(iter(owners)), chunk[0]))
+        return list(out)
+
+    def _owners_of_prefix(self, prefix: str) -> set[str]:
+        owners: set[str] = set()
+        at = bisect.bisect_left(self.words, prefix)
+        while at < len(self.words) and self.words[at].startswith(prefix):
+            owners |= self.word_keys[self.words[at]]
+            at += 1
+            if len(owners) > 1:
+                break
+        return owners
 
     def synonyms(self, query: str, q_terms: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """Query term -> the other names' terms searched with it, for every term that names
@@ -131,11 +208,9 @@ class AliasIndex:
             return {}
         out: dict[str, dict[str, None]] = {}
         present = set(q_terms)
-        for match in match_entities(query, self.graph, threshold=min(MATCH_THRESHOLD, 65.0)):
-            extra = self.terms_of.get(match.key, ())
-            if match.score < MATCH_THRESHOLD and not self._shortened(match):
-                continue
-            span = set(query_terms(match.matched))
+        for key, matched in self.matches(query):
+            extra = self.terms_of.get(key, ())
+            span = set(query_terms(matched))
             for term in q_terms:
                 if term in span or span & set(query_terms(to_latin(term))):
                     group = out.setdefault(term, {})
@@ -143,18 +218,6 @@ class AliasIndex:
                         if other not in present and len(group) < MAX_EXTRA_TERMS:
                             group.setdefault(other)
         return {t: tuple(g) for t, g in out.items()}
-
-    def _shortened(self, match: EntityMatch) -> bool:
-        """``Tom`` for ``Tomás``, ``Kat`` for ``Katharina``: the span starts a word of a name."""
-        span = normalize_name(to_latin(match.matched))
-        if len(span) < 3 or " " in span:
-            return False
-        entity = self.graph.entities[match.key]
-        return any(
-            word.startswith(span)
-            for name in (entity.name, *entity.aliases)
-            for word in normalize_name(to_latin(name)).split()
-        )
 
 
 def merge_postings(lists: Sequence[Postings]) -> Postings:

@@ -179,8 +179,7 @@ def evidence_line(
         if answer.startswith("assistant:"):
             parts.append(answer)
     limit = max_chars // len(parts)
-    shown = [
-        _cut_long_line(part, sorted(wanted), limit) if utf16_len(part) > limit else part
-        for part in parts
-    ]
+    shown = [parts[0] if utf16_len(parts[0]) <= limit else _cut_long_line(parts[0], sorted(wanted), limit)]
+    if len(parts) == 2:  # the answer from its start
+        shown.append(parts[1] if utf16_len(parts[1]) <= limit else cut_utf16(parts[1], limit - 1) + "…")
     return start_line + offset, start_line + offset + len(parts) - 1, " ".join(shown)
