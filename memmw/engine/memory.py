@@ -649,7 +649,9 @@ class Memory:
         # store.shared namespace (same provider and model by the identity check).
         embedded: dict[tuple[str, str], list[float] | Exception] = {}
         with self._read() as store:
-            vector_leg, warning = self._vector_leg(store, query, embedded=embedded)
+            vector_leg, warning = self._vector_leg(
+                store, self._searcher.vector_text(store, query), embedded=embedded
+            )
             outcome = self._searcher.search(
                 store,
                 query,

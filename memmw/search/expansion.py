@@ -31,6 +31,9 @@ from memmw.workspace.layout import file_date, is_group_note
 MATCH_THRESHOLD = 80.0
 #: At most this many extra terms join one query term (a name with many aliases).
 MAX_EXTRA_TERMS = 12
+#: Names added to the text the vector leg embeds: per entity, and in all.
+MAX_NAMES_PER_ENTITY = 3
+MAX_VECTOR_NAMES = 8
 
 #: Words and phrases that ask about the present, in several languages (matched on the
 #: case-folded query; CJK cues anywhere, others as whole words).
@@ -199,6 +202,21 @@ class AliasIndex:
             if len(owners) > 1:
                 break
         return owners
+
+    def vector_text(self, query: str) -> str:
+        """``query`` as the vector leg embeds it: followed by the other names of the
+        entities it names (``What did our CTO say? (Dmitri Volkov, Dima)``), so a note that
+        uses another name is near it too; unchanged when it names none."""
+        folded = query.casefold()
+        names: dict[str, None] = {}
+        for key, _matched in self.matches(query):
+            entity = self.graph.entities[key]
+            others = [n for n in (entity.name, *entity.aliases) if _name_like(n)]
+            for name in [n for n in others if n.casefold() not in folded][:MAX_NAMES_PER_ENTITY]:
+                names.setdefault(name)
+        if not names:
+            return query
+        return f"{query} ({', '.join(list(names)[:MAX_VECTOR_NAMES])})"
 
     def synonyms(self, query: str, q_terms: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """Query term -> the other names' terms searched with it, for every term that names

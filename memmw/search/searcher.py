@@ -160,6 +160,15 @@ class Searcher:
             self._centroid = self._centroid_key = None
             self._aliases = None
 
+    def vector_text(self, store: StoreReader, query: str) -> str:
+        """The text the vector leg embeds for ``query`` (with the other names of the
+        entities it names; see :meth:`AliasIndex.vector_text`)."""
+        try:
+            return self.alias_index(store).vector_text(query)
+        except Exception:  # the names only add recall: never fail a search for them
+            log.debug("query expansion failed", exc_info=True)
+            return query
+
     def alias_index(self, store: StoreReader) -> AliasIndex:
         """The entity names of the index (query expansion), read once per generation."""
         key = (store.generation(), store.get_meta("epoch"))
