@@ -78,27 +78,6 @@ _PAST = _cue_pattern(PAST_CUES)
 _CUE_TERMS = frozenset(t for cue in PRESENT_CUES for t in query_terms(cue))
 
 
-#: Cue words that only say "now" whatever the sentence: left out of the keyword query
-#: (they would match any note that says "now"); the cue itself still orders the hits.
-TIME_ONLY_CUES = (
-    "now", "nowadays", "currently", "anymore", "jetzt", "zurzeit", "derzeit", "momentan",
-    "mittlerweile", "inzwischen", "heutzutage", "maintenant", "actuellement", "désormais",
-    "ahora", "actualmente", "todavía", "agora", "atualmente", "adesso", "attualmente",
-    "momenteel", "tegenwoordig", "сейчас", "теперь", "现在", "目前", "如今", "当前",
-)  # fmt: skip
-#: (A CJK cue's single characters stay: they are parts of other words too.)
-_TIME_ONLY_TERMS = frozenset(
-    t for cue in TIME_ONLY_CUES for t in query_terms(cue) if len(t) > 1 or t.isascii()
-)
-
-
-def keyword_terms(q_terms: Sequence[str]) -> list[str]:
-    """The query's terms the keyword leg searches: without words that only say "now"
-    (``now``, ``jetzt``, ``现在``), unless nothing else is left."""
-    kept = [t for t in q_terms if t not in _TIME_ONLY_TERMS]
-    return kept or list(q_terms)
-
-
 def subject_terms(q_terms: Sequence[str]) -> list[str]:
     """The query's terms without the words that only say "now" (``now``, ``day`` of
     "these days", ``zurzeit``): what a question is about."""

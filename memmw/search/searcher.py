@@ -16,7 +16,6 @@ from memmw.config import MemoryConfig, candidate_count
 from memmw.search.expansion import (
     AliasIndex,
     asks_present,
-    keyword_terms,
     merge_postings,
     newest_first,
     subject_terms,
@@ -233,7 +232,7 @@ class Searcher:
         vector_only = vector_leg is not None and not cfg.hybrid.enabled
         if vector_only:
             mode = "vector"
-        q_terms = keyword_terms(query_terms(query))
+        q_terms = query_terms(query)
         if not q_terms and vector_leg is None:
             return SearchOutcome([], mode)
         n_candidates = candidate_count(limit, cfg.hybrid)

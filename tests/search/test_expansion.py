@@ -170,11 +170,3 @@ def test_the_vector_leg_embeds_the_query_with_the_entitys_other_names(tmp_path: 
     finally:
         unregister_provider("recording")
 
-
-def test_words_that_only_say_now_are_not_searched_for() -> None:
-    from memmw.search.expansion import keyword_terms
-
-    assert keyword_terms(query_terms("Um wie viel Uhr ist das Standup jetzt?")) == ["viel", "uhr", "standup"]
-    assert keyword_terms(query_terms("What is the budget now?")) == ["budget"]
-    assert keyword_terms(query_terms("now")) == ["now"]  # nothing else: kept
-    assert "现" in keyword_terms(query_terms("现在的价格"))  # a CJK cue's characters stay
