@@ -62,18 +62,30 @@ PAST_CUES = (
 )  # fmt: skip
 
 
-def _cue_pattern(cues: Sequence[str]) -> re.Pattern[str]:
-    parts = []
-    for cue in sorted(cues, key=len, reverse=True):
-        if any("\u3040" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af" for ch in cue):
-            parts.append(re.escape(cue))
-        else:
-            parts.append(rf"(?<!\w){re.escape(cue)}(?!\w)")
-    return re.compile("|".join(parts))
+_WIDE = re.compile(r"[\u3040-\u9fff\uac00-\ud7af]")
+_WORDS = re.compile(r"\w+")
 
 
-_PRESENT = _cue_pattern(PRESENT_CUES)
-_PAST = _cue_pattern(PAST_CUES)
+class _Cues:
+    """A set of cue words and phrases: whole words (one set lookup per query word), phrases
+    of several words, and CJK cues found anywhere."""
+
+    def __init__(self, cues: Sequence[str]) -> None:
+        self.words = frozenset(c for c in cues if " " not in c and not _WIDE.search(c))
+        self.phrases = tuple(f" {c} " for c in cues if " " in c and not _WIDE.search(c))
+        self.wide = tuple(c for c in cues if _WIDE.search(c))
+
+    def found(self, folded: str) -> bool:
+        words = _WORDS.findall(folded)
+        if not self.words.isdisjoint(words):
+            return True
+        if self.phrases and any(p in f" {' '.join(words)} " for p in self.phrases):
+            return True
+        return bool(_WIDE.search(folded)) and any(c in folded for c in self.wide)
+
+
+_PRESENT = _Cues(PRESENT_CUES)
+_PAST = _Cues(PAST_CUES)
 #: The search terms of the present cues (left out of a question's subject).
 _CUE_TERMS = frozenset(t for cue in PRESENT_CUES for t in query_terms(cue))
 
@@ -88,7 +100,7 @@ def asks_present(query: str) -> bool:
     """True when ``query`` asks about the present ("now", "these days", "zurzeit", "现在")
     and not about the past ("before", "originally", "früher", "以前")."""
     low = query.casefold()
-    return _PRESENT.search(low) is not None and _PAST.search(low) is None
+    return _PRESENT.found(low) and not _PAST.found(low)
 
 
 def _name_like(name: str) -> bool:
@@ -168,6 +180,8 @@ class AliasIndex:
         word and no other entity's (``Tom`` for ``Tomás``); also in Latin letters."""
         graph = self.graph
         out: dict[tuple[str, str], None] = {}
+        if not graph.entities:
+            return []
         for text in dict.fromkeys((query, to_latin(query))):
             pattern = graph.name_pattern
             if pattern is not None:
@@ -184,7 +198,7 @@ class AliasIndex:
                     span = normalize_name(" ".join(chunk))
                     if len(span) < 3 or span in graph.names:
                         continue  # too short, or matched as written above
-                    close = _closest(span, self.fuzzy)
+                    close = _closest(span, self.fuzzy) if self.fuzzy else None
                     if close is not None:
                         out.setdefault((graph.names[close], " ".join(chunk)))
                     elif size == 1:
