@@ -170,3 +170,15 @@ def test_the_vector_leg_embeds_the_query_with_the_entitys_other_names(tmp_path: 
     finally:
         unregister_provider("recording")
 
+
+
+def test_names_and_current_values_on_postgres(pg_database: str, tmp_path: Path) -> None:
+    """The same expansion over the PostgreSQL store (graph rows and generation through the protocol)."""
+    from memmw.config import StoreConfig
+
+    config = MemoryConfig(provider="none", store=StoreConfig(backend="postgres", dsn=pg_database))
+    with Memory(workspace=workspace(tmp_path), state_dir=tmp_path / "s", config=config) as mem:
+        mem.sync()
+        assert "memory/2026-08-26.md" in top(mem, "What did our CTO say about Kafka?")
+        paths = top(mem, "What time is standup now?")
+        assert paths.index("memory/2026-10-05.md") < paths.index("MEMORY.md")
