@@ -10,6 +10,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memmw import Memory, MemoryConfig
 from memmw.config import ActiveMemoryConfig
@@ -223,3 +225,58 @@ def test_recall_stays_within_the_token_budget(plain: Memory) -> None:
         "What did our CTO say about Kafka and standup now?", session_key="main"
     )
     assert inj.tokens <= 60
+
+
+_RECALL_FILES = st.sampled_from(
+    [
+        "MEMORY.md",
+        "USER.md",
+        "memory/2026-03-01.md",
+        "memory/2026-03-02-chat.md",
+        "memory/groups/team/2026-03-03.md",
+        "memory/groups/other/2026-03-04.md",
+        "notes/topic.md",
+    ]
+)
+_SESSIONS = st.sampled_from(
+    [
+        ("main", None),
+        ("agent:main:telegram:direct:7", "direct"),
+        ("agent:main:telegram:group:team", "group"),
+        ("agent:main:discord:channel:other", "channel"),
+    ]
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    files=st.lists(st.tuples(_RECALL_FILES, st.sampled_from(["kafka", "standup", "harbor"])), min_size=1, max_size=6),
+    sess=_SESSIONS,
+    word=st.sampled_from(["kafka", "standup", "harbor"]),
+)
+def test_recall_only_injects_what_the_session_may_inject(
+    tmp_path_factory: pytest.TempPathFactory,
+    files: list[tuple[str, str]],
+    sess: tuple[str, str | None],
+    word: str,
+) -> None:
+    """Invariant (the choke point is ActiveMemory._recall): every recalled line comes from
+    a file the session may read and trust; group and channel sessions recall nothing."""
+    from memmw.agent.tools import session_access
+
+    root = tmp_path_factory.mktemp("recall")
+    ws = root / "ws"
+    for i, (rel, topic) in enumerate(files):
+        path = ws / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(f"- line {i}: the {topic} note says {topic} moved to {i}:00\n")
+    key, chat_type = sess
+    with Memory(workspace=ws, state_dir=root / "state", config=MemoryConfig(provider="none")) as mem:
+        mem.sync()
+        inj = ActiveMemory(mem, config=ROOMY).build(f"what about {word} now?", session_key=key, chat_type=chat_type)
+        access = session_access(mem, session_key=key, chat_type=chat_type)
+        for citation in inj.recalled:
+            assert access.injectable(citation.split("#", 1)[0]), citation
+        if not access.private:
+            assert inj.recalled == []
