@@ -31,6 +31,8 @@ from memmw.workspace.layout import file_date, is_group_note
 MATCH_THRESHOLD = 80.0
 #: At most this many extra terms join one query term (a name with many aliases).
 MAX_EXTRA_TERMS = 12
+#: Queries whose entity matches an alias index remembers (a search asks twice).
+MEMO_SIZE = 256
 #: Names added to the text the vector leg embeds: per entity, and in all.
 MAX_NAMES_PER_ENTITY = 3
 MAX_VECTOR_NAMES = 8
@@ -146,6 +148,7 @@ class AliasIndex:
     words: tuple[str, ...] = ()
     word_keys: dict[str, frozenset[str]] = field(default_factory=dict)
     fuzzy: tuple[str, ...] = ()
+    _memo: dict[str, list[tuple[str, str]]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_store(cls, store: StoreReader) -> AliasIndex:
@@ -179,9 +182,20 @@ class AliasIndex:
         ``MATCH_THRESHOLD`` similar to a name, or a capitalised word that starts a name's
         word and no other entity's (``Tom`` for ``Tomás``); also in Latin letters."""
         graph = self.graph
-        out: dict[tuple[str, str], None] = {}
         if not graph.entities:
             return []
+        memo = self._memo.get(query)
+        if memo is not None:  # the keyword and vector legs ask for the same query
+            return memo
+        found = self._matches(query)
+        if len(self._memo) >= MEMO_SIZE:
+            self._memo.clear()
+        self._memo[query] = found
+        return found
+
+    def _matches(self, query: str) -> list[tuple[str, str]]:
+        graph = self.graph
+        out: dict[tuple[str, str], None] = {}
         for text in dict.fromkeys((query, to_latin(query))):
             pattern = graph.name_pattern
             if pattern is not None:

@@ -346,12 +346,12 @@ class Searcher:
     ) -> list[_Candidate]:
         """A present-tense question: newer statements about a subject before older ones."""
         subjects = subject_terms(q_terms)
-        members = {term_hash(t): np.array([term_hash(t), *groups.get(term_hash(t), ())]) for t in subjects}
+        members = {term_hash(t): (term_hash(t), *groups.get(term_hash(t), ())) for t in subjects}
         weight_of = {term_hash(t): weights.get(t, 0.0) for t in subjects}
 
         def held(cand: _Candidate) -> frozenset[int]:
-            chunk_terms = cand.chunk.term_hashes()
-            return frozenset(g for g, hs in members.items() if np.isin(hs, chunk_terms).any())
+            chunk_terms = set(cand.chunk.term_hashes().tolist())
+            return frozenset(g for g, hs in members.items() if not chunk_terms.isdisjoint(hs))
 
         return newest_first(
             chosen,
