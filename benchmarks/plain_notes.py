@@ -44,7 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import memmw
-from memmw.config import BootstrapConfig
+from memmw.config import ActiveMemoryConfig, BootstrapConfig
 from memmw.hooks.active_memory import ActiveMemory
 from memmw.hooks.bootstrap import build_bootstrap
 from memmw.text.tokens import TokenCounter
@@ -109,7 +109,8 @@ def run_provider(provider: str, questions: list[dict[str, Any]], args: argparse.
             mem.sync()
             sync_s = time.perf_counter() - started
             mem.graph_engine.graph()  # loaded once, as a running agent has it
-            active = ActiveMemory(mem, token_counter=counter.count, now=lambda: NOW)
+            block_config = ActiveMemoryConfig(deadline_ms=args.deadline_ms) if args.deadline_ms else None
+            active = ActiveMemory(mem, config=block_config, token_counter=counter.count, now=lambda: NOW)
             mem.search("warm up", 6)
             active.build("warm up")  # a running agent has its block machinery warm
             rows: list[dict[str, Any]] = []
@@ -187,6 +188,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "questions": len(questions),
         "kinds": counts,
+        "block_deadline_ms": args.deadline_ms or ActiveMemoryConfig().deadline_ms,
         "results": {p: run_provider(p, questions, args) for p in args.providers.split(",") if p},
     }
 
@@ -199,6 +201,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--tiktoken", action="store_true", help="count tokens with tiktoken (needs its cached encoding)"
+    )
+    parser.add_argument(
+        "--deadline-ms",
+        type=int,
+        default=0,
+        help="the block's per-turn deadline (default: the configured 150 ms; a loaded machine cuts it)",
     )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--verbose", action="store_true", help="one JSON row per question on stderr")

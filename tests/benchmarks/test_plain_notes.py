@@ -37,7 +37,9 @@ def test_questions_name_one_answer_line_each_and_cover_every_kind() -> None:
 
 
 def test_the_benchmark_reports_every_measure(tmp_path: Path) -> None:
-    args = argparse.Namespace(providers="none", state_dir=tmp_path, tiktoken=False, verbose=False)
+    args = argparse.Namespace(
+        providers="none", state_dir=tmp_path, tiktoken=False, verbose=False, deadline_ms=0
+    )
     result = plain_notes.run(args)["results"]["none"]
     assert set(result["hit_rate"]) == {"block", "bootstrap_block", "facts", "search"}
     assert result["current_value_questions"] >= 12
