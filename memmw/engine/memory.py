@@ -651,7 +651,9 @@ class Memory:
         # store.shared namespace (same provider and model by the identity check).
         embedded: dict[tuple[str, str], list[float] | Exception] = {}
         with self._read() as store:
-            vector_leg, warning = self._vector_leg(store, query, embedded=embedded)
+            # The vector leg embeds the question with the other names of what it names.
+            vector_query = query if self.provider is None else self._searcher.vector_text(store, query)
+            vector_leg, warning = self._vector_leg(store, vector_query, embedded=embedded)
             outcome = self._searcher.search(
                 store,
                 query,

@@ -192,6 +192,19 @@ class Graph:
         return out
 
     @cached_property
+    def fuzzy_names(self) -> list[str]:
+        """The normalised names a misspelling may match: all but one-word roles written in
+        lower case (``designer`` would match "design"), which only match as written."""
+        role_like = {
+            normalize_name(alias)
+            for entity in self.entities.values()
+            for alias in entity.aliases
+            if len(alias.split()) == 1 and alias[:1].islower()
+        }
+        names = {normalize_name(e.name) for e in self.entities.values()}
+        return [n for n in self.names if n in names or n not in role_like]
+
+    @cached_property
     def name_pattern(self) -> re.Pattern[str] | None:
         """One regex finding any name or alias in normalised text (word-bounded)."""
         names = sorted((n for n in self.names if n), key=len, reverse=True)

@@ -14,6 +14,7 @@ from typing import Any
 from memmw.graph.model import Fact, Graph, Relation, importance_of, retained, tier
 from memmw.graph.syntax import normalize_name
 from memmw.text.analysis import STOP_WORDS, normalize, query_terms, terms
+from memmw.text.translit import to_latin
 
 #: Query words -> the fact keys they ask about (the "intent" of phase 1).
 INTENTS: dict[str, tuple[str, ...]] = {}
@@ -91,8 +92,23 @@ def match_entities(
 
     Fuzzy candidates are 1-3 word spans of the text that are not stop words; a span
     written in lower case must score at least 85, so ordinary words ("about") do not
-    match names ("Abbott").
+    match names ("Abbott"). A name written in Cyrillic or Greek is also matched in Latin
+    letters (``Дмитрий Волков`` finds ``Dmitri Volkov``).
     """
+    found = _match_entities(text, graph, threshold=threshold, fuzzy=fuzzy)
+    latin = to_latin(text)
+    if latin != text:
+        best = {m.key: m for m in found}
+        for m in _match_entities(latin, graph, threshold=threshold, fuzzy=fuzzy):
+            if m.key not in best or best[m.key].score < m.score:
+                best[m.key] = m
+        found = sorted(best.values(), key=lambda m: -m.score)
+    return found
+
+
+def _match_entities(
+    text: str, graph: Graph, *, threshold: float, fuzzy: bool
+) -> list[EntityMatch]:
     found: dict[str, EntityMatch] = {}
     norm = normalize_name(text)
     pattern = graph.name_pattern
@@ -116,7 +132,7 @@ def match_entities(
                 continue  # short lower-case words ("use") are never fuzzy names
             spans.append((span, chunk[0][:1].isupper()))
     by_first: dict[str, list[str]] = {}
-    for name in graph.names:
+    for name in graph.fuzzy_names:
         by_first.setdefault(name[:1], []).append(name)
     for span, capitalised in spans:
         key_span = normalize_name(span)

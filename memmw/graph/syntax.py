@@ -29,7 +29,7 @@ from memmw.text.chunking import strip_carriers
 from memmw.text.lines import split_lines
 
 #: Bump when the parser changes what it extracts: indexes then re-derive the graph.
-GRAPH_VERSION = "4"
+GRAPH_VERSION = "5"
 
 #: Headings whose bullets each name an entity (people, projects, ...), in several languages.
 CONTAINER_HEADINGS: dict[str, str] = {
@@ -112,6 +112,23 @@ _PAREN_ALIAS = re.compile(r"^\s*[(（]\s*(?:aka\s+|a\.k\.a\.\s+)?([^()（）]{1,
 _QUOTE_ALIAS = re.compile(r"^\s*[\"“„«‚']([^\"”“»‘’']{1,40})[\"”“»‘’']")
 _AKA_INLINE = re.compile(r"\b(?:aka|a\.k\.a\.|also known as)\s+([^,;.()]{1,40})", re.IGNORECASE)
 _ONLY_DATE_OR_NUMBER = re.compile(r"^[\d\s./:-]+$")
+#: "goes by Fiona", "everyone calls her Kat", "the team calls it \"Hafen\"", "nicknamed Dima".
+_CALLED = re.compile(
+    r"(?:\bgoes by|\bcalls? (?:her|him|them|it|me)|\bcalled|\bnicknamed|\bknown as"
+    r"|\bgenannt|\bnennen (?:sie|ihn|es)|\bdit|\bappelée?|\bllamad[oa])\s+"
+    r"[\"“„«‚']?(?P<alias>[^\W\d_][\w'’\-]*(?-i:\s+[A-Z][\w'’\-]*)?)",
+    re.IGNORECASE,
+)
+#: Where a role stops: a clause end or a preposition ("designer in the Shanghai studio").
+_ROLE_END = re.compile(
+    r"[.;,()（）:\[]|\s(?:and|in|at|from|for|since|with|who|based|until|bei|in|aus|seit|und)\s",
+    re.IGNORECASE,
+)
+#: An apposition naming a role later in the bullet: "..., our board observer."
+_APPOSITION = re.compile(r",\s+(?P<role>(?:our|my|the|unser(?:e|er)?)\s+[^\W\d_][^.,;()]{1,40})", re.IGNORECASE)
+#: Determiners dropped from a role alias ("our CTO" -> "CTO"); "my" is kept ("my partner":
+#: "partner" alone could be anyone's).
+_ROLE_DETERMINER = re.compile(r"^(?:our|the|their|unser(?:e|er)?|der|die|das|notre|nuestr[oa])\s+", re.IGNORECASE)
 #: Characters a ``key: value`` key never holds.
 _KEY_MARKUP = re.compile(r"[\[\]()<>`\"]")
 
@@ -263,6 +280,28 @@ def _heading_name(title: str) -> tuple[str, list[str]]:
 def _split_aliases(value: str) -> list[str]:
     parts = re.split(r"\s*[,;、]\s*|\s+/\s+|\s+or\s+", value)
     return [p.strip().strip("\"'“”„«»") for p in parts if p.strip().strip("\"'“”„«»")]
+
+
+def _called_name(alias: str) -> str:
+    """``goes by Fiona in English emails`` -> ``Fiona`` (other aliases unchanged)."""
+    m = _CALLED.match(alias)
+    return m.group("alias") if m else alias
+
+
+def role_alias(text: str) -> str | None:
+    """The role a prose bullet gives a name, as an alias: ``our CTO and co-founder`` -> ``CTO``.
+
+    The first clause, up to a preposition, without a leading determiner; ``my partner``
+    keeps its ``my``. None when that is not a short phrase of words (1-4, no digits).
+    """
+    head = _ROLE_END.split(f"{text} ", maxsplit=1)[0].strip()
+    head = _ROLE_DETERMINER.sub("", head).strip()
+    words = head.split()
+    if not 1 <= len(words) <= 4 or any(ch.isdigit() for ch in head):
+        return None
+    if not all(w[:1].isalpha() for w in words) or head.casefold() in ("my",):
+        return None
+    return head
 
 
 def _is_alias(text: str) -> bool:
@@ -502,6 +541,8 @@ class _Parser:
                 name = f"{name} {more.group(1).strip()}"
                 rest = rest[more.end() :]
         aliases.extend(a.strip() for a in _AKA_INLINE.findall(rest))
+        aliases = [_called_name(a) for a in aliases]
+        aliases.extend(m.group("alias").rstrip(".") for m in _CALLED.finditer(rest))
         self._entity(name, number, kind=self.container or "")
         for alias in aliases:
             self._alias(name, alias, number)
@@ -523,6 +564,9 @@ class _Parser:
             return
         role = re.sub(r"^\s*(?:[:：,]|[-–—]\s)\s*", "", rest).strip()
         if role and rest.lstrip()[:1] in (":", "：", "-", "–", "—", ","):
+            role_name = role_alias(role)
+            if role_name:
+                self._alias(name, role_name, number)
             value, valid_from = _split_value(role)
             if value:
                 self.out.facts.append(
@@ -536,6 +580,10 @@ class _Parser:
                         importance=importance,
                     )
                 )
+        for found in _APPOSITION.finditer(rest):
+            role_name = role_alias(found.group("role"))
+            if role_name:
+                self._alias(name, role_name, number)
 
     def trigger(self, raw: str, text: str, number: int, importance: int | None) -> None:
         phrases: list[str] = []

@@ -2,10 +2,12 @@
 
 The middleware calls :meth:`ActiveMemory.observe` for every recorded message and
 :meth:`ActiveMemory.block` when it assembles the system prompt. The block holds the
-facts of entities named in the latest user message (names and aliases, fuzzy matched)
-and trigger recall (reference section 8.4, lane 1), within a token budget and a per-turn
-deadline. Group and channel sessions never see private files; only owner- or
-agent-written entries are injected.
+facts of entities named in the latest user message (names and aliases, fuzzy matched),
+in private sessions the strongest note lines a search finds for the message (daily notes
+and archives too, each with its date and citation; a curated line that a newer note
+contradicts is shown beside it, marked older), and trigger recall (reference section
+8.4, lane 1), within a token budget and a per-turn deadline. Group and channel sessions
+never see private files; only owner- or agent-written entries are injected.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ from memmw.graph.search import (
     match_entities,
     search_facts,
 )
-from memmw.text.analysis import query_terms
+from memmw.search.expansion import asks_present, subject_terms
+from memmw.search.snippets import evidence_line
+from memmw.text.analysis import query_terms, terms
 from memmw.text.inert import inert_memory_text
 from memmw.text.tokens import content_text, count_tokens
-from memmw.workspace.layout import file_date
+from memmw.workspace.layout import file_date, is_curated
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +51,11 @@ STRONG_TRIGGER = 0.65
 #: (phases 1 and 2) always qualify.
 FULLTEXT_MIN = STRONG_TEXT + STRONG_BONUS
 _WORD = re.compile(r"[^\W_]{2,}", re.UNICODE)
+#: Search hits read for active recall, and the note lines it injects at most.
+RECALL_HITS = 6
+RECALL_LINES = 4
+#: Longest recalled line (UTF-16 units; cut around its first match).
+RECALL_CHARS = 240
 
 
 def _words(text: str) -> list[str]:
@@ -82,6 +91,7 @@ class Injection:
     facts: list[FactHit] = field(default_factory=list)
     triggers: list[Trigger] = field(default_factory=list)
     entities: list[str] = field(default_factory=list)
+    recalled: list[str] = field(default_factory=list)
     tokens: int = 0
     ms: float = 0.0
     deadline_hit: bool = False
@@ -264,6 +274,17 @@ class ActiveMemory:
             if not add(line + cite(hit.citation)):
                 break
             out.facts.append(hit)
+        if private and self.timer() <= deadline:
+            shown = {(h.path, h.line) for h in out.facts}
+            for citation, line in self._recall(message, matches, graph, access, shown):
+                if self.timer() > deadline:
+                    out.deadline_hit = True
+                    break
+                if not add(line + cite(citation)):
+                    break
+                out.recalled.append(citation)
+        elif private:
+            out.deadline_hit = True
         for trig in triggers:
             if not add(f"- Recall: {_escape(trig.text)}{cite(trig.citation)}"):
                 break
@@ -293,6 +314,73 @@ class ActiveMemory:
                 **({"principal": access.principal} if access.principal is not None else {}),
             )
         return out
+
+    def _recall(
+        self,
+        message: str,
+        matches: list[Any],
+        graph: Graph,
+        access: Any,
+        shown: set[tuple[str, int]],
+    ) -> list[tuple[str, str]]:
+        """Active recall on plain notes: ``(citation, block line)`` of the evidence lines
+        of the message's search hits that this session may inject.
+
+        Curated files are in the bootstrap already: their lines are shown only beside a
+        newer note about the same subject (a present-tense message), marked older.
+        """
+        search = getattr(self.memory, "search", None)
+        if search is None:
+            return []
+        words = subject_terms(query_terms(message))
+        named: list[set[str]] = []
+        for m in matches:  # an entity named by any name: its other names count too
+            ent = graph.entities.get(m.key)
+            if ent is not None:
+                named.append({t for name in (ent.name, *ent.aliases) for t in query_terms(name)})
+                named[-1].update(query_terms(m.matched))
+        groups = [{t} for t in words if not any(t in g for g in named)] + named
+        subject = set().union(*groups) if groups else set()
+        if not subject:
+            return []
+        present = asks_present(message)
+        # Lines whose value the graph knows was superseded are history, not recall.
+        superseded = {(f.path, f.line) for f in graph.facts if not f.current}
+        picked: list[tuple[tuple[int, int, int] | None, str, set[str], str]] = []
+        older: list[tuple[str, set[str], str]] = []
+        for hit in search(message, RECALL_HITS):
+            if len(picked) >= RECALL_LINES:
+                break
+            if not access.injectable(hit.path, hit.source):
+                continue
+            found = evidence_line(hit.snippet, hit.start_line, groups, max_chars=RECALL_CHARS)
+            if found is None or (hit.path, found[0]) in shown or (hit.path, found[0]) in superseded:
+                continue
+            first, last, text = found
+            if any(text == t for _d, _c, _h, t in picked):
+                continue  # the same line written on several days: shown once, the newest
+            citation = f"{hit.path}#L{first}" + (f"-L{last}" if last != first else "")
+            held = subject.intersection(terms(text))
+            if is_curated(hit.path):
+                older.append((citation, held, text))
+                continue
+            picked.append((file_date(hit.path), citation, held, text))
+        def date(day: tuple[int, int, int]) -> str:
+            return "-".join(f"{part:02d}" for part in day)
+
+        lines: list[tuple[str, str]] = []
+        for day, citation, held, text in picked:
+            when = date(day) if day else "undated"
+            newer = [d for d, _c, h, _t in picked if present and d and day and d > day and h & held]
+            if newer:  # a newer note about the same subject is shown too
+                when += f", older than {date(max(newer))}"
+            lines.append((citation, f"- ({when}) {_escape(text)}"))
+        if present:
+            for citation, held, text in older:
+                newer = [d for d, _c, h, _t in picked if d is not None and h & held]
+                if newer:
+                    lines.append((citation, f"- (older, see {date(max(newer))}) {_escape(text)}"))
+        return lines
 
     def _triggers(self, graph: Graph, message: str, *, private: bool) -> list[Trigger]:
         """Lane 1 trigger recall: eligible entries whose phrases appear in the message."""

@@ -13,6 +13,13 @@ from functools import lru_cache
 import numpy as np
 
 from memmw.config import MemoryConfig, candidate_count
+from memmw.search.expansion import (
+    AliasIndex,
+    asks_present,
+    merge_postings,
+    newest_first,
+    subject_terms,
+)
 from memmw.search.keyword import KeywordHit, bm25_search, bm25_to_score, fts_search
 from memmw.search.keyword import idf as bm25_idf
 from memmw.search.ranking import decay_multiplier, importance_multiplier, mmr_picks
@@ -182,6 +189,7 @@ class Searcher:
         self._centroid_key: tuple[object, ...] | None = None
         self._lock = threading.Lock()
         self._local = threading.local()  # each thread's search arena
+        self._aliases: tuple[tuple[object, ...], AliasIndex] | None = None
 
     def _arena(self) -> Arena:
         """This thread's search arena, emptied for a new search."""
@@ -196,6 +204,28 @@ class Searcher:
         with self._lock:
             self._vectors = self._vectors_key = None
             self._centroid = self._centroid_key = None
+            self._aliases = None
+
+    def vector_text(self, store: StoreReader, query: str) -> str:
+        """The text the vector leg embeds for ``query`` (with the other names of the
+        entities it names; see :meth:`AliasIndex.vector_text`)."""
+        try:
+            return self.alias_index(store).vector_text(query)
+        except Exception:  # the names only add recall: never fail a search for them
+            log.debug("query expansion failed", exc_info=True)
+            return query
+
+    def alias_index(self, store: StoreReader) -> AliasIndex:
+        """The entity names of the index (query expansion), read once per generation."""
+        key = (store.generation(), store.get_meta("epoch"))
+        with self._lock:
+            cached = self._aliases
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        index = AliasIndex.from_store(store)
+        with self._lock:
+            self._aliases = (key, index)
+        return index
 
     def vector_matrix(
         self, store: StoreReader, sources: Sequence[str], dims: int | None
@@ -255,10 +285,17 @@ class Searcher:
 
         # Only the query's terms are read: a fresh process answers as fast as a warm one.
         hashes = [term_hash(t) for t in q_terms]
+        # A term naming an entity is searched with the entity's other names (one group).
+        synonyms = self.alias_index(store).synonyms(query, q_terms) if q_terms else {}
+        groups = {term_hash(t): [term_hash(x) for x in synonyms.get(t, ())] for t in q_terms}
         # Postings and BM25's working arrays live in this thread's arena until its next
         # search: nothing below keeps them past this call.
         arena = self._arena()
-        postings = store.postings(hashes, srcs, arena) if q_terms else {}
+        wanted = hashes + [h for extra in groups.values() for h in extra]
+        postings = dict(store.postings(wanted, srcs, arena)) if q_terms else {}
+        for h, extra in groups.items():
+            if extra:
+                postings[h] = merge_postings([postings.get(x, EMPTY) for x in (h, *extra)])
         n_docs, total_terms = store.keyword_stats(srcs) if q_terms else (0, 0.0)
         if vector_only:
             kw_hits = []
@@ -332,11 +369,43 @@ class Searcher:
             t: (bm25_idf(len(postings.get(h, EMPTY)), n_docs) if n_docs else 1.0)
             for t, h in zip(q_terms, hashes, strict=True)
         }
+        if asks_present(query):
+            chosen = self._newest_first(chosen, q_terms, groups, weights, synonyms)
+        snippet_terms = list(q_terms)
+        for t, extra_terms in synonyms.items():
+            for x in extra_terms:
+                weights.setdefault(x, weights.get(t, 0.0))
+                snippet_terms.append(x)
 
         def idf(term: str) -> float:
             return weights.get(term, 0.0)
 
-        return SearchOutcome([self._hit(c, q_terms, idf) for c in chosen], mode)
+        return SearchOutcome([self._hit(c, snippet_terms, idf) for c in chosen], mode)
+
+    @staticmethod
+    def _newest_first(
+        chosen: list[_Candidate],
+        q_terms: list[str],
+        groups: dict[int, list[int]],
+        weights: dict[str, float],
+        names: Iterable[str],
+    ) -> list[_Candidate]:
+        """A present-tense question: newer statements about a subject before older ones."""
+        subjects = subject_terms(q_terms)
+        members = {term_hash(t): (term_hash(t), *groups.get(term_hash(t), ())) for t in subjects}
+        weight_of = {term_hash(t): weights.get(t, 0.0) for t in subjects}
+
+        def held(cand: _Candidate) -> frozenset[int]:
+            chunk_terms = set(cand.chunk.term_hashes().tolist())
+            return frozenset(g for g, hs in members.items() if not chunk_terms.isdisjoint(hs))
+
+        return newest_first(
+            chosen,
+            path_of=lambda c: c.chunk.path,
+            groups_of=held,
+            weight=lambda g: weight_of.get(g, 0.0),
+            anchors=frozenset(term_hash(t) for t in names),
+        )
 
     def _score(self, cands: list[_Candidate], *, hybrid: bool) -> None:
         """Set the ``order`` each candidate is ranked by.

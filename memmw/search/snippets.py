@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from memmw.text.analysis import (
@@ -129,3 +129,57 @@ def build_snippet(
             break
     shown = "\n".join(pieces[lo : hi + 1]).strip("\n")
     return Snippet(shown, piece_lines[lo], piece_lines[hi])
+
+
+#: Lines that are structure, not evidence: headings and a session archive's header fields.
+_NOT_EVIDENCE = ("#", "- **Session", "- **Source", "- **Reason", "## Conversation")
+
+
+def evidence_line(
+    snippet: str,
+    start_line: int,
+    query: Sequence[Collection[str]],
+    *,
+    max_chars: int = 240,
+) -> tuple[int, int, str] | None:
+    """The line of a hit's snippet that says the most about ``query``.
+
+    ``query`` is a list of term groups (a query word; all the names of an entity): the
+    line holding the most groups wins (the first on a tie), headings and archive header
+    fields left out, cut to ``max_chars`` UTF-16 units around its first match. In a session archive a ``user:`` line comes with the ``assistant:`` line that
+    answers it (each cut to half). None when no line holds a query term.
+
+    Args:
+        snippet: The hit's snippet (its lines are file lines from ``start_line`` on).
+        start_line: File line number of the snippet's first line.
+        query: Groups of query terms.
+        max_chars: Longest text returned.
+
+    Returns:
+        ``(first line, last line, text)``.
+    """
+    groups = [frozenset(g) for g in query if g]
+    wanted = set().union(*groups) if groups else set()
+    lines = snippet.split("\n")
+    best: tuple[int, int] | None = None
+    for offset, line in enumerate(lines):
+        text = line.strip()
+        if not text or text.startswith(_NOT_EVIDENCE):
+            continue
+        held = wanted.intersection(terms(text))
+        found = sum(1 for g in groups if not g.isdisjoint(held))
+        if found and (best is None or found > best[0]):
+            best = (found, offset)
+    if best is None:
+        return None
+    offset = best[1]
+    parts = [lines[offset].strip()]
+    if parts[0].startswith("user:") and offset + 1 < len(lines):
+        answer = lines[offset + 1].strip()
+        if answer.startswith("assistant:"):
+            parts.append(answer)
+    limit = max_chars // len(parts)
+    shown = [parts[0] if utf16_len(parts[0]) <= limit else _cut_long_line(parts[0], sorted(wanted), limit)]
+    if len(parts) == 2:  # the answer from its start
+        shown.append(parts[1] if utf16_len(parts[1]) <= limit else cut_utf16(parts[1], limit - 1) + "…")
+    return start_line + offset, start_line + offset + len(parts) - 1, " ".join(shown)

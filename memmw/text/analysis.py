@@ -155,7 +155,13 @@ STOP_WORDS = frozenset(
     ever much many may might must shall us one ones thing things like really yes yeah
     el la los las un una unos unas y o de del en por para con que se es le les des et du au
     o os as um uma e do da dos das em no na nos nas der die das und ist ein eine zu den
-    的 了 是 在 和 有 我 你 他 她 它 们 这 那 吗 呢 吧 啊 也 就 都 而 及 与
+    ich du er sie es wir ihr mich mir dich dir uns euch sich wie wo wer wann warum welche
+    welcher welches im am um auf aus bei nach von vor für über ohne durch bis auch nur
+    sehr nicht kein keine habe haben bist sind waren wird werden kann können soll muss
+    dem des einen einem einer je il elle nous vous ils elles une est sont qui quoi où quand
+    pourquoi dans sur avec pas ne cette ces mon mes ton ta tes sa ses aux yo tú él ella
+    qué quién dónde cuándo cómo está están su sus mi mis tu tus
+    的 了 是 在 和 有 我 你 他 她 它 们 这 那 吗 呢 吧 啊 也 就 都 而 及 与 什 么 什么 怎 怎么 哪 哪里 谁
     の に は を が で と た し て も な い ます です
     이 그 저 은 는 을 를 에 의 와 과 도 로 으로
     """.split()

@@ -78,3 +78,32 @@ def test_importance_retention_ranks_expired_entries_last(mem: Memory, ws) -> Non
     assert set(expired) == {"mood", "snack"}
     assert [h.key for h in hits[-2:]] == expired  # ranked after every live entry
     assert next(h for h in hits if h.key == "city").retained  # a plain fact is durable
+
+
+def test_a_name_in_cyrillic_or_greek_matches_its_latin_spelling() -> None:
+    from memmw.graph.model import Entity, Graph
+    from memmw.graph.search import match_entities
+    from memmw.text.translit import to_latin
+
+    assert to_latin("Дмитрий Волков") == "Dmitrii Volkov"
+    assert to_latin("Γιώργος") == "Giorgos"
+    assert to_latin("plain ascii, 王芳") == "plain ascii, 王芳"
+    graph = Graph(
+        entities={
+            "dmitri volkov": Entity(key="dmitri volkov", name="Dmitri Volkov", kind="", aliases=("Dima",), citations=(), private=False),
+            "giorgos papas": Entity(key="giorgos papas", name="Giorgos Papas", kind="", aliases=(), citations=(), private=False),
+        }
+    )
+    assert [m.key for m in match_entities("Где живёт Дмитрий Волков?", graph)] == ["dmitri volkov"]
+    assert [m.key for m in match_entities("Ο Γιώργος Παπάς", graph)] == ["giorgos papas"]
+
+
+def test_a_one_word_role_in_lower_case_matches_only_as_written() -> None:
+    from memmw.graph.model import Entity, Graph
+    from memmw.graph.search import match_entities
+
+    graph = Graph(
+        entities={"fang": Entity(key="fang", name="Wang Fang", kind="", aliases=("designer",), citations=(), private=False)}
+    )
+    assert match_entities("What day are design reviews?", graph) == []
+    assert [m.key for m in match_entities("ask the designer", graph)] == ["fang"]

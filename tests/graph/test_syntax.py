@@ -172,3 +172,45 @@ def test_person_subheadings_under_a_people_heading() -> None:
     assert ("Alice Martin", "city", "Lisbon") in found and ("Bob Stone", "role", "CFO") in found
     # Under a person's own heading, prose bullets are still read as people lines.
     assert ("Carol Diaz", "leads", "Atlas") in {(r.subject, r.predicate, r.object) for r in parsed.relations}
+
+
+PROSE_PEOPLE = """## People
+- Dmitri Volkov (Dima) — our CTO and co-founder. Based in Lisbon since 2024.
+- Katharina Braun, the Berlin office lead. Everyone calls her Kat.
+- 王芳 (Fang, goes by Fiona in English emails) — designer in the Shanghai studio.
+- Priyanka Nair ("Pri") from Lakeside Ventures, our board observer.
+- Ben Okafor — my partner. Firefighter, works 24h shifts.
+
+## Projects
+- Harbor: the data pipeline rebuild. The Berlin team calls it "Hafen".
+"""
+
+
+def test_names_people_write_in_prose_become_aliases() -> None:
+    aliases = {(a.entity, a.alias) for a in parse_note(PROSE_PEOPLE, "MEMORY.md").aliases}
+    assert {
+        ("Dmitri Volkov", "Dima"),
+        ("Dmitri Volkov", "CTO"),
+        ("Katharina Braun", "Kat"),
+        ("Katharina Braun", "Berlin office lead"),
+        ("王芳", "Fang"),
+        ("王芳", "Fiona"),
+        ("王芳", "designer"),
+        ("Priyanka Nair", "Pri"),
+        ("Priyanka Nair", "board observer"),
+        ("Ben Okafor", "my partner"),
+        ("Harbor", "Hafen"),
+        ("Harbor", "data pipeline rebuild"),
+    } <= aliases
+    # No sentence fragments: an alias is a name or a short role.
+    assert not any(len(alias.split()) > 4 for _entity, alias in aliases)
+    assert ("王芳", "goes by Fiona in English emails") not in aliases
+
+
+@given(st.text(max_size=80))
+@settings(max_examples=200, deadline=None)
+def test_role_alias_is_a_short_phrase_or_nothing(text: str) -> None:
+    from memmw.graph.syntax import role_alias
+
+    alias = role_alias(text)
+    assert alias is None or (1 <= len(alias.split()) <= 4 and not any(c.isdigit() for c in alias))

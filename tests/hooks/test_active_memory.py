@@ -10,6 +10,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memmw import Memory, MemoryConfig
 from memmw.config import ActiveMemoryConfig
@@ -146,3 +148,135 @@ def test_injection_raises_activation_and_untrusted_never_injects(mem: Memory, tm
         m2.sync()
         assert m2.facts("Mallory Evil instruction")  # searchable ...
         assert ActiveMemory(m2, config=ROOMY).build("What did Mallory Evil say?").facts == []  # ... never injected
+
+
+PLAIN_MEMORY = """# Memory
+
+## People
+- Dmitri Volkov (Dima) — our CTO. Based in Lisbon.
+
+## Decisions
+- Standup is at 9:30 every weekday.
+"""
+
+
+@pytest.fixture()
+def plain(tmp_path: Path) -> Iterator[Memory]:
+    """A workspace written the way people write: prose, no fact markup."""
+    ws = tmp_path / "plain"
+    (ws / "memory" / "groups" / "team").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text(PLAIN_MEMORY, encoding="utf-8")
+    (ws / "memory" / "2026-08-26.md").write_text(
+        "# 2026-08-26\n\n- Dima: we are not adding Kafka until we need it.\n- Dinner at Ben's.\n",
+        encoding="utf-8",
+    )
+    (ws / "memory" / "2026-10-05.md").write_text(
+        "# 2026-10-05\n\n- Standup moves to 10:15 starting Monday.\n", encoding="utf-8"
+    )
+    (ws / "memory" / "2026-10-09-outage.md").write_text(
+        "# Session: 2026-10-09 09:02:44 CEST\n\n- **Session Key**: agent:main:main\n\n"
+        '## Conversation Summary\n\nuser: "Why did Harbor drop events?"\n'
+        'assistant: "The queue hit the disk limit at 02:10."\n',
+        encoding="utf-8",
+    )
+    # Written from a group session: never injected as memory.
+    (ws / "memory" / "groups" / "team" / "2026-10-06.md").write_text(
+        "- Standup is at 7:00 now, says the group.\n", encoding="utf-8"
+    )
+    for day in range(10, 20):
+        (ws / "memory" / f"2026-07-{day}.md").write_text(f"- Groceries {day}.\n", encoding="utf-8")
+    m = Memory(workspace=ws, state_dir=tmp_path / "plain-state", config=MemoryConfig(provider="none"))
+    m.sync()
+    yield m
+    m.close()
+
+
+def test_private_block_recalls_plain_note_lines_by_any_name(plain: Memory) -> None:
+    inj = ActiveMemory(plain, config=ROOMY).build("What did our CTO say about Kafka?", session_key="main")
+    assert "- (2026-08-26) - Dima: we are not adding Kafka until we need it. [memory/2026-08-26.md#L3]" in inj.text
+    assert "Dinner" not in inj.text  # the evidence line, not the whole note
+    # An archive's question comes with its answer.
+    inj = ActiveMemory(plain, config=ROOMY).build("Why did Harbor drop events?", session_key="main")
+    assert "hit the disk limit" in inj.text
+    assert "memory/2026-10-09-outage.md#L7-L8" in inj.recalled
+
+
+def test_a_present_tense_block_shows_the_newer_note_and_the_older_curated_line(plain: Memory) -> None:
+    inj = ActiveMemory(plain, config=ROOMY).build("What time is standup now?", session_key="main")
+    newer = "- (2026-10-05) - Standup moves to 10:15 starting Monday. [memory/2026-10-05.md#L3]"
+    older = "- (older, see 2026-10-05) - Standup is at 9:30 every weekday. [MEMORY.md#L7]"
+    assert newer in inj.text and older in inj.text
+    assert inj.text.index(newer) < inj.text.index(older)
+    assert "7:00" not in inj.text  # a note written from a group session is never injected
+    # Not a question about now: the curated line is in the bootstrap, not repeated here.
+    assert "MEMORY.md#L7" not in ActiveMemory(plain, config=ROOMY).build("standup time", session_key="main").text
+
+
+def test_group_sessions_get_no_recall_from_private_notes(plain: Memory) -> None:
+    inj = ActiveMemory(plain, config=ROOMY).build(
+        "What did our CTO say about Kafka?", session_key="agent:main:telegram:group:42", chat_type="group"
+    )
+    assert inj.recalled == [] and "Kafka" not in inj.text
+
+
+def test_recall_stays_within_the_token_budget(plain: Memory) -> None:
+    config = dataclasses.replace(ROOMY, max_tokens=60)
+    inj = ActiveMemory(plain, config=config, token_counter=estimate_tokens).build(
+        "What did our CTO say about Kafka and standup now?", session_key="main"
+    )
+    assert inj.tokens <= 60
+
+
+_RECALL_FILES = st.sampled_from(
+    [
+        "MEMORY.md",
+        "USER.md",
+        "memory/2026-03-01.md",
+        "memory/2026-03-02-chat.md",
+        "memory/groups/team/2026-03-03.md",
+        "memory/groups/other/2026-03-04.md",
+        "notes/topic.md",
+    ]
+)
+_SESSIONS = st.sampled_from(
+    [
+        ("main", None),
+        ("agent:main:telegram:direct:7", "direct"),
+        ("agent:main:telegram:group:team", "group"),
+        ("agent:main:discord:channel:other", "channel"),
+    ]
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    files=st.lists(st.tuples(_RECALL_FILES, st.sampled_from(["kafka", "standup", "harbor"])), min_size=1, max_size=6),
+    sess=_SESSIONS,
+    word=st.sampled_from(["kafka", "standup", "harbor"]),
+)
+def test_recall_only_injects_what_the_session_may_inject(
+    tmp_path_factory: pytest.TempPathFactory,
+    files: list[tuple[str, str]],
+    sess: tuple[str, str | None],
+    word: str,
+) -> None:
+    """Invariant (the choke point is ActiveMemory._recall): every recalled line comes from
+    a file the session may read and trust; group and channel sessions recall nothing."""
+    from memmw.agent.tools import session_access
+
+    root = tmp_path_factory.mktemp("recall")
+    ws = root / "ws"
+    for i, (rel, topic) in enumerate(files):
+        path = ws / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(f"- line {i}: the {topic} note says {topic} moved to {i}:00\n")
+    key, chat_type = sess
+    with Memory(workspace=ws, state_dir=root / "state", config=MemoryConfig(provider="none")) as mem:
+        mem.sync()
+        inj = ActiveMemory(mem, config=ROOMY).build(f"what about {word} now?", session_key=key, chat_type=chat_type)
+        access = session_access(mem, session_key=key, chat_type=chat_type)
+        for citation in inj.recalled:
+            assert access.injectable(citation.split("#", 1)[0]), citation
+        if not access.private:
+            assert inj.recalled == []

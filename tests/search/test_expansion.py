@@ -1,0 +1,184 @@
+"""Query expansion: entities by any name in both legs' keyword side, current values first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memmw import Memory, MemoryConfig
+from memmw.search.expansion import asks_present, merge_postings, newest_first, subject_terms
+from memmw.store.protocol import Postings
+from memmw.text.analysis import query_terms
+from tests.conftest import write
+
+PEOPLE = """# Memory
+
+## People
+- Dmitri Volkov (Dima) — our CTO and co-founder. Based in Lisbon.
+- Katharina Braun, the Berlin office lead. Everyone calls her Kat.
+- 王芳 (Fang, goes by Fiona in English emails) — designer in the Shanghai studio.
+- Ben Okafor — my partner. Firefighter.
+
+## Projects
+- Harbor: the data pipeline rebuild. The Berlin team calls it "Hafen".
+
+## Decisions
+- Standup is at 9:30 every weekday.
+"""
+
+
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    write(root / "MEMORY.md", PEOPLE)
+    write(root / "USER.md", "# About me\n- Allergic to peanuts.\n")
+    write(root / "memory" / "2026-08-26.md", "# 2026-08-26\n- Dima: we are not adding Kafka yet.\n")
+    write(root / "memory" / "2026-09-02.md", "# 2026-09-02\n- Fiona sent the jade mockups.\n")
+    write(root / "memory" / "2026-09-10.md", "# 2026-09-10\n- Hafen verliert Events, Platte voll.\n")
+    write(root / "memory" / "2026-10-05.md", "# 2026-10-05\n- Standup moves to 10:15 from Monday.\n")
+    write(root / "memory" / "2026-10-06.md", "# 2026-10-06\n- Lunch with Kat, she hires two engineers.\n")
+    for day in range(10, 28):  # other notes, so a name is not simply in every file
+        write(root / "memory" / f"2026-07-{day}.md", f"# 2026-07-{day}\n- Groceries and laundry {day}.\n")
+    return root
+
+
+def top(mem: Memory, query: str, k: int = 6) -> list[str]:
+    return [h.path for h in mem.search(query, k)]
+
+
+def test_a_role_a_nickname_or_another_script_finds_the_note_that_uses_another_name(
+    tmp_path: Path,
+) -> None:
+    with Memory(workspace=workspace(tmp_path), state_dir=tmp_path / "s", config=MemoryConfig(provider="none")) as mem:
+        mem.sync()
+        assert "memory/2026-08-26.md" in top(mem, "What did our CTO say about Kafka?")
+        assert "memory/2026-08-26.md" in top(mem, "Что сказал Дмитрий Волков?")
+        assert "memory/2026-09-02.md" in top(mem, "What did 王芳 send?")
+        assert "memory/2026-09-10.md" in top(mem, "Why is Harbor losing events?")
+        assert "memory/2026-10-06.md" in top(mem, "Who is Katharina hiring?")
+        # The note is matched through the name, and its snippet shows the line.
+        hit = next(h for h in mem.search("our CTO Kafka", 6) if h.path == "memory/2026-08-26.md")
+        assert "Dima" in hit.snippet
+
+
+def test_a_present_tense_question_shows_the_newer_note_before_the_curated_line(
+    tmp_path: Path,
+) -> None:
+    with Memory(workspace=workspace(tmp_path), state_dir=tmp_path / "s", config=MemoryConfig(provider="none")) as mem:
+        mem.sync()
+        for query in ("What time is standup now?", "Um wie viel Uhr ist das Standup jetzt?", "standup 现在"):
+            paths = top(mem, query)
+            assert paths.index("memory/2026-10-05.md") < paths.index("MEMORY.md"), (query, paths)
+        # A question about the past keeps the ranking's order (both lines still found).
+        paths = top(mem, "What time was standup before?")
+        assert {"memory/2026-10-05.md", "MEMORY.md"} <= set(paths)
+
+
+def test_present_and_past_cues() -> None:
+    for query in ("Where does she live now?", "these days", "Wo wohnt sie zurzeit?", "他现在住哪里", "¿Dónde vive ahora?"):
+        assert asks_present(query), query
+    for query in ("Where did she live before?", "What was it originally?", "früher jetzt", "以前现在", "where does she live"):
+        assert not asks_present(query), query
+    assert subject_terms(query_terms("What time is standup these days?")) == ["time", "standup"]
+
+
+DAYS = st.one_of(st.none(), st.dates().map(lambda d: f"memory/2026-{d.month:02d}-{d.day:02d}.md"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(DAYS.map(lambda p: p or "MEMORY.md"), st.frozensets(st.integers(0, 5), max_size=3)),
+        max_size=8,
+    ),
+    st.lists(st.floats(0, 5), min_size=6, max_size=6),
+    st.frozensets(st.integers(0, 5)),
+)
+def test_newest_first_only_reorders_within_a_subject(
+    items: list[tuple[str, frozenset[int]]], weights: list[float], anchors: frozenset[int]
+) -> None:
+    """Invariant: a permutation; a hit holding no query term keeps its place; hits that
+    share a salient term (an anchor, or at least half the strongest weight) end up newest
+    first, undated after dated."""
+    tagged = [(i, path, groups) for i, (path, groups) in enumerate(items)]
+    out = newest_first(tagged, path_of=lambda t: t[1], groups_of=lambda t: t[2], weight=lambda g: weights[g], anchors=anchors)
+    assert sorted(out) == sorted(tagged)
+    for place, item in enumerate(tagged):
+        if not item[2]:
+            assert out[place] == item
+    present = set().union(*(g for _i, _p, g in tagged)) if tagged else set()
+    strongest = max((weights[g] for g in present), default=0.0)
+    salient = {g for g in present if g in anchors or 0 < strongest / 2 <= weights[g]}
+
+    for a in range(len(out)):
+        for b in range(a + 1, len(out)):
+            first, later = out[a][1], out[b][1]
+            if out[a][2] & out[b][2] & salient and later != "MEMORY.md":
+                # Dated paths sort by date; an undated one never precedes a dated one.
+                assert first != "MEMORY.md" and first >= later, out
+
+
+POSTINGS = st.lists(st.tuples(st.integers(0, 50), st.integers(1, 9)), max_size=20).map(
+    lambda pairs: Postings(
+        np.array(sorted({r for r, _ in pairs}), dtype=np.int64),
+        np.array([dict(pairs)[r] for r in sorted({r for r, _ in pairs})], dtype=np.int32),
+        np.array([10 + r for r in sorted({r for r, _ in pairs})], dtype=np.int32),
+    )
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(POSTINGS, max_size=5))
+def test_a_synonym_group_is_one_posting_list(lists: list[Postings]) -> None:
+    """Every chunk of any name once, rowid ascending, its counts added, its length kept."""
+    merged = merge_postings(lists)
+    expected: dict[int, int] = {}
+    for p in lists:
+        for r, tf in zip(p.rowids.tolist(), p.tf.tolist(), strict=True):
+            expected[r] = expected.get(r, 0) + tf
+    assert merged.rowids.tolist() == sorted(expected)
+    assert merged.tf.tolist() == [expected[r] for r in sorted(expected)]
+    assert merged.doc_len.tolist() == [10 + r for r in sorted(expected)]
+
+
+def test_the_vector_leg_embeds_the_query_with_the_entitys_other_names(tmp_path: Path) -> None:
+    """Both legs: the keyword leg searches the synonym group, the vector leg embeds the
+    question followed by the other names (a note that uses one of them is near it)."""
+    from memmw.embeddings.registry import register_provider, unregister_provider
+    from memmw.testing import FakeEmbeddingProvider
+
+    class Recording(FakeEmbeddingProvider):
+        def __init__(self) -> None:
+            super().__init__(dims=16)
+            self.queries: list[str] = []
+
+        def embed_query(self, text: str) -> list[float]:
+            self.queries.append(text)
+            return super().embed_query(text)
+
+    provider = Recording()
+    register_provider("recording", lambda config: provider, replace=True)
+    try:
+        with Memory(workspace=workspace(tmp_path), state_dir=tmp_path / "s", config=MemoryConfig(provider="recording")) as mem:
+            mem.sync()
+            mem.search("What did our CTO say about Kafka?")
+            assert provider.queries[-1] == "What did our CTO say about Kafka? (Dmitri Volkov, Dima)"
+            mem.search("groceries and laundry")
+            assert provider.queries[-1] == "groceries and laundry"  # no entity named: unchanged
+    finally:
+        unregister_provider("recording")
+
+
+
+def test_names_and_current_values_on_postgres(pg_database: str, tmp_path: Path) -> None:
+    """The same expansion over the PostgreSQL store (graph rows and generation through the protocol)."""
+    from memmw.config import StoreConfig
+
+    config = MemoryConfig(provider="none", store=StoreConfig(backend="postgres", dsn=pg_database))
+    with Memory(workspace=workspace(tmp_path), state_dir=tmp_path / "s", config=config) as mem:
+        mem.sync()
+        assert "memory/2026-08-26.md" in top(mem, "What did our CTO say about Kafka?")
+        paths = top(mem, "What time is standup now?")
+        assert paths.index("memory/2026-10-05.md") < paths.index("MEMORY.md")

@@ -1,0 +1,50 @@
+"""The planted question of issue 22: "does the user have any food allergies?" against a
+line "Allergic to peanuts" that only the vector leg finds, with the strongest vector score."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memmw import Memory, MemoryConfig
+from tests.conftest import write
+
+
+def planted(tmp_path: Path) -> Memory:
+    root = tmp_path / "ws"
+    write(root / "USER.md", "# About me\n- Maya, she/her.\n- Allergic to peanuts.\n- Likes short answers.\n")
+    # Keyword-only hits: they share "user", "food", "any" with the question, nothing more.
+    write(
+        root / "memory" / "2026-08-29-dinner.md",
+        '# Session\n\nuser: "What does the user want for dinner?"\nassistant: "Any food but fish."\n',
+    )
+    write(
+        root / "memory" / "2026-10-09-outage.md",
+        '# Session\n\nuser: "Harbor dropped events, does the user know?"\nassistant: "Yes."\n',
+    )
+    mem = Memory(workspace=root, state_dir=tmp_path / "s", config=MemoryConfig(provider="none"))
+    mem.sync()
+    return mem
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 22 item 4 (fusion keeps the best semantic hit) is the lead's change to "
+    "search/searcher.py (_choose); today the default fill rule keeps weak keyword-only hits "
+    "and drops the vector-only hit",
+)
+def test_the_strongest_vector_hit_is_never_dropped_for_weak_keyword_hits(tmp_path: Path) -> None:
+    with planted(tmp_path) as mem, mem._read() as store:
+        rows = store.chunks(list(range(1, 64)))
+        allergy = next(rowid for rowid, chunk in rows.items() if "Allergic" in chunk.text)
+        others = [rowid for rowid in rows if rowid != allergy]
+
+        def vector_leg(limit: int) -> list[tuple[int, float]]:
+            # The vector leg ranks the allergy line first, far above everything else.
+            return [(allergy, 0.62), *[(rowid, 0.2) for rowid in others][: limit - 1]]
+
+        hits = mem._searcher.search(
+            store, "does the user have any food allergies?", max_results=6, vector_leg=vector_leg
+        ).hits
+        assert any("Allergic to peanuts" in h.snippet for h in hits), [h.snippet for h in hits]
