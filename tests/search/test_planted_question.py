@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from memmw import Memory, MemoryConfig
 from tests.conftest import write
 
@@ -28,12 +26,6 @@ def planted(tmp_path: Path) -> Memory:
     return mem
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 22 item 4 (fusion keeps the best semantic hit) is the lead's change to "
-    "search/searcher.py (_choose); today the default fill rule keeps weak keyword-only hits "
-    "and drops the vector-only hit",
-)
 def test_the_strongest_vector_hit_is_never_dropped_for_weak_keyword_hits(tmp_path: Path) -> None:
     with planted(tmp_path) as mem, mem._read() as store:
         rows = store.chunks(list(range(1, 64)))
