@@ -12,9 +12,10 @@ import memmw
 
 PACKAGE = Path(memmw.__file__).resolve().parent
 
-#: Layer of each module, lowest first (ARCHITECTURE.md "Layers"). A module may import its
-#: own layer and the layers below it, never one above. Sub-packages take their parent's
-#: layer unless listed.
+#: Layer of each folder (and top-level module), lowest first (docs/architecture.md
+#: "Layers"). A module may import its own layer and the layers below it, never one above.
+#: One layer per folder: a key names a top-level unit (``memmw.<name>``) only, never a
+#: module inside a folder (``test_one_layer_per_folder``).
 LAYERS: dict[str, int] = {
     # values
     "memmw.errors": 0,
@@ -25,19 +26,16 @@ LAYERS: dict[str, int] = {
     "memmw.redaction": 0,
     "memmw.statedir": 0,
     "memmw.observability": 0,
-    # text and the workspace
+    # text, the workspace and the Markdown grammar of notes (the store depends on it)
     "memmw.text": 1,
     "memmw.workspace": 1,
-    # knowledge graph: the pure parser, provenance and telemetry sit low (sync uses them)
-    "memmw.graph.syntax": 1,
-    "memmw.graph.provenance": 1,
-    "memmw.graph.telemetry": 1,
+    "memmw.notes": 1,
     # the derived index
     "memmw.store": 2,
     # embeddings (memmw.testing re-exports the fake provider for tests)
     "memmw.embeddings": 3,
     "memmw.testing": 3,
-    # search
+    # search and the knowledge graph
     "memmw.search": 4,
     "memmw.graph": 4,
     # engine
@@ -46,6 +44,7 @@ LAYERS: dict[str, int] = {
     "memmw.agent": 6,
     "memmw.hooks": 6,
     # integration (the package root re-exports the engine, so only these may import it)
+    "memmw.extensions": 7,
     "memmw.middleware": 7,
     "memmw.adapters": 7,
     "memmw.cli": 7,
@@ -64,14 +63,15 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def layer_of(name: str) -> int | None:
+def unit_of(name: str) -> str:
+    """The folder or top-level module ``name`` belongs to (``memmw.store.sqlite.db`` ->
+    ``memmw.store``); the package root is its own unit."""
     parts = name.split(".")
-    while parts:
-        key = ".".join(parts)
-        if key in LAYERS:
-            return LAYERS[key]
-        parts.pop()
-    return None
+    return ".".join(parts[:2])
+
+
+def layer_of(name: str, layers: dict[str, int] = LAYERS) -> int | None:
+    return layers.get(unit_of(name))
 
 
 def is_type_checking_block(node: ast.AST) -> bool:
@@ -125,19 +125,97 @@ def test_every_module_has_a_layer() -> None:
     assert unknown == [], f"add these modules to LAYERS in {Path(__file__).name}: {unknown}"
 
 
-def test_imports_point_down_only() -> None:
-    violations: list[str] = []
+def import_graph() -> dict[str, set[tuple[str, int]]]:
+    """``module -> {(imported memmw module, line)}`` at run time (``TYPE_CHECKING`` skipped)."""
+    graph: dict[str, set[tuple[str, int]]] = {}
     for name, path in all_modules():
-        own = layer_of(name)
-        assert own is not None
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for line, target in runtime_imports(tree, name, path.name == "__init__.py"):
-            if target == name or target.startswith(name + "."):
-                continue  # a package importing its own submodules
-            theirs = layer_of(target)
-            if theirs is None or theirs > own:
-                violations.append(f"{name}:{line} imports {target} (layer {theirs} > {own})")
-    assert violations == []
+        graph[name] = {
+            (target, line)
+            for line, target in runtime_imports(tree, name, path.name == "__init__.py")
+            if not (target == name or target.startswith(name + "."))  # a package's own parts
+        }
+    return graph
+
+
+def upward_imports(
+    graph: dict[str, set[tuple[str, int]]], layers: dict[str, int] = LAYERS
+) -> list[str]:
+    """Every import of a higher layer (or of a module with no layer)."""
+    found: list[str] = []
+    for name, targets in sorted(graph.items()):
+        own = layer_of(name, layers)
+        for target, line in sorted(targets, key=lambda t: (t[1], t[0])):
+            theirs = layer_of(target, layers)
+            if own is None or theirs is None or theirs > own:
+                found.append(f"{name}:{line} imports {target} (layer {theirs} > {own})")
+    return found
+
+
+def unit_cycles(graph: dict[str, set[tuple[str, int]]]) -> list[list[str]]:
+    """The import cycles between folders: strongly connected sets of more than one unit.
+
+    Each module's imports become edges between the units (folders or top-level modules)
+    of importer and imported; the package root is left out (it only re-exports).
+    """
+    edges: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        src = unit_of(name)
+        edges.setdefault(src, set())
+        for target, _line in targets:
+            dst = unit_of(target)
+            if dst != src and "memmw" not in (src, dst):
+                edges[src].add(dst)
+                edges.setdefault(dst, set())
+    # Tarjan's strongly connected components (iterative-free: the graph is small).
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(edges[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def split_folders(layers: dict[str, int]) -> list[str]:
+    """Keys of ``layers`` naming a module inside a folder (a folder given two layers)."""
+    return sorted(key for key in layers if key != unit_of(key))
+
+
+def test_one_layer_per_folder() -> None:
+    assert split_folders(LAYERS) == []
+
+
+def test_imports_point_down_only() -> None:
+    assert upward_imports(import_graph()) == []
+
+
+def test_no_import_cycle_between_folders() -> None:
+    assert unit_cycles(import_graph()) == []
 
 
 def test_only_the_store_package_touches_sqlite() -> None:
@@ -191,6 +269,34 @@ def test_the_layer_checker_catches_an_upward_import() -> None:
     assert [layer_of(t) for _, t in found] == [5, 6, 4]
     assert layer_of("memmw.store.sqlite.store") == 2
     assert layer_of("memmw.embeddings.openai") == 3
+    graph = {"memmw.text.chunking": {(t, line) for line, t in found}}
+    assert upward_imports(graph) == [
+        "memmw.text.chunking:1 imports memmw.engine.memory (layer 5 > 1)",
+        "memmw.text.chunking:6 imports memmw.agent.tools (layer 6 > 1)",
+        "memmw.text.chunking:7 imports memmw.search (layer 4 > 1)",
+    ]
+
+
+def test_the_checkers_catch_a_split_folder_and_a_cycle() -> None:
+    """The two rules this file added fail when broken (they are not vacuous)."""
+    # A folder given two layers (as graph/ once was: its parser low, its search high).
+    assert split_folders({**LAYERS, "memmw.graph.syntax": 1}) == ["memmw.graph.syntax"]
+    # The cycle agent/tools -> hooks/working_memory -> hooks/bootstrap -> agent/tools.
+    graph = {
+        "memmw.agent.tools": {("memmw.hooks.working_memory", 950)},
+        "memmw.hooks.working_memory": {("memmw.hooks.bootstrap", 61)},
+        "memmw.hooks.bootstrap": {("memmw.agent.tools", 13)},
+        "memmw.store.graphrows": {("memmw.notes.syntax", 16)},
+    }
+    assert unit_cycles(graph) == [["memmw.agent", "memmw.hooks"]]
+    # graph/ and store/ importing each other, over three modules.
+    graph = {
+        "memmw.store.graphrows": {("memmw.graph.syntax", 16)},
+        "memmw.graph.engine": {("memmw.store.protocol", 22)},
+        "memmw.search.searcher": {("memmw.store.protocol", 1)},
+    }
+    assert unit_cycles(graph) == [["memmw.graph", "memmw.store"]]
+    assert unit_cycles({"memmw.graph.engine": {("memmw.store.protocol", 22)}}) == []
 
 
 def test_import_memmw_does_not_load_frameworks_or_providers() -> None:

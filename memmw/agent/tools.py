@@ -33,6 +33,7 @@ from memmw.redaction import redact_secrets
 from memmw.timeutil import Clock, user_now
 from memmw.types import ReadResult, SearchResult
 from memmw.workspace.access import SessionAccess
+from memmw.workspace.active_context import ACTIVE_CONTEXT, write_active_context
 from memmw.workspace.files import (
     append_text,
     resolve_read_path,
@@ -947,8 +948,6 @@ def forget_tool_payload(memory: MemoryBackend, args: Mapping[str, Any]) -> Paylo
 
 def context_tool_payload(memory: MemoryBackend, args: Mapping[str, Any]) -> Payload:
     """Run ``memory_set_context``: overwrite ``active-context.md`` (working memory)."""
-    from memmw.hooks.working_memory import ACTIVE_CONTEXT, write_active_context
-
     content = _arg(args, "content", "text")
     if not isinstance(content, str):
         return {"status": "error", "error": "content is required (the new working context)"}

@@ -16,7 +16,7 @@ from typing import Any
 
 from memmw.config import MemoryConfig
 from memmw.errors import FileReadError, IndexBusyError, IndexCorruptError, IndexStoreError
-from memmw.graph.syntax import GRAPH_VERSION, ParsedNote, mask_retracted, parse_note
+from memmw.notes.syntax import GRAPH_VERSION, ParsedNote, mask_retracted, parse_note
 from memmw.store.factory import create_store
 from memmw.store.protocol import FileRecords, Store, StoreWriter
 from memmw.store.terms import TERMS_VERSION

@@ -27,8 +27,8 @@ from memmw.errors import (
 )
 from memmw.graph.model import Graph, load_graph
 from memmw.graph.search import FactHit, search_facts
-from memmw.graph.syntax import normalize_key, normalize_name, retract_line
 from memmw.graph.telemetry import TelemetryLog
+from memmw.notes.syntax import normalize_key, normalize_name, retract_line
 from memmw.store.protocol import GraphRows, Store
 from memmw.types import SearchHit
 from memmw.workspace.files import LineEdit, resolve_read_path, write_note

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memmw.graph.model import Fact, Graph, Relation, importance_of, retained, tier
-from memmw.graph.syntax import normalize_name
+from memmw.notes.syntax import normalize_name
 from memmw.text.analysis import STOP_WORDS, normalize, query_terms, terms
 
 #: Query words -> the fact keys they ask about (the "intent" of phase 1).

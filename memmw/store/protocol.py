@@ -13,7 +13,7 @@ import numpy as np
 from memmw.store.arena import FRESH, Arena
 
 if TYPE_CHECKING:
-    from memmw.graph.syntax import ParsedNote
+    from memmw.notes.syntax import ParsedNote
     from memmw.store.vectors import VectorMatrix
     from memmw.text.chunking import Chunk
 

@@ -11,11 +11,8 @@ from memmw import Memory, MemoryConfig
 from memmw.agent.tools import build_memory_tools, tools_by_name
 from memmw.config import ActiveMemoryConfig
 from memmw.hooks.bootstrap import run_bootstrap
-from memmw.hooks.working_memory import (
-    working_files,
-    working_memory_section,
-    write_active_context,
-)
+from memmw.hooks.working_memory import working_files, working_memory_section
+from memmw.workspace.active_context import write_active_context
 
 
 @pytest.fixture()

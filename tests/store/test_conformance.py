@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from memmw.errors import IndexBusyError
-from memmw.graph.syntax import parse_note
+from memmw.notes.syntax import parse_note
 from memmw.store.protocol import (
     ChunkRow,
     GraphRows,

@@ -29,7 +29,7 @@ from memmw.store.vectors import VectorMatrix
 if TYPE_CHECKING:
     import psycopg
 
-    from memmw.graph.syntax import ParsedNote
+    from memmw.notes.syntax import ParsedNote
     from memmw.text.chunking import Chunk
 
 log = logging.getLogger(__name__)

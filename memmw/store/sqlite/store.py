@@ -28,7 +28,7 @@ from memmw.text.analysis import terms
 from memmw.text.chunking import Chunk
 
 if TYPE_CHECKING:
-    from memmw.graph.syntax import ParsedNote
+    from memmw.notes.syntax import ParsedNote
     from memmw.store.sqlite.sqlitevec import SqliteVecIndex
 
 

@@ -519,7 +519,7 @@ GRAPH_NOTE = """# Memory
 def test_graph_rows_follow_the_sqlite_rules_and_activation_survives_a_rebuild(
     store: PostgresStore,
 ) -> None:
-    from memmw.graph.syntax import parse_note
+    from memmw.notes.syntax import parse_note
 
     _fill(store, {"MEMORY.md": GRAPH_NOTE, "memory/2026-02-01.md": "Ali met Acme Corp today.\n"})
     with store.write() as w, w.transaction():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memmw import Memory, MemoryConfig
-from memmw.graph.provenance import provenance_for
+from memmw.notes.provenance import provenance_for
 from memmw.store.sqlite import graph as graph_index
 from memmw.store.sqlite.db import connect, transaction
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memmw.graph.syntax import (
+from memmw.notes.syntax import (
     mask_retracted,
     normalize_key,
     normalize_name,
