@@ -6,7 +6,11 @@ import ast
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+
+import pytest
 
 import memmw
 
@@ -315,3 +319,148 @@ def test_import_memmw_does_not_load_frameworks_or_providers() -> None:
         cwd=PACKAGE.parent,
     )
     assert json.loads(out.stdout) == []
+
+
+# -- the walk of a search: from the agent tool to the store and back -----------------------
+
+#: Rooms above the one that owns the query (``search/``): the agent surface and the engine.
+SEARCH_LAYER = LAYERS["memmw.search"]
+
+
+def room_of(filename: str) -> str | None:
+    """The folder a frame's file belongs to when it is a working room (layer 2 and up);
+    values, text and workspace helpers (layers 0-1) are leaves, seen through."""
+    path = Path(filename)
+    try:
+        rel = path.resolve().relative_to(PACKAGE.parent)
+    except ValueError:
+        return None
+    if rel.suffix != ".py":
+        return None
+    name = module_name(PACKAGE.parent / rel)
+    layer = layer_of(name)
+    return unit_of(name) if layer is not None and layer >= 2 else None
+
+
+def search_walk(run: Callable[[], object]) -> list[str]:
+    """The rooms control passes through while ``run`` runs, in order (repeats collapsed)."""
+    walk: list[str] = []
+
+    def room(frame: FrameType | None) -> str | None:
+        while frame is not None:
+            found = room_of(frame.f_code.co_filename)
+            if found is not None:
+                return found
+            frame = frame.f_back
+        return None
+
+    def profile(frame: FrameType, event: str, _arg: object) -> None:
+        if event not in ("call", "return"):
+            return
+        here = room(frame if event == "call" else frame.f_back)
+        if here is not None and (not walk or walk[-1] != here):
+            walk.append(here)
+
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return walk
+
+
+def climbs_back_up(walk: list[str]) -> list[str]:
+    """Each time the walk comes back up above ``search/`` and then goes down somewhere new.
+
+    A climb back up: control returns from a room into the engine or the agent surface and
+    then descends into a different room (consecutive calls into one room are one visit;
+    the final return to the caller is not a climb). ``search/`` owning the whole query
+    leaves at most: the engine readying the store, the query, the graph's bookkeeping.
+    """
+    found: list[str] = []
+    for i in range(1, len(walk) - 1):
+        came_from, here, goes_to = walk[i - 1], walk[i], walk[i + 1]
+        up = LAYERS[here] > SEARCH_LAYER and LAYERS[came_from] < LAYERS[here]
+        down = LAYERS[goes_to] < LAYERS[here]
+        if up and down and goes_to != came_from:
+            found.append(f"{came_from} -> {here} -> {goes_to}")
+    return found
+
+
+def test_the_walk_checker_counts_climbs_back_up() -> None:
+    walk = ["memmw.agent", "memmw.engine", "memmw.store", "memmw.engine", "memmw.store",
+            "memmw.engine", "memmw.search", "memmw.store", "memmw.search", "memmw.engine",
+            "memmw.embeddings", "memmw.engine", "memmw.graph", "memmw.engine", "memmw.agent"]
+    assert climbs_back_up(walk) == [
+        "memmw.store -> memmw.engine -> memmw.search",
+        "memmw.search -> memmw.engine -> memmw.embeddings",
+        "memmw.embeddings -> memmw.engine -> memmw.graph",
+    ]
+    assert climbs_back_up(["memmw.agent", "memmw.engine", "memmw.search", "memmw.engine",
+                           "memmw.agent"]) == []
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["own-index", "with-shared-namespace"])
+def test_a_search_from_the_agent_tool_climbs_back_up_at_most_twice(
+    tmp_path: Path, shared: bool
+) -> None:
+    """Hybrid search through ``memory_search``: the query goes down once through
+    ``search/`` (embedding, every index, the shared namespaces) and comes back up."""
+    from memmw import Memory, MemoryConfig, StoreConfig
+    from memmw.agent.tools import search_tool_payload
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "2026-01-02.md").write_text("The gateway runs on port 8080.\n")
+    (tmp_path / "team" / "memory").mkdir(parents=True)
+    (tmp_path / "team" / "memory" / "2026-01-02.md").write_text("The team gateway is eu-1.\n")
+    config = MemoryConfig(
+        provider="fake", store=StoreConfig(shared=("team",) if shared else ())
+    )
+    with Memory(tmp_path / "team", tmp_path / "state", agent_id="team", config=config) as team:
+        team.sync()
+    with Memory(ws, tmp_path / "state", config=config) as mem:
+        mem.sync()
+        first = search_tool_payload(mem, {"query": "gateway port"}, citations=True)
+        walks = [search_walk(lambda q=q: search_tool_payload(mem, {"query": q}, citations=True))
+                 for q in ("gateway port", "which port")]
+    assert first["mode"] == "hybrid" and first["results"]
+    for walk in walks:
+        assert walk[0] == "memmw.agent" and walk[-1] == "memmw.agent"
+        assert {"memmw.store", "memmw.search", "memmw.embeddings"} <= set(walk)
+        assert len(climbs_back_up(walk)) <= 2, climbs_back_up(walk)
+        # Between entering search/ for the query and coming back, the engine never runs:
+        # it holds no search or embedding step.
+        first_search = walk.index("memmw.search")
+        back = next(i for i in range(first_search, len(walk)) if walk[i] == "memmw.engine")
+        assert "memmw.search" not in walk[back:], walk
+
+
+def test_memory_holds_no_search_or_embedding_logic() -> None:
+    """``engine/memory.py`` wires services: it ranks nothing, embeds no query, reads no
+    vector, and never branches on the store backend or probes a provider's attributes."""
+    path = PACKAGE / "engine" / "memory.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = {t for _, t in runtime_imports(tree, "memmw.engine.memory", False)}
+    assert "numpy" not in {a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
+                           for a in n.names}
+    forbidden = ("memmw.search.searcher", "memmw.search.keyword", "memmw.search.ranking",
+                 "memmw.search.snippets", "memmw.store.vectorsearch.VectorIndex",
+                 "memmw.embeddings.query.QueryEmbedder", "memmw.embeddings.breaker.CircuitBreaker")
+    assert sorted(t for t in imported if t.startswith(forbidden)) == []
+    probes = [
+        f"{node.lineno}: getattr(..., {node.args[1].value!r})"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        and node.func.id == "getattr" and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+        and node.args[1].value in ("generation", "fallback_from", "fallback_reason", "close", "dims")
+    ]
+    assert probes == []
+    backend_branches = [
+        f"{node.lineno}" for node in ast.walk(tree)
+        if isinstance(node, ast.Compare)
+        and any(isinstance(c, ast.Constant) and c.value in ("postgres", "sqlite", "sqlite-vec")
+                for c in [node.left, *node.comparators])
+    ]
+    assert backend_branches == []

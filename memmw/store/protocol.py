@@ -15,6 +15,7 @@ from memmw.store.arena import FRESH, Arena
 if TYPE_CHECKING:
     from memmw.notes.syntax import ParsedNote
     from memmw.store.vectors import VectorMatrix
+    from memmw.store.vectorsearch import VectorCache, VectorIndex
     from memmw.text.chunking import Chunk
 
 # -- values -------------------------------------------------------------------------------
@@ -284,6 +285,22 @@ class StoreReader(Protocol):
         """
         ...
 
+    def vector_index(
+        self, sources: Sequence[str], dims: int | None, cache: VectorCache, *, calibrate: bool
+    ) -> VectorIndex | None:
+        """The one vector-search capability: the path that answers this index's vector leg
+        (HNSW, the store's own KNN or the in-process matrix, chosen by the store; see
+        :mod:`memmw.store.vectorsearch`), or None when there are no vectors to search.
+
+        Called before the query is embedded; ``cache`` keeps the matrix between searches.
+        """
+        ...
+
+    def warm_vectors(self, sources: Sequence[str], dims: int | None, cache: VectorCache) -> None:
+        """Load what the vector leg reads into ``cache`` now (nothing for a server-side
+        index), so the first search does not pay for it."""
+        ...
+
     def newest_decay_ts(self) -> float | None:
         """The newest dated memory (epoch seconds), the reference age for decay."""
         ...
@@ -463,6 +480,11 @@ class Store(Protocol):
 
     def features(self) -> dict[str, bool]:
         """Backend capabilities by name (cheap; for ``status --deep``)."""
+        ...
+
+    def folder_cache(self) -> bool:
+        """True when the embedding cache lives in the state folder (a SQLite file): a moved
+        workspace's new folder may then find its vectors in the other folders' caches."""
         ...
 
     def open(self) -> bool:

@@ -25,6 +25,7 @@ from memmw.store.protocol import (
 )
 from memmw.store.terms import term_counts, term_hash
 from memmw.store.vectors import VectorMatrix
+from memmw.store.vectorsearch import VectorCache, VectorIndex, choose_vector_index
 
 if TYPE_CHECKING:
     import psycopg
@@ -159,11 +160,18 @@ class PostgresReader:
     """Reads of one namespace through one connection (inside the caller's snapshot)."""
 
     def __init__(
-        self, conn: psycopg.Connection[Any], namespace_id: int, *, fts_tokenizer: str = "unicode61"
+        self,
+        conn: psycopg.Connection[Any],
+        namespace_id: int,
+        *,
+        fts_tokenizer: str = "unicode61",
+        vector_backend: str = "auto",
     ) -> None:
         self.conn = conn
         self.namespace_id = namespace_id
         self.fts_tokenizer = fts_tokenizer
+        #: ``sqlite-vec`` asks for the store's own KNN below ``HNSW_MIN_VECTORS`` too.
+        self.vector_backend = vector_backend
 
     def _one(self, query: str, params: Sequence[Any] | Mapping[str, Any]) -> Any:
         row = self.conn.execute(query, params).fetchone()
@@ -391,6 +399,23 @@ class PostgresReader:
         # relaxed_order may come back slightly out of order: the final order is exact.
         hits.sort(key=lambda hit: (-hit[1], hit[0]))
         return hits
+
+    def vector_index(
+        self, sources: Sequence[str], dims: int | None, cache: VectorCache, *, calibrate: bool
+    ) -> VectorIndex | None:
+        """HNSW in the server from ``HNSW_MIN_VECTORS`` vectors, else the matrix."""
+        return choose_vector_index(
+            self,
+            sources,
+            dims,
+            cache,
+            calibrate=calibrate,
+            knn=self.vector_backend == "sqlite-vec",
+            hnsw=True,
+        )
+
+    def warm_vectors(self, sources: Sequence[str], dims: int | None, cache: VectorCache) -> None:
+        """Nothing: a large namespace is searched in the server, a small one on first use."""
 
     def vector_matrix(self, sources: Sequence[str], dims: int | None) -> VectorMatrix:
         """Every stored vector of ``sources`` as one matrix (``dims`` long when given)."""

@@ -24,6 +24,7 @@ from memmw.store.sqlite.postings import (
 )
 from memmw.store.terms import term_counts
 from memmw.store.vectors import VectorMatrix, centroid_of
+from memmw.store.vectorsearch import VectorCache, VectorIndex, choose_vector_index
 from memmw.text.analysis import terms
 from memmw.text.chunking import Chunk
 
@@ -432,6 +433,19 @@ class IndexStore:
     def vector_centroid(self, sources: Sequence[str]) -> tuple[np.ndarray, int] | None:
         """``(mean, count)`` of the stored unit vectors of ``sources``; None when none."""
         return centroid_of(self.vector_rows(sources))
+
+    def vector_index(
+        self, sources: Sequence[str], dims: int | None, cache: VectorCache, *, calibrate: bool
+    ) -> VectorIndex | None:
+        """sqlite-vec's KNN with ``store.vector_backend = "sqlite-vec"``, else the matrix."""
+        return choose_vector_index(
+            self, sources, dims, cache, calibrate=calibrate, knn=self.vec0 is not None, hnsw=False
+        )
+
+    def warm_vectors(self, sources: Sequence[str], dims: int | None, cache: VectorCache) -> None:
+        """Load the matrix (sqlite-vec keeps its own table: nothing to load)."""
+        if self.vec0 is None:
+            cache.matrix(self, sources, dims)
 
     def nearest(
         self, vector: Sequence[float], k: int, sources: Sequence[str]
