@@ -307,6 +307,32 @@ def test_vector_centroid_is_the_mean_of_the_sources_vectors(store: Store) -> Non
     assert both[1] == 3
 
 
+def test_vector_index_is_none_without_vectors_then_answers_by_cosine(store: Store) -> None:
+    """The one vector-search capability: the store picks its path (here the exact matrix,
+    below ``HNSW_MIN_VECTORS``), and it ranks as ``nearest`` does, calibrated when asked."""
+    from memmw.store.vectorsearch import MatrixIndex, VectorCache
+
+    ids = seed(store, NOTES)
+    cache = VectorCache()
+    with store.read() as reader:
+        assert reader.vector_index(SOURCES, None, cache, calibrate=False) is None
+    a, b, c = ids["MEMORY.md"][0], ids["memory/2026-01-02.md"][0], ids["memory/2026-01-03.md"][0]
+    _vectorise(store, {a: [1.0, 0.0, 0.0], b: [0.6, 0.8, 0.0], c: [0.0, 0.0, 1.0]})
+    unit = np.asarray([1.0, 0.1, 0.0], dtype=np.float32)
+    unit /= np.linalg.norm(unit)
+    with store.read() as reader:
+        raw = reader.vector_index(SOURCES, 3, cache, calibrate=False)
+        scaled = reader.vector_index(SOURCES, 3, cache, calibrate=True)
+        assert isinstance(raw, MatrixIndex) and isinstance(scaled, MatrixIndex)
+        hits = raw.leg(unit)(3)
+        near = reader.nearest(unit.tolist(), 3, SOURCES)
+        assert [r for r, _ in hits] == [r for r, _ in near] == [a, b, c]
+        assert [s for _, s in hits] == pytest.approx([s for _, s in near], abs=1e-5)
+        calibrated = scaled.leg(unit)(3)
+    assert [r for r, _ in calibrated] == [a, b, c]
+    assert calibrated[-1][1] == 0.0 and 0.0 < calibrated[0][1] <= 1.0
+
+
 def test_vectors_of_replaced_chunks_are_not_written(store: Store) -> None:
     rowid = seed(store, {"MEMORY.md": "old text\n"})["MEMORY.md"][0]
     with store.read() as reader:
