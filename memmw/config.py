@@ -569,6 +569,13 @@ class BootstrapConfig(_Section):
         self._int_range("daily_days", 0, 14)
 
 
+#: Facts a fact search returns by default (``memory_facts``, ``Memory.facts``, the graph).
+FACT_SEARCH_MAX_RESULTS = 10
+#: Fuzzy entity-matching score (0..100) a name or alias must reach by default
+#: (``active_memory.threshold``).
+FACT_MATCH_THRESHOLD = 65.0
+
+
 @dataclass(frozen=True, kw_only=True)
 class ActiveMemoryConfig(_Section):
     """Active memory: the fact graph injected before each model call, and working memory.
@@ -594,7 +601,7 @@ class ActiveMemoryConfig(_Section):
 
     _section: ClassVar[str] = "active_memory"
     enabled: bool = True
-    threshold: float = 65.0
+    threshold: float = FACT_MATCH_THRESHOLD
     max_tokens: int = 400
     max_facts: int = 8
     max_triggers: int = 3

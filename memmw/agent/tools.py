@@ -18,7 +18,7 @@ from memmw.agent.prompts import (
     describe_sources,
 )
 from memmw.chat_type import citations_enabled
-from memmw.config import MemoryConfig
+from memmw.config import FACT_SEARCH_MAX_RESULTS, MemoryConfig
 from memmw.errors import (
     ConfigError,
     ContentPolicyError,
@@ -828,7 +828,7 @@ def facts_schema() -> dict[str, Any]:
                 "type": "string",
                 "description": "A person, project or question, e.g. 'where does Ali live'.",
             },
-            "maxResults": {"type": "integer", "minimum": 1, "description": "Default 10."},
+            "maxResults": {"type": "integer", "minimum": 1, "description": f"Default {FACT_SEARCH_MAX_RESULTS}."},
             "history": {
                 "type": "boolean",
                 "description": "Also return superseded (older) values, marked current=false.",
@@ -900,7 +900,7 @@ def facts_tool_payload(
     try:
         hits = search(
             query,
-            max_results or 10,
+            max_results or FACT_SEARCH_MAX_RESULTS,
             include_history=bool(history) if history is not None else None,
             include_private=private,
             visible=gate.may_read,

@@ -15,7 +15,13 @@ from types import TracebackType
 from typing import Any, Literal
 
 from memmw import observability
-from memmw.config import MemoryConfig, check_agent_id, resolve_state_dir, resolve_workspace
+from memmw.config import (
+    FACT_SEARCH_MAX_RESULTS,
+    MemoryConfig,
+    check_agent_id,
+    resolve_state_dir,
+    resolve_workspace,
+)
 from memmw.embeddings.base import EmbeddingProvider, SwitchingProvider
 from memmw.embeddings.breaker import BreakerPolicy
 from memmw.embeddings.query import is_remote
@@ -886,7 +892,7 @@ class Memory:
     def facts(
         self,
         query: str,
-        max_results: int = 10,
+        max_results: int = FACT_SEARCH_MAX_RESULTS,
         *,
         include_history: bool | None = None,
         include_private: bool = True,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memmw.config import ExtraPath
+from memmw.config import FACT_MATCH_THRESHOLD, FACT_SEARCH_MAX_RESULTS, ExtraPath
 from memmw.errors import (
     FileBusyError,
     ForgetError,
@@ -156,8 +156,8 @@ class GraphEngine:
         self,
         query: str,
         *,
-        max_results: int = 10,
-        threshold: float = 65.0,
+        max_results: int = FACT_SEARCH_MAX_RESULTS,
+        threshold: float = FACT_MATCH_THRESHOLD,
         include_history: bool | None = None,
         include_private: bool = True,
         now: float | None = None,
