@@ -51,6 +51,8 @@ class Embeddings:
         #: Fail-fast guard of the provider (read when the breaker is first made).
         self.policy = BreakerPolicy()
         self._selection: ProviderSelection | None = None
+        #: The selected provider when it can switch to a fallback (checked once per selection).
+        self._switching: SwitchingProvider | None = None
         self._breaker: CircuitBreaker | None = None
         self._query: QueryEmbedder | None = None
 
@@ -63,11 +65,15 @@ class Embeddings:
             ProviderUnavailableError: an explicitly chosen provider cannot start.
         """
         if self._selection is None:
-            self._selection = create_provider(self.config)
+            self.selection = create_provider(self.config)
+        assert self._selection is not None
         return self._selection
 
     @selection.setter
     def selection(self, value: ProviderSelection) -> None:
+        provider = value.provider
+        # A protocol check costs more than a search's other bookkeeping: once here.
+        self._switching = provider if isinstance(provider, SwitchingProvider) else None
         self._selection = value
 
     @property
@@ -84,15 +90,14 @@ class Embeddings:
     @property
     def generation(self) -> int | None:
         """Fallback switches of the provider so far; None for one that cannot switch."""
-        provider = self.provider
-        return provider.generation if isinstance(provider, SwitchingProvider) else None
+        self.selection  # noqa: B018 - resolves the provider (and whether it can switch)
+        return self._switching.generation if self._switching is not None else None
 
     @property
     def fallback(self) -> tuple[str | None, str | None]:
         """``(provider that failed, reason)`` of a fallback at start-up or run time."""
         selection = self.selection
-        provider = selection.provider
-        switched = provider if isinstance(provider, SwitchingProvider) else None
+        switched = self._switching
         failed = selection.fallback_from or (switched.fallback_from if switched else None)
         if not failed:
             return None, None
