@@ -401,8 +401,8 @@ def test_fact_search_defaults_have_one_home() -> None:
                 continue
             args = node.args
             positional = args.posonlyargs + args.args
-            pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
-            pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+            pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults, strict=True))
+            pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
             literal_defaults += [
                 f"{path.name}:{node.lineno} {node.name}({a.arg}={d.value})"
                 for a, d in pairs

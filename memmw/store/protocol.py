@@ -248,11 +248,14 @@ class StoreReader(Protocol):
         """``(live chunks, total terms)`` of ``sources`` (BM25's N and average length)."""
         ...
 
-    def fts_search(self, match: str, limit: int, sources: Sequence[str]) -> list[tuple[int, float]]:
-        """``(rowid, rank)`` for a full-text expression, best (lowest rank) first.
+    def fts_search(
+        self, terms: Sequence[str], limit: int, sources: Sequence[str], *, require_all: bool
+    ) -> list[tuple[int, float]]:
+        """``(rowid, rank)`` of the chunks holding every one of ``terms`` (``require_all``)
+        or any of them, best (lowest rank) first; rank is negative BM25.
 
-        ``match`` is FTS5 syntax as built by ``memmw.search.keyword``: double-quoted terms
-        joined by `` AND ``, or one quoted term. Rank is negative BM25.
+        Terms are plain strings: each store builds its own query from them (SQLite an
+        FTS5 expression of quoted terms), so no query dialect crosses this seam.
         """
         ...
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -99,7 +98,6 @@ WITH f AS (
 SELECT ARRAY(SELECT rowid FROM c) FROM f
 """
 
-_QUOTED = re.compile(r'"((?:[^"]|"")*)"')
 
 
 def hashes_blob(hashes: np.ndarray) -> bytes:
@@ -115,11 +113,6 @@ def _setting_kb(conn: psycopg.Connection[Any], name: str) -> int:
         (name,),
     ).fetchone()
     return int(row[0]) if row else 0
-
-
-def match_terms(match: str) -> list[str]:
-    """The terms of an FTS5 expression as ``memmw.search.keyword`` builds it (quoted terms)."""
-    return [m.group(1).replace('""', '"') for m in _QUOTED.finditer(match)]
 
 
 def _chunk_row(row: Sequence[Any]) -> ChunkRow:
@@ -333,18 +326,16 @@ class PostgresReader:
         rows = self.conn.execute(_BM25_SQL, params).fetchall()
         return [(int(r), float(s), int(m)) for r, s, m in rows]
 
-    def fts_search(self, match: str, limit: int, sources: Sequence[str]) -> list[tuple[int, float]]:
-        """``(rowid, -BM25)`` for an FTS5-style expression (quoted terms, `` AND ``), best first.
+    def fts_search(
+        self, terms: Sequence[str], limit: int, sources: Sequence[str], *, require_all: bool
+    ) -> list[tuple[int, float]]:
+        """``(rowid, -BM25)`` of the chunks holding all (or any) of ``terms``, best first.
 
-        Answered from the postings: an ``AND`` of terms keeps chunks that have them all;
-        the rank is negative BM25 like FTS5's.
+        Answered from the postings; the rank is negative BM25 like FTS5's.
         """
-        found = match_terms(match)
-        if not found:
+        if not terms:
             return []
-        hits = self.bm25_search(
-            [term_hash(t) for t in found], limit, sources, require_all=" AND " in match
-        )
+        hits = self.bm25_search([term_hash(t) for t in terms], limit, sources, require_all=require_all)
         return [(rowid, -score) for rowid, score, _ in hits]
 
     def substring_counts(

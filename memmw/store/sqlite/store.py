@@ -65,6 +65,11 @@ def fts_body(text: str, tokenizer: str) -> str:
     return text if tokenizer == "trigram" else " ".join(terms(text))
 
 
+def fts_quote(term: str) -> str:
+    """Quote one term for an FTS5 MATCH expression (no user input can break the syntax)."""
+    return '"' + term.replace('"', '""') + '"'
+
+
 class IndexStore:
     """Reads and writes of one index database through one connection.
 
@@ -341,8 +346,11 @@ class IndexStore:
         ).fetchone()
         return int(row[0])
 
-    def fts_search(self, match: str, limit: int, sources: Sequence[str]) -> list[tuple[int, float]]:
-        """``(rowid, bm25 rank)`` for an FTS5 MATCH expression, best first."""
+    def fts_search(
+        self, terms: Sequence[str], limit: int, sources: Sequence[str], *, require_all: bool
+    ) -> list[tuple[int, float]]:
+        """``(rowid, bm25 rank)`` of an FTS5 MATCH of the quoted terms, best first."""
+        match = (" AND " if require_all else " OR ").join(fts_quote(t) for t in terms)
         marks = ",".join("?" * len(sources))
         return self.conn.execute(
             "SELECT f.rowid, bm25(chunks_fts) AS rank FROM chunks_fts f"
