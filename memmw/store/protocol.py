@@ -14,7 +14,6 @@ from memmw.store.arena import FRESH, Arena
 
 if TYPE_CHECKING:
     from memmw.notes.syntax import ParsedNote
-    from memmw.store.vectors import VectorMatrix
     from memmw.store.vectorsearch import VectorCache, VectorIndex
     from memmw.text.chunking import Chunk
 
@@ -265,27 +264,8 @@ class StoreReader(Protocol):
         """``(rowid, how many needles occur in the text)``, most first, then rowid."""
         ...
 
-    def nearest(
-        self, vector: Sequence[float], k: int, sources: Sequence[str]
-    ) -> list[tuple[int, float]]:
-        """The ``k`` stored vectors of ``sources`` nearest ``vector``: ``(rowid, cosine)``, best first."""
-        ...
-
     def vector_rows(self, sources: Sequence[str]) -> list[tuple[int, bytes]]:
         """``(rowid, unit float32 little-endian vector)`` of every stored vector, by rowid."""
-        ...
-
-    def vector_matrix(self, sources: Sequence[str], dims: int | None) -> VectorMatrix:
-        """Every stored vector of ``sources`` as one matrix (only ``dims``-long ones when
-        given): what the in-process vector leg searches."""
-        ...
-
-    def vector_centroid(self, sources: Sequence[str]) -> tuple[np.ndarray, int] | None:
-        """``(mean, count)`` of the stored unit vectors of ``sources``; None when there are none.
-
-        A query's cosine with the mean approximates its median cosine with the corpus (the
-        calibration statistic) without reading every vector, for a search by HNSW.
-        """
         ...
 
     def vector_index(

@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from memmw.store.vectors import VectorMatrix, calibrated
-
-if TYPE_CHECKING:
-    from memmw.store.protocol import StoreReader
 
 #: Vectors from which a store that has an HNSW index (PostgreSQL) answers the vector leg
 #: itself, calibrated against the corpus centroid (an approximation of the query's median
@@ -35,7 +32,39 @@ HNSW_MIN_VECTORS = 10_000
 VectorLeg = Callable[[int], list[tuple[int, float]]]
 
 
-def vectors_written(store: StoreReader, sources: Sequence[str]) -> tuple[object, ...]:
+class VectorReads(Protocol):
+    """The vector reads each store reader has for its vector paths (inside ``store/``).
+
+    Not part of :class:`memmw.store.protocol.StoreReader`: above the store a search asks
+    ``vector_index`` only, and the store chooses which of these answer.
+    """
+
+    def generation(self) -> int: ...
+
+    def get_meta(self, key: str) -> str | None: ...
+
+    def nearest(
+        self, vector: Sequence[float], k: int, sources: Sequence[str]
+    ) -> list[tuple[int, float]]:
+        """The ``k`` stored vectors of ``sources`` nearest ``vector``: ``(rowid, cosine)``,
+        best first."""
+        ...
+
+    def vector_matrix(self, sources: Sequence[str], dims: int | None) -> VectorMatrix:
+        """Every stored vector of ``sources`` as one matrix (only ``dims``-long ones when
+        given): what the in-process vector leg searches."""
+        ...
+
+    def vector_centroid(self, sources: Sequence[str]) -> tuple[np.ndarray, int] | None:
+        """``(mean, count)`` of the stored unit vectors of ``sources``; None when none.
+
+        A query's cosine with the mean approximates its median cosine with the corpus (the
+        calibration statistic) without reading every vector, for a search by HNSW.
+        """
+        ...
+
+
+def vectors_written(store: VectorReads, sources: Sequence[str]) -> tuple[object, ...]:
     """What changes whenever the stored vectors of ``sources`` may have (a cache key).
 
     The epoch is the rebuild id: counters restart after a reset, the epoch never repeats,
@@ -65,7 +94,7 @@ class VectorCache:
             self._vectors = self._vectors_key = None
             self._centroid = self._centroid_key = None
 
-    def matrix(self, store: StoreReader, sources: Sequence[str], dims: int | None) -> VectorMatrix:
+    def matrix(self, store: VectorReads, sources: Sequence[str], dims: int | None) -> VectorMatrix:
         """Stored vectors of the current generation (reloaded when a sync or backfill wrote)."""
         key = (*vectors_written(store, sources), dims)
         with self._lock:
@@ -74,7 +103,7 @@ class VectorCache:
                 self._vectors_key = key
             return self._vectors
 
-    def hnsw_centroid(self, store: StoreReader, sources: Sequence[str]) -> np.ndarray | None:
+    def hnsw_centroid(self, store: VectorReads, sources: Sequence[str]) -> np.ndarray | None:
         """Mean stored vector of ``sources`` when there are enough vectors to search them by
         HNSW in the server (``HNSW_MIN_VECTORS``), else None; cached until a sync or backfill
         writes."""
@@ -112,7 +141,7 @@ class MatrixIndex(VectorIndex):
 class KnnIndex(VectorIndex):
     """The store's own nearest-neighbour search (sqlite-vec's ``vec0``): raw cosines."""
 
-    def __init__(self, store: StoreReader, sources: Sequence[str]) -> None:
+    def __init__(self, store: VectorReads, sources: Sequence[str]) -> None:
         self.store = store
         self.sources = sources
 
@@ -125,7 +154,7 @@ class HnswIndex(VectorIndex):
     """The server's HNSW index, calibrated against the query's cosine with the centroid."""
 
     def __init__(
-        self, store: StoreReader, sources: Sequence[str], centroid: np.ndarray, *, calibrate: bool
+        self, store: VectorReads, sources: Sequence[str], centroid: np.ndarray, *, calibrate: bool
     ) -> None:
         self.store = store
         self.sources = sources
@@ -139,7 +168,7 @@ class HnswIndex(VectorIndex):
 
 
 def hnsw_hits(
-    store: StoreReader, unit: np.ndarray, limit: int, sources: Sequence[str], median: float | None
+    store: VectorReads, unit: np.ndarray, limit: int, sources: Sequence[str], median: float | None
 ) -> list[tuple[int, float]]:
     """The store's own nearest vectors (HNSW), calibrated against ``median`` when given."""
     hits = store.nearest(unit.tolist(), limit, sources)
@@ -147,7 +176,7 @@ def hnsw_hits(
 
 
 def choose_vector_index(
-    store: StoreReader,
+    store: VectorReads,
     sources: Sequence[str],
     dims: int | None,
     cache: VectorCache,
