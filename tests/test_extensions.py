@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memmw import Memory, MemoryConfig
+from memmw import MemoryConfig
 from memmw.extensions import (
     EmbeddingProvider,
     available_providers,
@@ -16,6 +16,8 @@ from memmw.extensions import (
     write_active_context,
 )
 from memmw.testing import FakeEmbeddingProvider
+
+from .conftest import make_memory
 
 
 @pytest.fixture()
@@ -28,11 +30,10 @@ def custom_provider() -> Iterator[str]:
 
 
 def test_a_registered_provider_serves_hybrid_search(tmp_path: Path, custom_provider: str) -> None:
-    ws = tmp_path / "ws"
-    (ws / "memory").mkdir(parents=True)
-    (ws / "memory" / "2026-01-02.md").write_text("The gateway runs on port 8080.\n")
     assert custom_provider in available_providers()
-    with Memory(ws, tmp_path / "state", config=MemoryConfig(provider=custom_provider)) as mem:
+    files = {"memory/2026-01-02.md": "The gateway runs on port 8080.\n"}
+    config = MemoryConfig(provider=custom_provider)
+    with make_memory(tmp_path, files, config=config) as mem:
         mem.sync()
         assert isinstance(mem.provider, EmbeddingProvider)
         found = mem.search_result("gateway port")

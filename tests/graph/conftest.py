@@ -10,7 +10,7 @@ import pytest
 from memmw import Memory, MemoryConfig
 from memmw.config import ActiveMemoryConfig
 
-from ..conftest import write
+from ..conftest import make_memory, write
 
 MEMORY_MD = """# Memory
 
@@ -50,7 +50,6 @@ def ws(tmp_path: Path) -> Path:
 @pytest.fixture()
 def mem(ws: Path, tmp_path: Path) -> Iterator[Memory]:
     config = MemoryConfig(provider="none", active_memory=ActiveMemoryConfig(edit_tools=True))
-    m = Memory(workspace=ws, state_dir=tmp_path / "state", config=config)
-    m.sync()
+    m = make_memory(tmp_path, workspace=ws, config=config, sync=True)
     yield m
     m.close()
