@@ -50,7 +50,7 @@ Citations = Literal["auto", "on", "off"]
 Source = Literal["memory", "sessions"]
 FtsTokenizer = Literal["unicode61", "trigram"]
 KeywordBackend = Literal["auto", "memory", "fts5"]
-StoreBackend = Literal["sqlite", "postgres"]
+StoreBackend = Literal["sqlite", "postgres", "memory"]
 VectorBackend = Literal["auto", "sqlite-vec", "numpy"]
 Fusion = Literal["normalized", "weighted", "rrf"]
 DecayMode = Literal["bounded", "classic"]
@@ -172,8 +172,10 @@ class StoreConfig(_Section):
         vector_enabled: Store and search vectors when a provider is active.
         vector_backend: ``sqlite-vec`` (needs an extension-capable sqlite module), ``numpy``,
             or ``auto`` (numpy brute force; it measured faster than a vec0 scan here).
-        backend: ``sqlite`` (one file per agent) or ``postgres`` (every agent a namespace
-            of one PostgreSQL + pgvector database; needs the ``postgres`` extra).
+        backend: ``sqlite`` (one file per agent), ``postgres`` (every agent a namespace
+            of one PostgreSQL + pgvector database; needs the ``postgres`` extra) or
+            ``memory`` (an index in this process only, rebuilt by each new process; the
+            agents of one state folder share it; no ``fts5`` keyword backend).
         dsn: PostgreSQL connection string for ``backend = "postgres"``; when unset,
             ``$MEMMW_STORE_DSN``. Keep passwords out of config files (``~/.pgpass``).
         shared: Namespaces (agent ids) searched alongside this agent's own index, read
@@ -195,6 +197,11 @@ class StoreConfig(_Section):
 
     def __post_init__(self) -> None:
         self._validate_literals()
+        if self.backend == "memory" and self.keyword_backend == "fts5":
+            raise ConfigError(
+                "store.keyword_backend = 'fts5' needs a full-text index; the in-memory store"
+                " has none (use 'memory' or 'auto')"
+            )
         shared = tuple(dict.fromkeys(self.shared))
         for name in shared:
             check_agent_id(name, "store.shared entries")

@@ -9,7 +9,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 from hypothesis import settings
@@ -56,6 +56,30 @@ def make_memory(
     if sync:
         mem.sync()
     return mem
+
+
+def use_store_backend(backend: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Make every ``Memory`` built from now on use ``backend`` (``sqlite`` or ``memory``).
+
+    A test whose config asks for the ``fts5`` keyword backend is skipped on the
+    in-memory store (it has no full-text index).
+    """
+    if backend == "sqlite":
+        return backend
+    import dataclasses
+
+    from memmw.engine import memory as engine_memory
+
+    real = engine_memory.create_store
+
+    def create(config: MemoryConfig, **kwargs: Any) -> Any:
+        if config.store.keyword_backend == "fts5":
+            pytest.skip("the in-memory store has no full-text index (fts5)")
+        store = dataclasses.replace(config.store, backend=backend)
+        return real(dataclasses.replace(config, store=store), **kwargs)
+
+    monkeypatch.setattr(engine_memory, "create_store", create)
+    return backend
 
 
 # --- PostgreSQL + pgvector (the Postgres store's tests) ---------------------------------------

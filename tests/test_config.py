@@ -416,3 +416,11 @@ def test_fact_search_defaults_have_one_home() -> None:
         assert inspect.signature(fn).parameters["max_results"].default == FACT_SEARCH_MAX_RESULTS
     assert inspect.signature(GraphEngine.facts).parameters["threshold"].default == FACT_MATCH_THRESHOLD
     assert ActiveMemoryConfig().threshold == FACT_MATCH_THRESHOLD
+
+
+def test_the_memory_store_backend_refuses_fts5() -> None:
+    from memmw.config import StoreConfig
+
+    assert StoreConfig(backend="memory").keyword_backend == "auto"
+    with pytest.raises(ConfigError, match="in-memory store"):
+        StoreConfig(backend="memory", keyword_backend="fts5")

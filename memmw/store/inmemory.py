@@ -175,6 +175,16 @@ class InMemoryBackend:
             return self.named_locks.setdefault((agent_id, name), _Lock())
 
 
+_PROCESS_BACKENDS: dict[str, InMemoryBackend] = {}
+_PROCESS_LOCK = threading.Lock()
+
+
+def process_backend(key: str) -> InMemoryBackend:
+    """This process's backend for ``key`` (a state folder): made on first use, kept."""
+    with _PROCESS_LOCK:
+        return _PROCESS_BACKENDS.setdefault(key, InMemoryBackend())
+
+
 class InMemoryReader:
     """Reads of one state (a snapshot), and the base of the writer."""
 
