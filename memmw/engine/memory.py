@@ -43,7 +43,6 @@ from memmw.engine.indexer import (
     Indexer,
     Progress,
     ProviderIdentity,
-    read_markdown,
 )
 from memmw.engine.statefolders import SiblingCaches
 from memmw.errors import (
@@ -74,6 +73,7 @@ from memmw.types import (
     SyncReport,
 )
 from memmw.workspace.files import discover, display_path, resolve_read_path
+from memmw.workspace.reading import read_markdown
 from memmw.workspace.reads import read_window
 from memmw.workspace.transcripts import sessions_dir
 

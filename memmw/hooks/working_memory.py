@@ -13,6 +13,7 @@ from memmw.config import ActiveMemoryConfig
 from memmw.text.analysis import utf16_len
 from memmw.workspace.access import SessionAccess
 from memmw.workspace.active_context import ACTIVE_CONTEXT
+from memmw.workspace.reading import CAPS
 
 if TYPE_CHECKING:  # bootstrap imports this module
     from memmw.hooks.bootstrap import BootstrapContext
@@ -22,8 +23,6 @@ log = logging.getLogger(__name__)
 SOUL = "SOUL.md"
 PROJECT_PREFIX = "project-"
 HEADING = "## Working Memory"
-#: Files larger than this are not loaded (as the bootstrap's raw read cap).
-RAW_READ_CAP_BYTES = 2 * 1024 * 1024
 
 
 def _regular(path: Path) -> bool:
@@ -91,7 +90,7 @@ def working_memory_section(
     project_left = config.project_max_chars
     for label, path, budget in working_files(workspace, config, private=private):
         try:
-            if path.stat().st_size > RAW_READ_CAP_BYTES:
+            if path.stat().st_size > CAPS.prompt:
                 truncated = True
                 continue
             read = gate.prompt_text(str(path))
