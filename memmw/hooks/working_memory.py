@@ -13,6 +13,7 @@ from memmw.config import ActiveMemoryConfig
 from memmw.text.analysis import utf16_len
 from memmw.workspace.access import SessionAccess
 from memmw.workspace.active_context import ACTIVE_CONTEXT
+from memmw.workspace.active_context import write_active_context as write_active_context
 from memmw.workspace.reading import CAPS
 
 if TYPE_CHECKING:  # bootstrap imports this module
