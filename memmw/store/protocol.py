@@ -216,10 +216,6 @@ class StoreReader(Protocol):
         """``{path: (hash, mtime, size)}`` of the indexed files of ``source``."""
         ...
 
-    def sources_present(self) -> set[str]:
-        """Sources that have at least one indexed file."""
-        ...
-
     # chunks and the search legs
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
         """Chunks by rowid (missing ids are absent from the result)."""
@@ -227,10 +223,6 @@ class StoreReader(Protocol):
 
     def chunk_rowids(self, sources: Sequence[str]) -> list[int]:
         """Rowids of every chunk of ``sources``, ascending."""
-        ...
-
-    def chunk_count(self, sources: Sequence[str]) -> int:
-        """Chunks of ``sources``."""
         ...
 
     def postings(

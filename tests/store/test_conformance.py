@@ -95,7 +95,7 @@ def test_a_new_store_is_empty_and_unpublished(store: Store) -> None:
     with store.read() as reader:
         assert reader.counts() == {}
         assert reader.file_records("memory") == {}
-        assert reader.chunk_count(SOURCES) == 0
+        assert reader.chunk_rowids(SOURCES) == []
 
 
 def test_file_records_round_trip(store: Store) -> None:
@@ -106,7 +106,7 @@ def test_file_records_round_trip(store: Store) -> None:
         size = len(NOTES["MEMORY.md"].encode())
         assert reader.file_records("memory") == {"MEMORY.md": ("abc", 12.5, size)}
         assert set(reader.file_records("sessions")) == {"sessions/a.jsonl"}
-        assert reader.sources_present() == {"memory", "sessions"}
+        assert set(reader.counts()) == {"memory", "sessions"}
     with store.write() as writer, writer.transaction():
         writer.update_file_stat("MEMORY.md", "memory", mtime=99.0, size=7)
     with store.read() as reader:
@@ -165,8 +165,8 @@ def test_counts_by_source(store: Store) -> None:
     with store.read() as reader:
         counts = reader.counts()
         assert counts["memory"]["files"] == 3 and counts["sessions"]["files"] == 1
-        assert counts["memory"]["chunks"] == reader.chunk_count(SOURCES)
-        assert reader.chunk_count(BOTH) == counts["memory"]["chunks"] + counts["sessions"]["chunks"]
+        assert counts["memory"]["chunks"] == len(reader.chunk_rowids(SOURCES))
+        assert len(reader.chunk_rowids(BOTH)) == counts["memory"]["chunks"] + counts["sessions"]["chunks"]
 
 
 def test_a_failed_transaction_writes_nothing(store: Store) -> None:
@@ -531,7 +531,7 @@ def test_health_reports_an_intact_index(store: Store) -> None:
     health = store.health()
     assert health.opened and health.ok
     with store.read() as reader:
-        assert health.chunks == reader.chunk_count(SOURCES)
+        assert health.chunks == len(reader.chunk_rowids(SOURCES))
     assert health.location == store.location
 
 
