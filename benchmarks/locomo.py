@@ -183,14 +183,14 @@ def main() -> None:
     parser.add_argument(
         "--hnsw-min-vectors", type=int,
         help="PostgreSQL: search agents with this many vectors or more by HNSW (default"
-        " memmw.search.searcher.HNSW_MIN_VECTORS; LoCoMo's agents are far smaller, so 1"
+        " memmw.store.vectorsearch.HNSW_MIN_VECTORS; LoCoMo's agents are far smaller, so 1"
         " measures the HNSW leg and its centroid calibration)",
     )
     args = parser.parse_args()
     if args.hnsw_min_vectors is not None:
-        import memmw.search.searcher
+        import memmw.store.vectorsearch
 
-        memmw.search.searcher.HNSW_MIN_VECTORS = args.hnsw_min_vectors
+        memmw.store.vectorsearch.HNSW_MIN_VECTORS = args.hnsw_min_vectors
     result = run(args)
     k = args.max_results
     print(f"provider: {result['provider']}  config: {result['config']}")

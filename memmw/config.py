@@ -52,7 +52,7 @@ Source = Literal["memory", "sessions"]
 DmScope = Literal["main", "per-peer"]
 FtsTokenizer = Literal["unicode61", "trigram"]
 KeywordBackend = Literal["auto", "memory", "fts5"]
-StoreBackend = Literal["sqlite", "postgres"]
+StoreBackend = Literal["sqlite", "postgres", "memory"]
 VectorBackend = Literal["auto", "sqlite-vec", "numpy"]
 Fusion = Literal["normalized", "weighted", "rrf"]
 DecayMode = Literal["bounded", "classic"]
@@ -174,8 +174,10 @@ class StoreConfig(_Section):
         vector_enabled: Store and search vectors when a provider is active.
         vector_backend: ``sqlite-vec`` (needs an extension-capable sqlite module), ``numpy``,
             or ``auto`` (numpy brute force; it measured faster than a vec0 scan here).
-        backend: ``sqlite`` (one file per agent) or ``postgres`` (every agent a namespace
-            of one PostgreSQL + pgvector database; needs the ``postgres`` extra).
+        backend: ``sqlite`` (one file per agent), ``postgres`` (every agent a namespace
+            of one PostgreSQL + pgvector database; needs the ``postgres`` extra) or
+            ``memory`` (an index in this process only, rebuilt by each new process; the
+            agents of one state folder share it; no ``fts5`` keyword backend).
         dsn: PostgreSQL connection string for ``backend = "postgres"``; when unset,
             ``$MEMMW_STORE_DSN``. Keep passwords out of config files (``~/.pgpass``).
         shared: Namespaces (agent ids) searched alongside this agent's own index, read
@@ -197,6 +199,11 @@ class StoreConfig(_Section):
 
     def __post_init__(self) -> None:
         self._validate_literals()
+        if self.backend == "memory" and self.keyword_backend == "fts5":
+            raise ConfigError(
+                "store.keyword_backend = 'fts5' needs a full-text index; the in-memory store"
+                " has none (use 'memory' or 'auto')"
+            )
         shared = tuple(dict.fromkeys(self.shared))
         for name in shared:
             check_agent_id(name, "store.shared entries")
@@ -571,6 +578,13 @@ class BootstrapConfig(_Section):
         self._int_range("daily_days", 0, 14)
 
 
+#: Facts a fact search returns by default (``memory_facts``, ``Memory.facts``, the graph).
+FACT_SEARCH_MAX_RESULTS = 10
+#: Fuzzy entity-matching score (0..100) a name or alias must reach by default
+#: (``active_memory.threshold``).
+FACT_MATCH_THRESHOLD = 65.0
+
+
 @dataclass(frozen=True, kw_only=True)
 class ActiveMemoryConfig(_Section):
     """Active memory: the fact graph injected before each model call, and working memory.
@@ -596,7 +610,7 @@ class ActiveMemoryConfig(_Section):
 
     _section: ClassVar[str] = "active_memory"
     enabled: bool = True
-    threshold: float = 65.0
+    threshold: float = FACT_MATCH_THRESHOLD
     max_tokens: int = 400
     max_facts: int = 8
     max_triggers: int = 3

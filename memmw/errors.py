@@ -4,7 +4,8 @@
 
     MemmwError
     ├── ConfigError (ValueError)           a setting or call argument is malformed
-    │   └── ToolArgumentError              a tool argument is malformed (as an error payload)
+    │   ├── ToolArgumentError              a tool argument is malformed (as an error payload)
+    │   └── ArchiveError                   a backup archive that cannot be restored
     ├── PathPolicyError (PermissionError)  a path memmw may not read or write
     ├── ContentPolicyError (ValueError)    text memmw refuses to write
     ├── FileReadError                      a file that cannot be indexed (binary, too large)
@@ -17,16 +18,17 @@
     │   └── IndexBusyError                 another process holds the writer lock
     └── ProviderError                      an embedding provider failed
         ├── ProviderUnavailableError       a provider cannot start (extra, key, model file)
-        │   └── MissingApiKeyError         (memmw.embeddings.exceptions)
-        ├── BatchUnavailableError          (memmw.embeddings.exceptions)
-        ├── CircuitOpenError               (memmw.embeddings.breaker)
-        ├── QueryTimeoutError              (memmw.embeddings.query)
-        └── InvalidVectorError             (memmw.store.vectors)
+        │   └── MissingApiKeyError         a remote provider has no API key
+        ├── BatchUnavailableError          a provider's batch API failed (plain requests follow)
+        ├── CircuitOpenError               the provider failed repeatedly; calls fail at once
+        ├── QueryTimeoutError              a query embedding missed the search's deadline
+        └── InvalidVectorError             a provider's vector must not be stored
 
 Errors in parentheses after a name are standard exceptions a class also derives from, so
-code that caught them before keeps working. The five provider subclasses at the bottom
-live beside the code that raises them; every other class is defined here and re-exported
-from the top-level ``memmw`` package. Internal module.
+code that caught them before keeps working. Every class is defined here and re-exported
+from the top-level ``memmw`` package (the modules that raise some of them re-export those
+too, so older imports keep working); ``tests/test_errors.py`` fails on a memmw error class
+defined anywhere else. Internal module.
 """
 
 from __future__ import annotations
@@ -99,3 +101,40 @@ class ProviderError(MemmwError):
 
 class ProviderUnavailableError(ProviderError):
     """An embedding provider cannot start: missing extra, key or model file."""
+
+
+class MissingApiKeyError(ProviderUnavailableError):
+    """A remote provider has no API key; ``auto`` skips to the next provider on this error."""
+
+
+class BatchUnavailableError(ProviderError):
+    """A provider batch API failed; the caller falls back to plain requests.
+
+    Attributes:
+        timed_out: True when the batch did not finish within the configured time.
+        not_available: True when the endpoint says batch mode is not available at all.
+    """
+
+    def __init__(self, message: str, *, timed_out: bool = False, not_available: bool = False):
+        super().__init__(message)
+        self.timed_out = timed_out
+        self.not_available = not_available
+
+
+class CircuitOpenError(ProviderError):
+    """The provider failed repeatedly; calls fail at once until a probe succeeds."""
+
+
+class QueryTimeoutError(ProviderError):
+    """The query embedding did not come back within the search's deadline.
+
+    The search answers keyword-only (``SearchResult.partial``) instead of waiting.
+    """
+
+
+class InvalidVectorError(ProviderError):
+    """A provider answered with a vector that must not be stored (NaN, zero, wrong size)."""
+
+
+class ArchiveError(ConfigError):
+    """A backup archive that cannot be restored (damaged, tampered, unknown format)."""

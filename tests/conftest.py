@@ -1,6 +1,6 @@
 """Shared test configuration: hypothesis profiles (CI runs derandomized, so a red build
 always reproduces; ``HYPOTHESIS_PROFILE=deep`` searches much harder on a workstation), the
-``write()`` helper the test modules import (``from ..conftest import write``) and the
+helpers the test modules import (``from ..conftest import write, make_memory``) and the
 PostgreSQL fixtures (``pg_dsn``, ``pg_database``)."""
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 from hypothesis import settings
 
+from memmw import Memory, MemoryConfig
 from memmw.testing import require_optional
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -28,6 +29,57 @@ def write(path: Path, text: str = "x\n") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+#: What tests search with unless they say otherwise: keyword only, no provider to start.
+KEYWORD_ONLY = MemoryConfig(provider="none")
+
+
+def make_memory(
+    root: Path,
+    files: dict[str, str] | None = None,
+    *,
+    config: MemoryConfig | None = None,
+    workspace: Path | None = None,
+    agent_id: str = "main",
+    sync: bool = False,
+) -> Memory:
+    """The one way tests build a ``Memory``: workspace ``root/ws`` (or ``workspace``) with
+    ``files`` written (relative path -> text), state in ``root/state``, keyword-only unless
+    ``config`` says otherwise; synced first with ``sync``. Close it (or use ``with``)."""
+    ws = workspace if workspace is not None else root / "ws"
+    (ws / "memory").mkdir(parents=True, exist_ok=True)
+    for rel, text in (files or {}).items():
+        write(ws / rel, text)
+    mem = Memory(workspace=ws, state_dir=root / "state", agent_id=agent_id,
+                 config=config or KEYWORD_ONLY)
+    if sync:
+        mem.sync()
+    return mem
+
+
+def use_store_backend(backend: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Make every ``Memory`` built from now on use ``backend`` (``sqlite`` or ``memory``).
+
+    A test whose config asks for the ``fts5`` keyword backend is skipped on the
+    in-memory store (it has no full-text index).
+    """
+    if backend == "sqlite":
+        return backend
+    import dataclasses
+
+    from memmw.engine import memory as engine_memory
+
+    real = engine_memory.create_store
+
+    def create(config: MemoryConfig, **kwargs: Any) -> Any:
+        if config.store.keyword_backend == "fts5":
+            pytest.skip("the in-memory store has no full-text index (fts5)")
+        store = dataclasses.replace(config.store, backend=backend)
+        return real(dataclasses.replace(config, store=store), **kwargs)
+
+    monkeypatch.setattr(engine_memory, "create_store", create)
+    return backend
 
 
 # --- PostgreSQL + pgvector (the Postgres store's tests) ---------------------------------------

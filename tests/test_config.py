@@ -379,3 +379,48 @@ def test_repr_never_shows_a_generated_dsn_password(password: str) -> None:
                 f"postgresql://bob:{quote(password, safe='')}@db.example/mem"):
         text = repr(MemoryConfig(store=StoreConfig(backend="postgres", dsn=dsn)))
         assert password not in text and quote(password, safe="") not in text
+
+
+def test_fact_search_defaults_have_one_home() -> None:
+    """``max_results`` and ``threshold`` defaults of the fact search come from config only:
+    no function under memmw gives either parameter a literal number as its default."""
+    import ast
+    import inspect
+    from pathlib import Path
+
+    import memmw
+    from memmw.config import FACT_MATCH_THRESHOLD, FACT_SEARCH_MAX_RESULTS, ActiveMemoryConfig
+    from memmw.engine.memory import Memory
+    from memmw.graph.engine import GraphEngine
+    from memmw.graph.search import search_facts
+
+    literal_defaults = []
+    for path in sorted(Path(memmw.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            args = node.args
+            positional = args.posonlyargs + args.args
+            pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults, strict=True))
+            pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
+            literal_defaults += [
+                f"{path.name}:{node.lineno} {node.name}({a.arg}={d.value})"
+                for a, d in pairs
+                if a.arg in ("max_results", "threshold")
+                and isinstance(d, ast.Constant)
+                and isinstance(d.value, (int, float))
+                and not isinstance(d.value, bool)
+            ]
+    assert literal_defaults == []
+    for fn in (Memory.facts, GraphEngine.facts, search_facts):
+        assert inspect.signature(fn).parameters["max_results"].default == FACT_SEARCH_MAX_RESULTS
+    assert inspect.signature(GraphEngine.facts).parameters["threshold"].default == FACT_MATCH_THRESHOLD
+    assert ActiveMemoryConfig().threshold == FACT_MATCH_THRESHOLD
+
+
+def test_the_memory_store_backend_refuses_fts5() -> None:
+    from memmw.config import StoreConfig
+
+    assert StoreConfig(backend="memory").keyword_backend == "auto"
+    with pytest.raises(ConfigError, match="in-memory store"):
+        StoreConfig(backend="memory", keyword_backend="fts5")

@@ -24,6 +24,8 @@ from memmw.middleware import MemoryMiddleware
 from memmw.testing import require_optional
 from memmw.text.tokens import TokenCounter
 
+from .conftest import make_memory as shared_make_memory
+
 require_optional("opentelemetry.sdk.trace", "test")
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
@@ -71,14 +73,11 @@ def traced() -> Iterator[Traced]:
 
 
 def make_memory(root: Path, *, config: MemoryConfig | None = None, **files: str) -> Memory:
-    ws = root / "ws"
-    (ws / "memory").mkdir(parents=True, exist_ok=True)
-    for rel, text in files.items():
-        path = ws / rel.replace("__", "/")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+    """The shared ``make_memory`` with this module's flush settings (``a__b.md``: ``a/b.md``)."""
     cfg = config or MemoryConfig(provider="none", user_timezone="Europe/Paris", flush=FLUSH)
-    return Memory(workspace=ws, state_dir=root / "state", config=cfg)
+    return shared_make_memory(
+        root, {rel.replace("__", "/"): text for rel, text in files.items()}, config=cfg
+    )
 
 
 @pytest.fixture

@@ -12,6 +12,12 @@ import pytest
 import memmw
 
 PUBLIC = {
+    "ArchiveError",
+    "BatchUnavailableError",
+    "CircuitOpenError",
+    "InvalidVectorError",
+    "MissingApiKeyError",
+    "QueryTimeoutError",
     "ActiveMemoryConfig",
     "BatchConfig",
     "BootstrapConfig",
@@ -137,6 +143,7 @@ def test_documented_example_runs(tmp_path: Path) -> None:
 #: The public modules; everything else under memmw is internal (no ``__all__``).
 PUBLIC_MODULES = (
     "memmw",
+    "memmw.extensions",
     "memmw.middleware",
     "memmw.testing",
     "memmw.adapters.custom_loop",
@@ -218,3 +225,23 @@ def test_internal_modules_have_no_all() -> None:
         if "\n__all__" in path.read_text(encoding="utf-8"):
             with_all.append(name)
     assert with_all == []
+
+
+def test_the_extension_module_names_what_the_readme_points_to() -> None:
+    from memmw import extensions
+    from memmw.embeddings import registry
+    from memmw.hooks import extractor
+    from memmw.workspace import active_context
+
+    assert extensions.__all__ == [
+        "EmbeddingProvider",
+        "ProviderFactory",
+        "available_providers",
+        "extractor_hook",
+        "register_provider",
+        "unregister_provider",
+        "write_active_context",
+    ]
+    assert extensions.register_provider is registry.register_provider
+    assert extensions.extractor_hook is extractor.extractor_hook
+    assert extensions.write_active_context is active_context.write_active_context

@@ -18,7 +18,7 @@ from memmw.agent.prompts import (
     describe_sources,
 )
 from memmw.chat_type import citations_enabled
-from memmw.config import MemoryConfig
+from memmw.config import FACT_SEARCH_MAX_RESULTS, MemoryConfig
 from memmw.errors import (
     ConfigError,
     ContentPolicyError,
@@ -33,6 +33,7 @@ from memmw.redaction import redact_secrets
 from memmw.timeutil import Clock, user_now
 from memmw.types import ReadResult, SearchResult
 from memmw.workspace.access import SessionAccess
+from memmw.workspace.active_context import ACTIVE_CONTEXT, write_active_context
 from memmw.workspace.files import (
     append_text,
     resolve_read_path,
@@ -883,7 +884,7 @@ def facts_schema() -> dict[str, Any]:
                 "type": "string",
                 "description": "A person, project or question, e.g. 'where does Ali live'.",
             },
-            "maxResults": {"type": "integer", "minimum": 1, "description": "Default 10."},
+            "maxResults": {"type": "integer", "minimum": 1, "description": f"Default {FACT_SEARCH_MAX_RESULTS}."},
             "history": {
                 "type": "boolean",
                 "description": "Also return superseded (older) values, marked current=false.",
@@ -955,7 +956,7 @@ def facts_tool_payload(
     try:
         hits = search(
             query,
-            max_results or 10,
+            max_results or FACT_SEARCH_MAX_RESULTS,
             include_history=bool(history) if history is not None else None,
             include_private=private,
             visible=gate.may_read,
@@ -1011,8 +1012,6 @@ def forget_tool_payload(
 
 def context_tool_payload(memory: MemoryBackend, args: Mapping[str, Any]) -> Payload:
     """Run ``memory_set_context``: overwrite ``active-context.md`` (working memory)."""
-    from memmw.hooks.working_memory import ACTIVE_CONTEXT, write_active_context
-
     content = _arg(args, "content", "text")
     if not isinstance(content, str):
         return {"status": "error", "error": "content is required (the new working context)"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memmw.graph.syntax import retract_line
+from memmw.notes.syntax import retract_line
 from memmw.text.lines import split_lines
 
 #: ``path#L12`` or ``path#L12-L14`` (``path#L12-14``): a workspace-relative Markdown file.

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memmw.consolidation.entries import Citation, citations_in, split_history
-from memmw.graph.syntax import retract_line
+from memmw.notes.syntax import retract_line
 from memmw.redaction import redact_secrets
 from memmw.text.lines import split_lines
 

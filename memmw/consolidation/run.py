@@ -40,11 +40,11 @@ from memmw.consolidation.proposal import (
     quotes_of,
 )
 from memmw.errors import FileBusyError, NoteEditError, PathPolicyError
-from memmw.hooks.working_memory import ACTIVE_CONTEXT
 from memmw.statedir import user_state_root, workspace_key
 from memmw.text.lines import split_lines
 from memmw.timeutil import user_now
 from memmw.workspace.access import SessionAccess
+from memmw.workspace.active_context import ACTIVE_CONTEXT
 from memmw.workspace.files import LineEdit, restore_note, write_note
 from memmw.workspace.layout import USER_FILE
 from memmw.workspace.locks import exclusive_lock

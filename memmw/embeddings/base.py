@@ -39,3 +39,27 @@ class EmbeddingProvider(Protocol):
         Never include an API key in clear.
         """
         ...
+
+
+@runtime_checkable
+class SwitchingProvider(Protocol):
+    """A provider that can switch to a fallback at run time (:class:`FallbackProvider`).
+
+    Attributes:
+        generation: Switches so far (0: still the primary).
+        fallback_from: Registry name of the provider that failed, or None.
+        fallback_reason: Short reason of the switch, or None.
+    """
+
+    generation: int
+    fallback_from: str | None
+    fallback_reason: str | None
+
+
+@runtime_checkable
+class ClosingProvider(Protocol):
+    """A provider holding a client to close (an HTTP connection pool, a model)."""
+
+    def close(self) -> None:
+        """Release the provider's client."""
+        ...

@@ -12,16 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memmw.errors import ProviderError
+from memmw.errors import CircuitOpenError as CircuitOpenError
 from memmw.redaction import redact_secrets
 from memmw.workspace.files import atomic_write_text
 from memmw.workspace.locks import exclusive_lock, lock_path_for
 
 log = logging.getLogger(__name__)
-
-
-class CircuitOpenError(ProviderError):
-    """The provider failed repeatedly; calls fail at once until a probe succeeds."""
 
 
 @dataclass(frozen=True, kw_only=True)

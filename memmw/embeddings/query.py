@@ -12,6 +12,7 @@ from typing import Any
 from memmw.embeddings.base import EmbeddingProvider
 from memmw.embeddings.breaker import CircuitBreaker
 from memmw.errors import ProviderError
+from memmw.errors import QueryTimeoutError as QueryTimeoutError
 from memmw.redaction import redact_secrets
 
 log = logging.getLogger(__name__)
@@ -25,13 +26,6 @@ LATE_CACHE_SIZE = 64
 def is_remote(provider: Any) -> bool:
     """True for a provider reached over the network (one that can hang)."""
     return getattr(provider, "id", None) in REMOTE_PROVIDERS
-
-
-class QueryTimeoutError(ProviderError):
-    """The query embedding did not come back within the search's deadline.
-
-    The search answers keyword-only (``SearchResult.partial``) instead of waiting.
-    """
 
 
 @dataclass

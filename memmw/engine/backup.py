@@ -38,6 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from memmw.config import CONFIG_FILE_NAME, MemoryConfig
+from memmw.errors import ArchiveError as ArchiveError
 from memmw.errors import ConfigError
 from memmw.store.vectors import blob_ok
 from memmw.text.chunking import sha256_text
@@ -53,10 +54,6 @@ EMBEDDINGS = "embeddings.jsonl"
 FILES_PREFIX = "workspace/"
 #: Chunks read per store call while exporting.
 _READ_BATCH = 500
-
-
-class ArchiveError(ConfigError):
-    """A backup archive that cannot be restored (damaged, tampered, unknown format)."""
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ import hashlib
 import json
 import logging
 import os
-import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,14 +15,13 @@ from typing import Any
 
 from memmw.config import MemoryConfig
 from memmw.errors import FileReadError, IndexBusyError, IndexCorruptError, IndexStoreError
-from memmw.graph.syntax import GRAPH_VERSION, ParsedNote, mask_retracted, parse_note
+from memmw.notes.syntax import GRAPH_VERSION, ParsedNote, mask_retracted, parse_note
 from memmw.store.factory import create_store
 from memmw.store.protocol import FileRecords, Store, StoreWriter
 from memmw.store.terms import TERMS_VERSION
 from memmw.text.chunking import CHUNKING_VERSION, Chunk, chunk_text
 from memmw.types import FileIssue, SyncReport
 from memmw.workspace.files import (
-    MAX_NOTE_BYTES,
     MEMORY_DIR,
     WorkspaceFile,
     discover_all,
@@ -32,6 +30,7 @@ from memmw.workspace.files import (
     resolve_extra_path,
 )
 from memmw.workspace.locks import lock_path_for
+from memmw.workspace.reading import decode_note, read_note_bytes
 from memmw.workspace.transcript_source import (
     list_session_files,
     session_document,
@@ -42,7 +41,6 @@ from memmw.workspace.transcripts import SkippedLine
 log = logging.getLogger(__name__)
 
 #: Files larger than this are reported and skipped (memory files are small by nature).
-MAX_FILE_BYTES = MAX_NOTE_BYTES
 #: How long a sync waits for another process's sync before giving up.
 WRITER_LOCK_TIMEOUT_S = 120.0
 
@@ -87,68 +85,6 @@ class _Counts:
     @property
     def modified(self) -> bool:
         return bool(self.added or self.changed or self.removed)
-
-
-def read_markdown(path: Path) -> tuple[str, str, float, int]:
-    """Read a Markdown file: ``(text, sha256 of bytes, mtime, size)``.
-
-    Raises:
-        FileReadError: binary content, invalid UTF-8, too large or unreadable.
-    """
-    data, digest, mtime, size = read_note_bytes(path)
-    return decode_note(data), digest, mtime, size
-
-
-def read_note_bytes(path: Path) -> tuple[bytes, str, float, int]:
-    """Read a Markdown file's bytes: ``(data, sha256 of data, mtime, len(data))``.
-
-    Raises:
-        FileReadError: too large or unreadable.
-    """
-    try:
-        # O_NONBLOCK: a file swapped for a FIFO after discovery must not hang the sync.
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise FileReadError("not a regular file")
-            if st.st_size > MAX_FILE_BYTES:
-                raise FileReadError(f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
-            # Read what fstat promises (plus a byte to see growth) rather than asking for
-            # the size limit: a buffer that large per file cost more than hashing it.
-            parts: list[bytes] = []
-            left = MAX_FILE_BYTES + 1
-            while left > 0:
-                part = os.read(fd, min(left, st.st_size + 1 if not parts else 1 << 20))
-                if not part:
-                    break
-                parts.append(part)
-                left -= len(part)
-            data = b"".join(parts)
-        finally:
-            os.close(fd)
-        if len(data) > MAX_FILE_BYTES:
-            raise FileReadError(f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
-    except OSError as exc:
-        raise FileReadError(f"unreadable: {exc.strerror or exc}") from exc
-    # The size of the bytes hashed (a note appended to during the read is longer than
-    # fstat said): forget checks that a note still begins with exactly these bytes.
-    return data, hashlib.sha256(data).hexdigest(), st.st_mtime, len(data)
-
-
-def decode_note(data: bytes) -> str:
-    """The text of a Markdown file's bytes, without a byte order mark.
-
-    Raises:
-        FileReadError: binary content or invalid UTF-8.
-    """
-    if b"\x00" in data:
-        raise FileReadError("binary content (NUL bytes)")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FileReadError(f"not valid UTF-8 (byte {exc.start})") from exc
-    return text.removeprefix("\ufeff")
 
 
 def decay_timestamp(file: WorkspaceFile, mtime: float) -> float | None:
@@ -425,7 +361,8 @@ class Indexer:
         only when the graph is stale). Touches no store.
         """
         if known is None:
-            text, digest, mtime, size = read_markdown(file.abs_path)
+            data, digest, mtime, size = read_note_bytes(file.abs_path)
+            text = decode_note(data)
         else:
             # Bytes that were indexed decoded then: hash first, decode what changed
             # (or what the graph needs again).

@@ -9,26 +9,24 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-import numpy as np
-
 from memmw import observability
-from memmw.config import MemoryConfig, check_agent_id, resolve_state_dir, resolve_workspace
-from memmw.embeddings.base import EmbeddingProvider
-from memmw.embeddings.breaker import (
-    SHARED_CIRCUIT_FILE,
-    BreakerPolicy,
-    CircuitBreaker,
-    CircuitOpenError,
-    GuardedEmbedder,
-    SharedCircuit,
+from memmw.config import (
+    FACT_SEARCH_MAX_RESULTS,
+    MemoryConfig,
+    check_agent_id,
+    resolve_state_dir,
+    resolve_workspace,
 )
-from memmw.embeddings.query import QueryEmbedder, QueryTimeoutError, is_remote
-from memmw.embeddings.registry import ProviderSelection, create_provider
+from memmw.embeddings.base import EmbeddingProvider, SwitchingProvider
+from memmw.embeddings.breaker import BreakerPolicy
+from memmw.embeddings.query import is_remote
+from memmw.embeddings.registry import ProviderSelection
+from memmw.embeddings.service import Embeddings
 from memmw.engine.backfill import (
     EMBEDDING_ERROR_KEY,
     Backfill,
@@ -45,7 +43,6 @@ from memmw.engine.indexer import (
     Indexer,
     Progress,
     ProviderIdentity,
-    read_markdown,
 )
 from memmw.engine.statefolders import SiblingCaches
 from memmw.errors import (
@@ -60,12 +57,12 @@ from memmw.errors import (
 from memmw.graph.engine import ForgetResult, GraphEngine
 from memmw.graph.search import FactHit
 from memmw.graph.telemetry import TelemetryLog, telemetry_path
-from memmw.redaction import redact_secrets
-from memmw.search.searcher import Searcher, VectorLeg, hnsw_hits
+from memmw.search.retriever import AgentSearch, Retriever, SearchRun
 from memmw.statedir import flush_state_path
 from memmw.store.factory import create_store, vector_backend_status
-from memmw.store.protocol import Store, StoreReader
+from memmw.store.protocol import StoreReader
 from memmw.store.vectors import provider_key
+from memmw.store.vectorsearch import VectorCache
 from memmw.types import (
     KEYWORD_ONLY,
     FileIssue,
@@ -76,6 +73,7 @@ from memmw.types import (
     SyncReport,
 )
 from memmw.workspace.files import discover, display_path, resolve_read_path
+from memmw.workspace.reading import read_markdown
 from memmw.workspace.reads import read_window
 from memmw.workspace.transcripts import sessions_dir
 
@@ -86,28 +84,6 @@ EMBEDDING_BUSY = "another process is embedding this index; its vectors appear as
 
 #: Seconds ``close`` gives background embedding to reach a batch boundary.
 CLOSE_EMBED_GRACE_S = 0.5
-
-
-@dataclasses.dataclass(frozen=True)
-class _SearchResult:
-    hits: list[SearchHit]
-    mode: str
-    warning: str | None
-    partial: bool = False
-
-
-def _keyword_only_warning(exc: Exception) -> str:
-    """Why this search's vector leg was skipped (the search answers keyword-only)."""
-    if isinstance(exc, CircuitOpenError):
-        # Fail fast: a hung provider must not stall every search for its retry budget.
-        return (
-            "the embedding provider is failing (circuit open); keyword-only results"
-            " until a background probe succeeds"
-        )
-    log.warning("query embedding failed; keyword-only results: %s", redact_secrets(str(exc)))
-    if isinstance(exc, QueryTimeoutError):
-        return f"the vector leg timed out ({redact_secrets(str(exc))}); keyword-only results"
-    return f"embedding provider failed ({type(exc).__name__}); keyword-only results"
 
 
 def default_db_path(state_dir: Path, agent_id: str, template: str | None) -> Path:
@@ -160,14 +136,14 @@ class Memory:
         transcripts = (
             sessions_dir(self.state_dir, agent_id) if "sessions" in self.config.sources else None
         )
-        self._searcher = Searcher(self.config)
+        own = VectorCache()
         #: The index of this agent, reached only through the store protocol.
         self.store = create_store(
             self.config,
             db_path=self.db_path,
             agent_id=agent_id,
             # Replaced file or lost WAL: counters may repeat, so cached matrices can lie.
-            on_reopen=self._searcher.invalidate,
+            on_reopen=own.invalidate,
         )
         self._indexer = Indexer(
             store=self.store,
@@ -179,17 +155,24 @@ class Memory:
         self._lock = threading.RLock()
         self._workspace_ok = False
         self._closed = False
-        #: ``store.shared`` namespaces: their store and searcher, opened on first search.
-        self._shared: dict[str, tuple[Store, Searcher]] = {}
-        self._selection: ProviderSelection | None = None
         self._backfill_thread: threading.Thread | None = None
         self._backfill_report: BackfillReport | None = None
         self._embed_lock = threading.Lock()
         self._stop = threading.Event()
-        #: Fail-fast guard of the embedding provider (see ``memmw.embeddings.breaker``).
-        self.breaker_policy = BreakerPolicy()
-        self._breaker: CircuitBreaker | None = None
-        self._query_embedder: QueryEmbedder | None = None
+        #: The embedding provider with its breaker, query deadline and fallback.
+        self.embeddings = Embeddings(self.config, self.state_dir, stop=self._stop)
+        #: Search: this agent's index and the ``store.shared`` namespaces (opened on use).
+        self._agent_search = AgentSearch(
+            self.config,
+            agent_id,
+            Retriever(self.config, self.store, vectors=own),
+            self.embeddings,
+            open_namespace=lambda name: create_store(
+                self.config,
+                db_path=default_db_path(self.state_dir, name, self.config.store.path),
+                agent_id=name,
+            ),
+        )
         self._freshness = Freshness(
             run_sync=lambda: self.sync(embeddings="background"),
             workspace=self.workspace,
@@ -243,16 +226,9 @@ class Memory:
             thread.join(timeout=CLOSE_EMBED_GRACE_S)
         with self._lock:
             self.store.close()
-            for shared, _searcher in self._shared.values():
-                shared.close()
-            self._shared.clear()
+            self._agent_search.close()
             self._closed = True
-        close = getattr(self._selection.provider if self._selection else None, "close", None)
-        if callable(close):
-            try:  # a provider's HTTP client (an open socket warns when collected)
-                close()
-            except Exception:
-                log.debug("closing the embedding provider failed", exc_info=True)
+        self.embeddings.close()
 
     def _open_store(self) -> None:
         """Make the store's read side current; rebuild a deleted or damaged index first."""
@@ -337,44 +313,21 @@ class Memory:
         Raises:
             ProviderUnavailableError: an explicitly chosen provider cannot start.
         """
-        if self._selection is None:
-            self._selection = create_provider(self.config)
-        return self._selection
+        return self.embeddings.selection
 
     @property
     def provider(self) -> EmbeddingProvider | None:
         """The active embedding provider, or None in keyword-only mode."""
-        return self.selection.provider
+        return self.embeddings.provider
 
-    def _provider_breaker(self, provider: EmbeddingProvider) -> CircuitBreaker:
-        """The circuit breaker of ``provider`` (made on first use, probes it when open)."""
-        if self._breaker is None:
-            self._breaker = CircuitBreaker(
-                lambda: provider.embed_query("memmw health probe"),
-                self.breaker_policy,
-                stop=self._stop,
-                # Shared by the processes of this state folder: a new CLI or MCP process
-                # fails fast on a provider another one found down.
-                shared=SharedCircuit(
-                    self.state_dir / SHARED_CIRCUIT_FILE, provider_key(provider)
-                ),
-            )
-        return self._breaker
+    @property
+    def breaker_policy(self) -> BreakerPolicy:
+        """Fail-fast guard of the embedding provider (see ``memmw.embeddings.breaker``)."""
+        return self.embeddings.policy
 
-    def _query_embedding(self, provider: EmbeddingProvider) -> QueryEmbedder:
-        """Embeds this agent's search queries (breaker, ``remote.query_timeout_s``).
-
-        A search never waits past one request timeout either (no retries): the deadline
-        is the smaller of ``query_timeout_s`` and about one ``timeout_s``.
-        """
-        if self._query_embedder is None:
-            remote = self.config.remote
-            self._query_embedder = QueryEmbedder(
-                provider,
-                self._provider_breaker(provider),
-                timeout_s=min(remote.query_timeout_s, remote.timeout_s * 1.2 + 0.2),
-            )
-        return self._query_embedder
+    @breaker_policy.setter
+    def breaker_policy(self, policy: BreakerPolicy) -> None:
+        self.embeddings.policy = policy
 
     def _provider_identity(self) -> ProviderIdentity:
         provider = self.provider
@@ -406,13 +359,13 @@ class Memory:
         seed = self._sibling_caches()
         backfill = Backfill(
             store=self.store,
-            provider=GuardedEmbedder(provider, self._provider_breaker(provider)),
+            provider=self.embeddings.guarded(provider),
             provider_key=identity.provider_key,
             cache_enabled=self.config.cache.enabled,
             cache_max_entries=self.config.cache.max_entries,
             seed=seed,
         )
-        switches = getattr(provider, "generation", 0)
+        switches = self.embeddings.generation or 0
         with self._embed_lock:  # one backfill at a time in this process
             try:
                 # ... and across processes: a second `memmw index` (or an agent beside it)
@@ -427,7 +380,7 @@ class Memory:
         self._backfill_report = report
         if report.dims:
             self._record_dims(report.dims)
-        if getattr(provider, "generation", 0) != switches and not self._stop.is_set():
+        if (self.embeddings.generation or 0) != switches and not self._stop.is_set():
             # The fallback took over mid-run: the index belongs to the failed provider's
             # model, so rebuild it for the fallback's and embed again (the cache makes a
             # repeat cheap). One retry: a second switch cannot happen (it is sticky).
@@ -446,7 +399,7 @@ class Memory:
         keeps one namespace per agent, whose cache does not depend on the path. None
         when this index's cache already holds at least as many rows as chunks wait.
         """
-        if self.config.store.backend != "sqlite" or not self.config.cache.enabled:
+        if not self.store.folder_cache() or not self.config.cache.enabled:
             return None
         # Asked only while this cache knows fewer texts than wait for a vector (a new
         # folder, or its interrupted first run): an ordinary sync of a few new chunks
@@ -519,7 +472,7 @@ class Memory:
             self._backfill_thread = run.thread  # ``close`` gives it its grace period
         report, warning = run.wait()
         if run.stalled:  # not one batch came back: the provider counts as failing
-            self._provider_breaker(provider).failure(ProviderError(warning))
+            self.embeddings.breaker_for(provider).failure(ProviderError(warning))
         return report, warning
 
     def sync(
@@ -595,18 +548,21 @@ class Memory:
         return self._search(query, max_results, min_score).hits
 
     def _search(
-        self, query: str, max_results: int | None, min_score: float | None
-    ) -> _SearchResult:
+        self,
+        query: str,
+        max_results: int | None,
+        min_score: float | None,
+        *,
+        report: bool = False,
+    ) -> SearchRun:
         with observability.span("search", self.agent_id) as sp:
             sp.query_text(query, self.config.tracing.capture_query_text)
             if not self.config.enabled or not isinstance(query, str) or not query.strip():
-                result = _SearchResult([], KEYWORD_ONLY, None)
+                result = SearchRun([], KEYWORD_ONLY, None)
             else:
-                limit = self.config.query.results_wanted(max_results)
-                min_score = self.config.query.check_min_score(min_score)
-                sp.set(search_max_results=limit)
                 started = time.perf_counter()
-                result = self._search_locked(query, limit, min_score)
+                result = self._search_locked(query, max_results, min_score, report=report)
+                sp.set(search_max_results=result.limit)
                 try:  # telemetry and activation never fail a search
                     self.graph_engine.on_search(
                         result.hits, (time.perf_counter() - started) * 1000, query
@@ -622,8 +578,8 @@ class Memory:
             return result
 
     def _search_locked(
-        self, query: str, max_results: int, min_score: float | None
-    ) -> _SearchResult:
+        self, query: str, max_results: int | None, min_score: float | None, *, report: bool
+    ) -> SearchRun:
         with self._lock:
             if not self._published():
                 # Nothing published yet: build it (keyword search is ready when this
@@ -633,88 +589,18 @@ class Memory:
             elif self.config.sync.on_search and not self._state_read_only():
                 self._freshness.on_search()  # a background sync if dirty; never waits
             try:
-                return self._search_index(query, max_results, min_score)
+                self._open_store()
+                return self._agent_search.run(query, max_results, min_score, report=report)
             except IndexCorruptError as exc:
                 # Damage found past the header (a torn page): rebuild, then answer.
                 log.warning("the index is damaged (%s); rebuilding it from the notes", exc)
                 self._heal()
-                return self._search_index(query, max_results, min_score)
+                self._open_store()
+                return self._agent_search.run(query, max_results, min_score, report=report)
 
     def _heal(self) -> None:
         """Rebuild a damaged index from the Markdown files (moved aside if unreadable)."""
         self.sync(force=True, embeddings="background")
-
-    def _search_index(
-        self, query: str, max_results: int, min_score: float | None
-    ) -> _SearchResult:
-        # One query embedding per search, shared by this agent's index and every
-        # store.shared namespace (same provider and model by the identity check).
-        embedded: dict[tuple[str, str], list[float] | Exception] = {}
-        with self._read() as store:
-            # The vector leg embeds the question with the other names of what it names.
-            vector_query = query if self.provider is None else self._searcher.vector_text(store, query)
-            vector_leg, warning = self._vector_leg(store, vector_query, embedded=embedded)
-            outcome = self._searcher.search(
-                store,
-                query,
-                max_results=max_results,
-                min_score=min_score,
-                vector_leg=vector_leg,
-            )
-        # The vector leg timed out: keyword-only hits, said so (``partial``).
-        partial = any(isinstance(v, QueryTimeoutError) for v in embedded.values())
-        if not self.config.store.shared:
-            return _SearchResult(outcome.hits, outcome.mode, warning, partial)
-        hits = [dataclasses.replace(h, namespace=self.agent_id) for h in outcome.hits]
-        for name, hits_of in self._search_shared(query, max_results, min_score, embedded):
-            hits.extend(dataclasses.replace(h, namespace=name) for h in hits_of)
-        hits.sort(key=lambda h: (-h.score, h.namespace or "", h.path, h.start_line))
-        partial = partial or any(isinstance(v, QueryTimeoutError) for v in embedded.values())
-        return _SearchResult(hits[:max_results], outcome.mode, warning, partial)
-
-    def _search_shared(
-        self,
-        query: str,
-        max_results: int,
-        min_score: float | None,
-        embedded: dict[tuple[str, str], list[float] | Exception],
-    ) -> Iterator[tuple[str, list[SearchHit]]]:
-        """Hits from each ``store.shared`` namespace (read only; one never built is skipped)."""
-        for name in self.config.store.shared:
-            if name == self.agent_id:
-                continue
-            store, searcher = self._shared_store(name)
-            try:
-                if not store.published():
-                    continue
-                with store.read() as reader:
-                    vector_leg, _warning = self._vector_leg(
-                        reader, query, searcher, embedded=embedded
-                    )
-                    outcome = searcher.search(
-                        reader,
-                        query,
-                        max_results=max_results,
-                        min_score=min_score,
-                        vector_leg=vector_leg,
-                    )
-            except MemmwError as exc:  # a shared namespace never fails this agent's search
-                log.warning("shared namespace %s could not be searched: %s", name, exc)
-                continue
-            yield name, outcome.hits
-
-    def _shared_store(self, name: str) -> tuple[Store, Searcher]:
-        """The store and searcher of the ``store.shared`` namespace ``name`` (opened once)."""
-        if name not in self._shared:
-            self._shared[name] = (
-                create_store(
-                    self.config,
-                    db_path=default_db_path(self.state_dir, name, self.config.store.path),
-                    agent_id=name,
-                ),
-                Searcher(self.config),
-            )
-        return self._shared[name]
 
     def _namespace_workspace(self, namespace: str) -> Path:
         """The workspace whose notes the shared namespace ``namespace`` indexes.
@@ -728,7 +614,7 @@ class Memory:
             raise PathPolicyError(
                 f"namespace {namespace!r} is not shared with this agent (store.shared: {shared})"
             )
-        store, _searcher = self._shared_store(namespace)
+        store = self._agent_search.shared(namespace).store
         recorded: str | None = None
         try:
             if store.published():
@@ -753,102 +639,8 @@ class Memory:
         if not self._published():
             self.sync(embeddings="background")
         with self._lock, self._read() as store:
-            if (
-                self.provider is not None
-                and self.config.store.vector_backend != "sqlite-vec"
-                and self.config.store.backend != "postgres"  # HNSW in the server: no matrix
-            ):
-                dims = (store.identity() or {}).get("vectorDims")
-                self._searcher.vector_matrix(store, self.config.sources, dims)
-
-    def _vector_leg(
-        self,
-        store: StoreReader,
-        query: str,
-        searcher: Searcher | None = None,
-        *,
-        embedded: dict[tuple[str, str], list[float] | Exception] | None = None,
-    ) -> tuple[VectorLeg | None, str | None]:
-        """The vector leg for ``query``, or None (keyword only) with a warning if it failed.
-
-        ``searcher`` holds the vector matrix cache of ``store`` (default: this agent's);
-        ``embedded`` keeps the query's embedding by (provider, model) for the other
-        stores the same search reads.
-        """
-        searcher = searcher or self._searcher
-        provider = self.provider
-        if provider is None or not self.config.store.vector_enabled:
-            return None, None
-        memo = {} if embedded is None else embedded
-
-        def embed() -> list[float]:
-            # A failure is kept too: the next namespace must not wait out the provider
-            # again within the same search.
-            key = (provider.id, provider.model)
-            if key not in memo:
-                try:
-                    memo[key] = self._query_embedding(provider).embed(query)
-                except Exception as exc:
-                    memo[key] = exc
-            found = memo[key]
-            if isinstance(found, Exception):
-                raise found
-            return found
-
-        identity = store.identity() or {}
-        early: list[float] | None = None
-        if (
-            identity.get("provider") not in (None, provider.id)
-            and getattr(provider, "generation", None) == 0
-            and identity.get("vectorDims")
-        ):
-            # The index may have been embedded by the fallback after the primary failed
-            # in an earlier process: embedding the query tries the primary and switches.
-            try:
-                early = embed()
-            except Exception as exc:
-                return None, _keyword_only_warning(exc)
-        if identity.get("model") != provider.model or identity.get("provider") != provider.id:
-            # The provider switched (fallback) since the index was built: never mix two
-            # models' vectors; the next sync rebuilds.
-            return (
-                None,
-                "the embedding provider changed; vectors are rebuilt on the next sync",
-            )
-        dims = identity.get("vectorDims")
-        use_vec0 = self.config.store.vector_backend == "sqlite-vec"
-        # A large PostgreSQL namespace answers through its HNSW index, calibrated against
-        # the corpus centroid instead of the median (no vector read into the process).
-        centroid = None
-        if dims and self.config.store.backend == "postgres":
-            centroid = searcher.hnsw_centroid(store, self.config.sources)
-        if centroid is None and use_vec0:
-            if not dims:
-                return None, None
-            # The store answers through its own KNN index (sqlite-vec's vec0 table).
-            store.nearest([0.0] * int(dims), 1, self.config.sources)  # fail before embedding
-        elif centroid is None:
-            matrix = searcher.vector_matrix(store, self.config.sources, dims)
-            if not len(matrix):
-                return None, None
-        try:
-            qvec = np.asarray(early if early is not None else embed(), dtype=np.float32)
-        except Exception as exc:  # a dead, hung or failing provider degrades to keyword search
-            return None, _keyword_only_warning(exc)
-        qvec = np.where(np.isfinite(qvec), qvec, 0.0)
-        norm = float(np.linalg.norm(qvec))
-        if norm == 0.0:
-            return None, None
-        unit = qvec / norm
-        if centroid is not None:
-            sources = self.config.sources
-            median = float(unit @ centroid) if self.config.query.hybrid.calibrate_vectors else None
-            return (lambda limit: hnsw_hits(store, unit, limit, sources, median)), None
-        if use_vec0:
-            sources = self.config.sources
-            return (lambda limit: store.nearest(unit.tolist(), limit, sources)), None
-        calibrate = self.config.query.hybrid.calibrate_vectors
-        return (lambda limit: matrix.search(unit, limit, calibrate=calibrate)), None
+            if self.provider is not None:
+                self._agent_search.own.warm(store)
 
     def search_result(
         self, query: str, max_results: int | None = None, min_score: float | None = None
@@ -858,24 +650,8 @@ class Memory:
         :func:`memmw.agent.tools.search_payload` renders it as the ``memory_search``
         payload (what ``memmw search --json`` prints).
         """
-        result = self._search(query, max_results, min_score)
-        provider = self.provider
-        selection = self.selection
-        fallback = selection.fallback_from or getattr(provider, "fallback_from", None)
-        return SearchResult(
-            hits=result.hits,
-            mode=result.mode,
-            provider=provider.id if provider is not None else "none",
-            model=provider.model if provider is not None else "fts-only",
-            fallback_from=fallback,
-            fallback_reason=(
-                selection.fallback_reason or getattr(provider, "fallback_reason", None)
-                if fallback
-                else None
-            ),
-            warning=result.warning,
-            partial=result.partial,
-        )
+        run = self._search(query, max_results, min_score, report=True)
+        return run.report or self._agent_search.result(run)
 
     def get(
         self,
@@ -1065,10 +841,10 @@ class Memory:
             }
         provider = selection.provider
         embedding: dict[str, Any] = selection.to_dict()
-        embedding["dims"] = getattr(provider, "dims", None)
-        if provider is not None and getattr(provider, "fallback_from", None):
-            embedding["fallback_from"] = provider.fallback_from  # type: ignore[attr-defined]
-            embedding["fallback_reason"] = provider.fallback_reason  # type: ignore[attr-defined]
+        embedding["dims"] = self.embeddings.dims
+        if isinstance(provider, SwitchingProvider) and provider.fallback_from:
+            embedding["fallback_from"] = provider.fallback_from
+            embedding["fallback_reason"] = provider.fallback_reason
         vector: dict[str, Any] = {
             "enabled": provider is not None and self.config.store.vector_enabled
         }
@@ -1098,8 +874,8 @@ class Memory:
                     vector["lastError"] = json.loads(stored_error).get("error")
         if self._backfill_report is not None and self._backfill_report.error:
             vector["lastError"] = self._backfill_report.error
-        if self._breaker is not None:
-            embedding["circuit"] = self._breaker.to_dict()
+        if self.embeddings.breaker is not None:
+            embedding["circuit"] = self.embeddings.breaker.to_dict()
         if deep and provider is not None:
             embedding["probe"] = self.probe_embedding("memmw status probe")
         return {"embedding": embedding, "vector": vector, "cache": cache}
@@ -1112,25 +888,13 @@ class Memory:
         (``remote.query_timeout_s``), so ``status --deep`` and ``doctor`` never hang
         on a hung provider. Returns ``{ok, dims, ms}`` or ``{ok: False, error}``.
         """
-        provider = self.provider
-        if provider is None:
-            return {"ok": False, "error": "no embedding provider (keyword-only)"}
-        started = time.perf_counter()
-        try:
-            vector = self._query_embedding(provider).embed(text, reuse_late=False)
-        except Exception as exc:
-            return {"ok": False, "error": redact_secrets(f"{type(exc).__name__}: {exc}")}
-        return {
-            "ok": True,
-            "dims": len(vector),
-            "ms": round((time.perf_counter() - started) * 1000, 1),
-        }
+        return self.embeddings.probe(text)
 
     # -- knowledge graph (issue 13) ----------------------------------------------------
     def facts(
         self,
         query: str,
-        max_results: int = 10,
+        max_results: int = FACT_SEARCH_MAX_RESULTS,
         *,
         include_history: bool | None = None,
         include_private: bool = True,

@@ -12,9 +12,10 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from memmw.chat_type import PRINCIPAL_PATTERN, check_principal_id
+from memmw.config import Source
 from memmw.engine.memory import Memory
 from memmw.errors import MemmwError
 from memmw.workspace.layout import PRINCIPALS_DIR, fold_path, principal_dir, principal_of
@@ -112,8 +113,7 @@ def _index_rows(memory: Memory) -> dict[str, list[int]]:
     """``{principal: [files, chunks, facts]}`` from the index (every source)."""
     out: dict[str, list[int]] = {}
     with memory.store.read() as reader:
-        present = reader.sources_present()
-        for source in sorted(present):
+        for source in get_args(Source):  # whatever this config indexes now
             for path in reader.file_records(source):
                 who = _owner_of(path, source)
                 if who is not None:
@@ -123,7 +123,7 @@ def _index_rows(memory: Memory) -> dict[str, list[int]]:
             who = principal_of(fold_path(str(fact[6])))
             if who is not None:
                 out.setdefault(who, [0, 0, 0])[2] += 1
-        for source in sorted(present):
+        for source in get_args(Source):
             ids = reader.chunk_rowids([source])
             for chunk in reader.chunks(ids).values():
                 who = _owner_of(chunk.path, source)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memmw.config import ExtraPath
+from memmw.config import FACT_MATCH_THRESHOLD, FACT_SEARCH_MAX_RESULTS, ExtraPath
 from memmw.errors import (
     FileBusyError,
     ForgetError,
@@ -27,8 +27,8 @@ from memmw.errors import (
 )
 from memmw.graph.model import Graph, load_graph
 from memmw.graph.search import FactHit, search_facts
-from memmw.graph.syntax import normalize_key, normalize_name, retract_line
 from memmw.graph.telemetry import TelemetryLog, recall_fields
+from memmw.notes.syntax import normalize_key, normalize_name, retract_line
 from memmw.store.protocol import GraphRows, Store
 from memmw.types import SearchHit
 from memmw.workspace.files import LineEdit, resolve_read_path, write_note
@@ -156,8 +156,8 @@ class GraphEngine:
         self,
         query: str,
         *,
-        max_results: int = 10,
-        threshold: float = 65.0,
+        max_results: int = FACT_SEARCH_MAX_RESULTS,
+        threshold: float = FACT_MATCH_THRESHOLD,
         include_history: bool | None = None,
         include_private: bool = True,
         now: float | None = None,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from memmw.graph.syntax import implicit_aliases, normalize_name
+from memmw.notes.syntax import implicit_aliases, normalize_name
 from memmw.store.protocol import GraphRows
 from memmw.text.analysis import has_cjk, terms
 from memmw.workspace.files import is_private_path

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from memmw.config import FACT_MATCH_THRESHOLD, FACT_SEARCH_MAX_RESULTS
 from memmw.graph.model import Fact, Graph, Relation, importance_of, retained, tier
-from memmw.graph.syntax import normalize_name
+from memmw.notes.syntax import normalize_name
 from memmw.text.analysis import STOP_WORDS, normalize, query_terms, terms
 from memmw.text.translit import to_latin
 
@@ -50,7 +51,7 @@ HISTORY_WORDS = frozenset(
     "avant antes".split()
 )
 #: Fuzzy matches must reach this (0..100); names in lower case need a closer match.
-DEFAULT_THRESHOLD = 65
+DEFAULT_THRESHOLD = FACT_MATCH_THRESHOLD
 LOWERCASE_FUZZY_MIN = 85
 
 
@@ -305,7 +306,7 @@ def search_facts(
     graph: Graph,
     query: str,
     *,
-    max_results: int = 10,
+    max_results: int = FACT_SEARCH_MAX_RESULTS,
     threshold: float = DEFAULT_THRESHOLD,
     include_history: bool | None = None,
     include_private: bool = True,

@@ -24,6 +24,7 @@ from memmw.workspace.layout import (
     principal_curated_files,
     principal_dir,
 )
+from memmw.workspace.reading import CAPS
 
 if TYPE_CHECKING:
     from memmw.agent.tools import MemoryBackend
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Files larger than this are not loaded at all (as the reference's raw read cap).
-RAW_READ_CAP_BYTES = 2 * 1024 * 1024
 #: Below this many remaining characters no further file is started.
 MIN_REMAINING_CHARS = 64
 #: Slugged session archives loaded per date, newest first.
@@ -206,7 +206,7 @@ def build_bootstrap(
             continue
         try:
             size = abs_path.stat().st_size
-            if size > RAW_READ_CAP_BYTES:
+            if size > CAPS.prompt:
                 log.warning("bootstrap: %s is larger than %d bytes; not loaded", rel, size)
                 omitted.append(rel)
                 truncated = True
@@ -416,7 +416,6 @@ def bootstrap_stamp(
 # Startup context on a bare /new or /reset (reference 8.3)
 
 STARTUP_DAYS = 2
-STARTUP_MAX_FILE_BYTES = 16_384
 STARTUP_MAX_FILE_CHARS = 1_200
 STARTUP_MAX_TOTAL_CHARS = 2_800
 STARTUP_HEADING = "## Recent daily memory (startup context)"
@@ -455,7 +454,7 @@ def build_startup_context(
     today: dt.date,
     utc_today: dt.date | None = None,
     days: int = STARTUP_DAYS,
-    max_file_bytes: int = STARTUP_MAX_FILE_BYTES,
+    max_file_bytes: int = CAPS.startup,
     max_file_chars: int = STARTUP_MAX_FILE_CHARS,
     max_total_chars: int = STARTUP_MAX_TOTAL_CHARS,
     access: SessionAccess | None = None,

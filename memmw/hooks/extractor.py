@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from memmw.hooks.registry import HookCallback, HookContext
+from memmw.workspace.reading import read_markdown
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ def extractor_hook(memory: Any, extractor: Callable[[str], Any]) -> HookCallback
         if not path:
             return
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_markdown(Path(path))[0]
             rel = Path(os.path.relpath(path, memory.workspace)).as_posix()
             written, count = memory.extract_facts(text, extractor, path=rel)
             log.info("extractor proposed %d facts for %s", count, written)

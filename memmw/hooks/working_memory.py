@@ -10,25 +10,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memmw.config import ActiveMemoryConfig
-from memmw.errors import PathPolicyError
-from memmw.redaction import redact_secrets
 from memmw.text.analysis import utf16_len
 from memmw.workspace.access import SessionAccess
-from memmw.workspace.files import atomic_write_text
-from memmw.workspace.layout import WORKING_MEMORY_FILE
-from memmw.workspace.locks import exclusive_lock
+from memmw.workspace.active_context import ACTIVE_CONTEXT
+from memmw.workspace.active_context import write_active_context as write_active_context
+from memmw.workspace.reading import CAPS
 
 if TYPE_CHECKING:  # bootstrap imports this module
     from memmw.hooks.bootstrap import BootstrapContext
 
 log = logging.getLogger(__name__)
 
-ACTIVE_CONTEXT = WORKING_MEMORY_FILE
 SOUL = "SOUL.md"
 PROJECT_PREFIX = "project-"
 HEADING = "## Working Memory"
-#: Files larger than this are not loaded (as the bootstrap's raw read cap).
-RAW_READ_CAP_BYTES = 2 * 1024 * 1024
 
 
 def _regular(path: Path) -> bool:
@@ -36,25 +31,6 @@ def _regular(path: Path) -> bool:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
         return False
-
-
-def write_active_context(workspace: Path, text: str) -> int:
-    """Replace ``active-context.md`` (overwrite semantics: it holds only the present).
-
-    The write is atomic (a crash leaves the old or the new file) and refuses symlinks.
-
-    Returns:
-        Characters written.
-    """
-    path = Path(workspace) / ACTIVE_CONTEXT
-    if path.is_symlink():
-        raise PathPolicyError(f"{ACTIVE_CONTEXT}: refusing to write through a symlink")
-    text = redact_secrets(text)  # written from the conversation: the one redaction pass
-    body = text if text.endswith("\n") or not text else text + "\n"
-    with exclusive_lock(path.parent):
-        atomic_write_text(path, body)
-    log.info("active context replaced (%d chars)", len(body))
-    return len(body)
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool]:
@@ -115,7 +91,7 @@ def working_memory_section(
     project_left = config.project_max_chars
     for label, path, budget in working_files(workspace, config, private=private):
         try:
-            if path.stat().st_size > RAW_READ_CAP_BYTES:
+            if path.stat().st_size > CAPS.prompt:
                 truncated = True
                 continue
             read = gate.prompt_text(str(path))

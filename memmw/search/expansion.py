@@ -3,7 +3,7 @@ present-tense questions see the newer of two statements about the same subject f
 
 Names come from the knowledge graph the index derives from the Markdown (no model):
 headings and People / Projects bullets, ``Name (nick)``, ``aka``, ``goes by``, roles such
-as ``our CTO`` (``memmw.graph.syntax``), first names, and names in Cyrillic or Greek read
+as ``our CTO`` (``memmw.notes.syntax``), first names, and names in Cyrillic or Greek read
 in Latin letters. A query term that names an entity is searched as the union of the
 entity's names (one synonym group: BM25 counts it as one query term), so ``our CTO``
 finds the note that says ``Dima``.
@@ -20,7 +20,7 @@ from typing import TypeVar
 import numpy as np
 
 from memmw.graph.model import Graph, load_graph
-from memmw.graph.syntax import normalize_name
+from memmw.notes.syntax import normalize_name
 from memmw.store.protocol import Postings, StoreReader
 from memmw.text.analysis import STOP_WORDS, normalize, query_terms
 from memmw.text.translit import to_latin

@@ -198,11 +198,6 @@ def _top(slots: list[np.ndarray], scores: np.ndarray, limit: int, arena: Arena) 
     return above
 
 
-def fts_quote(term: str) -> str:
-    """Quote one term for an FTS5 MATCH expression (no user input can break the syntax)."""
-    return '"' + term.replace('"', '""') + '"'
-
-
 def fts_search(
     store: StoreReader, query_terms: Sequence[str], limit: int, sources: Sequence[str]
 ) -> list[KeywordHit]:
@@ -226,16 +221,17 @@ def fts_search(
         if not unique:
             return sorted(found.values(), key=lambda h: -h.bm25)[:limit]
 
-    def run(match: str) -> None:
-        for rowid, rank in store.fts_search(match, limit, sources):
+    def run(probe: list[str]) -> None:
+        every = len(probe) > 1
+        for rowid, rank in store.fts_search(probe, limit, sources, require_all=every):
             bm25 = -float(rank)
-            matched = len(unique) if " AND " in match or len(unique) == 1 else 1
+            matched = len(unique) if every or len(unique) == 1 else 1
             prev = found.get(rowid)
             if prev is None or bm25 > prev.bm25:
                 found[rowid] = KeywordHit(rowid, bm25, max(matched, prev.matched if prev else 0))
 
-    run(" AND ".join(fts_quote(t) for t in unique))
+    run(unique)
     if len(found) < limit:
         for term in unique[:MAX_PROBES]:
-            run(fts_quote(term))
+            run([term])
     return sorted(found.values(), key=lambda h: -h.bm25)[:limit]

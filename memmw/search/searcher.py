@@ -10,8 +10,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-import numpy as np
-
 from memmw.config import MemoryConfig, candidate_count
 from memmw.search.expansion import (
     AliasIndex,
@@ -28,24 +26,15 @@ from memmw.store.arena import Arena
 from memmw.store.protocol import EMPTY_POSTINGS as EMPTY
 from memmw.store.protocol import ChunkRow, StoreReader
 from memmw.store.terms import term_hash
-from memmw.store.vectors import VectorMatrix, calibrated
+from memmw.store.vectorsearch import VectorLeg
 from memmw.text.analysis import normalize, query_terms
 from memmw.types import KEYWORD_ONLY, SearchHit, citation_for
 
 log = logging.getLogger(__name__)
 
-#: Vectors from which a store that has an HNSW index (PostgreSQL) answers the vector leg
-#: itself, calibrated against the corpus centroid (an approximation of the query's median
-#: cosine). Below it the vectors are read once per generation and searched exactly, which
-#: is cheap and gives the same scores as SQLite.
-HNSW_MIN_VECTORS = 10_000
-
 #: The lowest score a search shows unless its caller asked for less: below it a score
 #: prints as 0.000.
 SHOWN_MIN = 0.0005
-
-#: ``(limit) -> [(rowid, cosine similarity)]``, best first.
-VectorLeg = Callable[[int], list[tuple[int, float]]]
 
 
 @dataclass
@@ -159,22 +148,12 @@ def _keep_best_semantic(
     return [best if i == weakest else c for i, c in enumerate(chosen)]
 
 
-def _vectors_written(store: StoreReader, sources: Sequence[str]) -> tuple[object, ...]:
-    """What changes whenever the stored vectors of ``sources`` may have (a cache key).
-
-    The epoch is the rebuild id: counters restart after a reset, the epoch never repeats,
-    so a long-lived process never keeps another index's vectors.
-    """
-    return (
-        store.generation(),
-        store.get_meta("vector_generation"),
-        tuple(sources),
-        store.get_meta("epoch"),
-    )
-
-
 class Searcher:
-    """Runs searches over one index (keyword statistics and postings are read per query)."""
+    """Ranks one index's answer to a query: both legs, fusion, decay, MMR, snippets.
+
+    Keyword statistics and postings are read per query; the vector leg comes ready-made
+    (``memmw.search.retriever`` binds the query vector to the store's vector index).
+    """
 
     def __init__(self, config: MemoryConfig) -> None:
         """Create a searcher.
@@ -183,12 +162,8 @@ class Searcher:
             config: Memory settings.
         """
         self.config = config
-        self._vectors: VectorMatrix | None = None
-        self._vectors_key: tuple[object, ...] | None = None
-        self._centroid: tuple[np.ndarray, int] | None = None
-        self._centroid_key: tuple[object, ...] | None = None
-        self._lock = threading.Lock()
         self._local = threading.local()  # each thread's search arena
+        self._lock = threading.Lock()
         self._aliases: tuple[tuple[object, ...], AliasIndex] | None = None
 
     def _arena(self) -> Arena:
@@ -200,10 +175,8 @@ class Searcher:
         return arena
 
     def invalidate(self) -> None:
-        """Forget the cached vectors (the index file was replaced or its WAL lost)."""
+        """Forget the entity names read from the index (the index file was replaced)."""
         with self._lock:
-            self._vectors = self._vectors_key = None
-            self._centroid = self._centroid_key = None
             self._aliases = None
 
     def vector_text(self, store: StoreReader, query: str) -> str:
@@ -226,31 +199,6 @@ class Searcher:
         with self._lock:
             self._aliases = (key, index)
         return index
-
-    def vector_matrix(
-        self, store: StoreReader, sources: Sequence[str], dims: int | None
-    ) -> VectorMatrix:
-        """Stored vectors of the current generation (reloaded when a sync or backfill wrote)."""
-        key = (*_vectors_written(store, sources), dims)
-        with self._lock:
-            if self._vectors is None or self._vectors_key != key:
-                self._vectors = store.vector_matrix(sources, dims)
-                self._vectors_key = key
-            return self._vectors
-
-    def hnsw_centroid(self, store: StoreReader, sources: Sequence[str]) -> np.ndarray | None:
-        """Mean stored vector of ``sources`` when there are enough vectors to search them by
-        HNSW in the server (``HNSW_MIN_VECTORS``), else None; cached until a sync or backfill
-        writes."""
-        key = _vectors_written(store, sources)
-        with self._lock:
-            if self._centroid_key != key:
-                self._centroid = store.vector_centroid(sources)
-                self._centroid_key = key
-            summary = self._centroid
-        if summary is None or summary[1] < HNSW_MIN_VECTORS:
-            return None
-        return summary[0]
 
     def search(
         self,
@@ -492,10 +440,3 @@ class Searcher:
             importance=chunk.importance,
         )
 
-
-def hnsw_hits(
-    store: StoreReader, unit: np.ndarray, limit: int, sources: Sequence[str], median: float | None
-) -> list[tuple[int, float]]:
-    """The store's own nearest vectors (HNSW), calibrated against ``median`` when given."""
-    hits = store.nearest(unit.tolist(), limit, sources)
-    return hits if median is None else calibrated(hits, median)

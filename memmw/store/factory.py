@@ -17,14 +17,20 @@ def create_store(
     agent_id: str = "main",
     on_reopen: Callable[[], None] | None = None,
 ) -> Store:
-    """The store for ``config``: the SQLite file ``db_path``, or with ``store.backend =
+    """The store for ``config``: the SQLite file ``db_path``, with ``store.backend =
     "postgres"`` the agent's namespace in the database of ``store.dsn`` /
-    ``$MEMMW_STORE_DSN``. Only the chosen backend's package is imported.
+    ``$MEMMW_STORE_DSN``, with ``"memory"`` an index in this process (shared by the
+    agents of ``db_path``'s folder). Only the chosen backend's package is imported.
     """
     if config.store.backend == "postgres":
         from memmw.store.postgres.backend import create_postgres_store
 
         return create_postgres_store(config, agent_id=agent_id)
+    if config.store.backend == "memory":
+        from memmw.store.inmemory import InMemoryStore, process_backend
+
+        # The agents of one state folder share one in-process "database".
+        return InMemoryStore(process_backend(str(db_path.parent)), agent_id=agent_id)
     from memmw.store.sqlite.backend import SqliteStore
 
     return SqliteStore(

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from memmw.graph.provenance import provenance_for
-from memmw.graph.syntax import ParsedNote, implicit_aliases, normalize_key, normalize_name
+from memmw.notes.provenance import provenance_for
+from memmw.notes.syntax import ParsedNote, implicit_aliases, normalize_key, normalize_name
 
 #: Activation of an entry the first time sync sees it (the bottom of "warm").
 INITIAL_ACTIVATION = 1.0

@@ -13,8 +13,8 @@ import numpy as np
 from memmw.store.arena import FRESH, Arena
 
 if TYPE_CHECKING:
-    from memmw.graph.syntax import ParsedNote
-    from memmw.store.vectors import VectorMatrix
+    from memmw.notes.syntax import ParsedNote
+    from memmw.store.vectorsearch import VectorCache, VectorIndex
     from memmw.text.chunking import Chunk
 
 # -- values -------------------------------------------------------------------------------
@@ -216,10 +216,6 @@ class StoreReader(Protocol):
         """``{path: (hash, mtime, size)}`` of the indexed files of ``source``."""
         ...
 
-    def sources_present(self) -> set[str]:
-        """Sources that have at least one indexed file."""
-        ...
-
     # chunks and the search legs
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
         """Chunks by rowid (missing ids are absent from the result)."""
@@ -227,10 +223,6 @@ class StoreReader(Protocol):
 
     def chunk_rowids(self, sources: Sequence[str]) -> list[int]:
         """Rowids of every chunk of ``sources``, ascending."""
-        ...
-
-    def chunk_count(self, sources: Sequence[str]) -> int:
-        """Chunks of ``sources``."""
         ...
 
     def postings(
@@ -247,11 +239,14 @@ class StoreReader(Protocol):
         """``(live chunks, total terms)`` of ``sources`` (BM25's N and average length)."""
         ...
 
-    def fts_search(self, match: str, limit: int, sources: Sequence[str]) -> list[tuple[int, float]]:
-        """``(rowid, rank)`` for a full-text expression, best (lowest rank) first.
+    def fts_search(
+        self, terms: Sequence[str], limit: int, sources: Sequence[str], *, require_all: bool
+    ) -> list[tuple[int, float]]:
+        """``(rowid, rank)`` of the chunks holding every one of ``terms`` (``require_all``)
+        or any of them, best (lowest rank) first; rank is negative BM25.
 
-        ``match`` is FTS5 syntax as built by ``memmw.search.keyword``: double-quoted terms
-        joined by `` AND ``, or one quoted term. Rank is negative BM25.
+        Terms are plain strings: each store builds its own query from them (SQLite an
+        FTS5 expression of quoted terms), so no query dialect crosses this seam.
         """
         ...
 
@@ -261,27 +256,24 @@ class StoreReader(Protocol):
         """``(rowid, how many needles occur in the text)``, most first, then rowid."""
         ...
 
-    def nearest(
-        self, vector: Sequence[float], k: int, sources: Sequence[str]
-    ) -> list[tuple[int, float]]:
-        """The ``k`` stored vectors of ``sources`` nearest ``vector``: ``(rowid, cosine)``, best first."""
-        ...
-
     def vector_rows(self, sources: Sequence[str]) -> list[tuple[int, bytes]]:
         """``(rowid, unit float32 little-endian vector)`` of every stored vector, by rowid."""
         ...
 
-    def vector_matrix(self, sources: Sequence[str], dims: int | None) -> VectorMatrix:
-        """Every stored vector of ``sources`` as one matrix (only ``dims``-long ones when
-        given): what the in-process vector leg searches."""
+    def vector_index(
+        self, sources: Sequence[str], dims: int | None, cache: VectorCache, *, calibrate: bool
+    ) -> VectorIndex | None:
+        """The one vector-search capability: the path that answers this index's vector leg
+        (HNSW, the store's own KNN or the in-process matrix, chosen by the store; see
+        :mod:`memmw.store.vectorsearch`), or None when there are no vectors to search.
+
+        Called before the query is embedded; ``cache`` keeps the matrix between searches.
+        """
         ...
 
-    def vector_centroid(self, sources: Sequence[str]) -> tuple[np.ndarray, int] | None:
-        """``(mean, count)`` of the stored unit vectors of ``sources``; None when there are none.
-
-        A query's cosine with the mean approximates its median cosine with the corpus (the
-        calibration statistic) without reading every vector, for a search by HNSW.
-        """
+    def warm_vectors(self, sources: Sequence[str], dims: int | None, cache: VectorCache) -> None:
+        """Load what the vector leg reads into ``cache`` now (nothing for a server-side
+        index), so the first search does not pay for it."""
         ...
 
     def newest_decay_ts(self) -> float | None:
@@ -463,6 +455,11 @@ class Store(Protocol):
 
     def features(self) -> dict[str, bool]:
         """Backend capabilities by name (cheap; for ``status --deep``)."""
+        ...
+
+    def folder_cache(self) -> bool:
+        """True when the embedding cache lives in the state folder (a SQLite file): a moved
+        workspace's new folder may then find its vectors in the other folders' caches."""
         ...
 
     def open(self) -> bool:

@@ -9,7 +9,7 @@ from typing import Protocol
 
 import numpy as np
 
-from memmw.errors import ProviderError
+from memmw.errors import InvalidVectorError as InvalidVectorError
 
 
 class Embedder(Protocol):
@@ -24,10 +24,6 @@ class Embedder(Protocol):
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]: ...
 
     def cache_key_data(self) -> dict[str, object]: ...
-
-
-class InvalidVectorError(ProviderError):
-    """A provider answered with a vector that must not be stored (NaN, zero, wrong size)."""
 
 
 def vector_problem(vector: Sequence[float] | np.ndarray, dims: int | None) -> str | None:

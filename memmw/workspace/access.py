@@ -49,6 +49,7 @@ from memmw.workspace.layout import (
     principal_dir,
     principal_of,
 )
+from memmw.workspace.reading import read_prompt_bytes
 from memmw.workspace.transcripts import transcript_principal
 
 #: How long a gate trusts its list of private files' identities (seconds).
@@ -360,13 +361,9 @@ class SessionAccess:
         """
         if not self.may_read(rel):
             return None
-        abs_path = self.workspace / rel
-        if not stat.S_ISREG(os.lstat(abs_path).st_mode):
+        read = read_prompt_bytes(self.workspace / rel, max_bytes)
+        if read is None:
             return None
-        with abs_path.open("rb") as fh:
-            data = fh.read(max_bytes + 1) if max_bytes is not None else fh.read()
-        more = max_bytes is not None and len(data) > max_bytes
-        if more:
-            data = data[:max_bytes]
+        data, more = read
         return inert_memory_text(data.decode("utf-8", errors="replace")), more
 

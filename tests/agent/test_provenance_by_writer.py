@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 from memmw import Memory, MemoryConfig
 from memmw.agent.tools import build_memory_tools, tools_by_name
 from memmw.config import ActiveMemoryConfig
-from memmw.graph.provenance import provenance_for
 from memmw.hooks.active_memory import ActiveMemory
 from memmw.hooks.bootstrap import run_bootstrap
 from memmw.middleware import MemoryMiddleware
+from memmw.notes.provenance import provenance_for
 from memmw.text.tokens import TokenCounter
 
 from ..conftest import write

@@ -19,6 +19,8 @@ from memmw.agent.tools import (
 from memmw.config import MemoryConfig
 from memmw.engine.memory import Memory
 
+from ..conftest import make_memory
+
 NOW = dt.datetime(2026, 3, 10, 23, 30, tzinfo=dt.timezone.utc)  # already the 11th in Paris
 
 
@@ -28,14 +30,13 @@ def clock() -> dt.datetime:
 
 @pytest.fixture
 def memory(tmp_path: Path) -> Iterator[Memory]:
-    ws = tmp_path / "ws"
-    (ws / "memory").mkdir(parents=True)
-    (ws / "MEMORY.md").write_text("# Memory\n\n- The gateway listens on port 8443.\n")
     lines = "\n".join(f"line {i}" for i in range(1, 301))
-    (ws / "memory" / "2026-03-01.md").write_text(lines + "\n")
-    mem = Memory(
-        workspace=ws,
-        state_dir=tmp_path / "state",
+    mem = make_memory(
+        tmp_path,
+        {
+            "MEMORY.md": "# Memory\n\n- The gateway listens on port 8443.\n",
+            "memory/2026-03-01.md": lines + "\n",
+        },
         config=MemoryConfig(provider="none", user_timezone="Europe/Paris"),
     )
     yield mem

@@ -119,7 +119,7 @@ def test_a_search_on_a_hung_provider_answers_keyword_only_and_says_the_vector_le
         # The late answer arrives: kept for the next identical query (no new request).
         hangable.release.set()
         deadline = time.monotonic() + 30
-        while not mem._query_embedding(mem.provider)._kept(QUERY):  # type: ignore[arg-type]
+        while not mem.embeddings.query_embedder(mem.provider)._kept(QUERY):  # type: ignore[arg-type]
             assert time.monotonic() < deadline, "the late answer was never kept"
             time.sleep(0.02)
         sent = hangable.embedding_requests()

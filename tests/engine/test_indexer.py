@@ -26,15 +26,17 @@ import memmw
 from memmw import Memory, MemoryConfig, StoreConfig
 from memmw.config import ChunkingConfig, ExtraPath, SyncConfig
 from memmw.engine import indexer as sync_mod
-from memmw.engine.indexer import Indexer, decay_timestamp, read_markdown
+from memmw.engine.indexer import Indexer, decay_timestamp
 from memmw.errors import FileReadError, IndexBusyError, IndexStoreError
 from memmw.store.protocol import chunk_id
 from memmw.store.sqlite.store import IndexStore
 from memmw.text.chunking import chunk_text
 from memmw.text.lines import NOT_LINE_BREAKS
 from memmw.types import ReadResult, SyncReport
+from memmw.workspace import reading as reading_mod
 from memmw.workspace.files import WorkspaceFile
 from memmw.workspace.locks import exclusive_lock
+from memmw.workspace.reading import ReadCaps, read_markdown
 from memmw.workspace.transcripts import sessions_dir
 
 from ..conftest import write
@@ -116,7 +118,7 @@ def test_read_markdown_reads_past_the_size_fstat_gave(tmp_path: Path, monkeypatc
     # The size recorded is the size of the bytes hashed (forget checks a note against both).
     assert text.encode() == data and digest == hashlib.sha256(data).hexdigest()
     assert size == len(data)
-    monkeypatch.setattr(sync_mod, "MAX_FILE_BYTES", len(data) - 1)
+    monkeypatch.setattr(reading_mod, "CAPS", ReadCaps(index=len(data) - 1))
     with pytest.raises(FileReadError, match="larger than"):
         read_markdown(path)
 
@@ -142,7 +144,7 @@ def test_an_unchanged_note_is_hashed_not_decoded_again(ws: Path, tmp_path: Path,
 
 def test_read_markdown_refuses_huge_and_missing_files(tmp_path: Path, monkeypatch) -> None:
     path = write(tmp_path / "big.md", "x" * 100)
-    monkeypatch.setattr(sync_mod, "MAX_FILE_BYTES", 50)
+    monkeypatch.setattr(reading_mod, "CAPS", ReadCaps(index=50))
     with pytest.raises(FileReadError, match="larger than"):
         read_markdown(path)
     with pytest.raises(FileReadError, match="unreadable"):
@@ -316,7 +318,7 @@ def test_broken_files_are_reported_and_skipped(ws: Path, tmp_path: Path, monkeyp
         return original(path, flags, *args)
 
     monkeypatch.setattr(os, "open", os_open)
-    monkeypatch.setattr(sync_mod, "MAX_FILE_BYTES", 300)
+    monkeypatch.setattr(reading_mod, "CAPS", ReadCaps(index=300))
     with open_memory(ws, tmp_path / "state") as mem:
         report = mem.sync()
         issues = {i.path: i.reason for i in report.issues}
@@ -520,7 +522,7 @@ def test_rebuild_that_would_publish_an_empty_index_is_refused(ws: Path, tmp_path
         def unreadable(path: Path):
             raise FileReadError("unreadable: Input/output error")
 
-        monkeypatch.setattr(sync_mod, "read_markdown", unreadable)
+        monkeypatch.setattr(sync_mod, "read_note_bytes", unreadable)
         with pytest.raises(IndexStoreError, match="kept the previous index"):
             mem.sync(force=True)
         assert results(mem, QUERIES) == before
@@ -1118,7 +1120,7 @@ def test_hostile_files_and_lines_never_stop_the_sync(
     for name, lines in transcripts.items():
         _transcript(state, name, [data for _kind, data in lines], end)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sync_mod, "MAX_FILE_BYTES", 4096)
+        mp.setattr(reading_mod, "CAPS", ReadCaps(index=4096))
         mp.setattr(transcripts_mod, "MAX_TRANSCRIPT_LINE_BYTES", 8192)
         with Memory(workspace=root, state_dir=state, config=SESSIONS) as mem:
             report = mem.sync()  # never raises

@@ -14,9 +14,7 @@ from memmw.agent.tools import search_payload
 from memmw.config import ReadConfig
 from memmw.errors import ConfigError, IndexCorruptError, PathPolicyError
 
-from ..conftest import write
-
-KEYWORD_ONLY = MemoryConfig(provider="none")
+from ..conftest import KEYWORD_ONLY, make_memory, write
 
 
 @pytest.fixture()
@@ -31,7 +29,7 @@ def ws(tmp_path: Path) -> Path:
 
 @pytest.fixture()
 def mem(ws: Path, tmp_path: Path):
-    with Memory(workspace=ws, state_dir=tmp_path / "state", config=KEYWORD_ONLY) as m:
+    with make_memory(tmp_path, workspace=ws) as m:
         yield m
 
 

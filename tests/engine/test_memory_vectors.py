@@ -242,7 +242,7 @@ def test_bad_vectors_are_never_stored_or_cached(
     ws: Path, tmp_path: Path, bad: list[float], why: str
 ) -> None:
     with Memory(ws, tmp_path / "s", config=FAKE) as mem:
-        mem._selection = dataclasses.replace(mem.selection, provider=Lying(bad, dims=32))
+        mem.embeddings.selection = dataclasses.replace(mem.selection, provider=Lying(bad, dims=32))
         report = mem.sync()
         assert report.embedded == 3  # the heron chunk was refused
         assert count(mem.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 3
@@ -257,7 +257,7 @@ def test_bad_vectors_are_never_stored_or_cached(
 
 def test_a_server_that_changes_dimension_never_mixes_sizes(ws: Path, tmp_path: Path) -> None:
     with Memory(ws, tmp_path / "s", config=FAKE) as mem:
-        mem._selection = dataclasses.replace(mem.selection, provider=Lying([0.1] * 24, "otter", dims=32))
+        mem.embeddings.selection = dataclasses.replace(mem.selection, provider=Lying([0.1] * 24, "otter", dims=32))
         mem.sync()
         # The server now answers 24-dim vectors for the same model and endpoint.
         write(ws / "memory" / "2026-01-04.md", "The otter swims upstream.\n")
@@ -288,7 +288,7 @@ def test_vector_cache_follows_a_reset_even_when_counters_restart(ws: Path, tmp_p
     with Memory(ws, state, config=FAKE) as long_lived:
         long_lived.sync()
         long_lived.search("gateway")  # caches the vector matrix
-        cached = long_lived._searcher._vectors
+        cached = long_lived._agent_search.own.vectors._vectors
         assert cached is not None and len(cached) == 4
         # Another process: reset (delete the index) and index different notes.
         for suffix in ("", "-wal", "-shm"):
@@ -297,7 +297,7 @@ def test_vector_cache_follows_a_reset_even_when_counters_restart(ws: Path, tmp_p
         with Memory(ws, state, config=FAKE) as cli:
             cli.sync()
         long_lived.search("otter")
-        fresh = long_lived._searcher._vectors
+        fresh = long_lived._agent_search.own.vectors._vectors
         assert fresh is not cached
 
 

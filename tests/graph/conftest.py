@@ -10,7 +10,7 @@ import pytest
 from memmw import Memory, MemoryConfig
 from memmw.config import ActiveMemoryConfig
 
-from ..conftest import write
+from ..conftest import make_memory, use_store_backend, write
 
 MEMORY_MD = """# Memory
 
@@ -50,7 +50,13 @@ def ws(tmp_path: Path) -> Path:
 @pytest.fixture()
 def mem(ws: Path, tmp_path: Path) -> Iterator[Memory]:
     config = MemoryConfig(provider="none", active_memory=ActiveMemoryConfig(edit_tools=True))
-    m = Memory(workspace=ws, state_dir=tmp_path / "state", config=config)
-    m.sync()
+    m = make_memory(tmp_path, workspace=ws, config=config, sync=True)
     yield m
     m.close()
+
+
+@pytest.fixture(autouse=True, params=["sqlite", "memory"])
+def store_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every ``Memory`` of these tests runs once on SQLite and once on the in-memory store
+    (``store.backend = "memory"``), through the real store factory."""
+    return use_store_backend(request.param, monkeypatch)

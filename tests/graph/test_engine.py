@@ -104,7 +104,9 @@ def test_activation_rises_with_access_and_telemetry_is_logged(mem: Memory) -> No
     assert summary["by_event"]["facts"]["p95_ms"] >= summary["by_event"]["facts"]["p50_ms"]
 
 
-def test_activation_and_telemetry_degrade_on_a_read_only_state(mem: Memory, monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_activation_and_telemetry_degrade_on_a_read_only_state(mem: Memory, monkeypatch, caplog, store_backend) -> None:  # type: ignore[no-untyped-def]
+    if store_backend != "sqlite":
+        pytest.skip("simulates a read-only SQLite file")
     import sqlite3
 
     from memmw.store.sqlite import backend as engine_mod

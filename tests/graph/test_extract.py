@@ -10,7 +10,7 @@ from memmw import Memory, MemoryConfig
 from memmw.agent.prompts import FACT_SYNTAX_GUIDE
 from memmw.errors import PathPolicyError
 from memmw.graph.extract import ProposedFact, coerce_fact, render_facts, write_facts
-from memmw.graph.syntax import parse_note
+from memmw.notes.syntax import parse_note
 
 
 def test_rendered_facts_parse_back() -> None:

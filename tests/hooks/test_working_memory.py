@@ -11,11 +11,10 @@ from memmw import Memory, MemoryConfig
 from memmw.agent.tools import build_memory_tools, tools_by_name
 from memmw.config import ActiveMemoryConfig
 from memmw.hooks.bootstrap import run_bootstrap
-from memmw.hooks.working_memory import (
-    working_files,
-    working_memory_section,
-    write_active_context,
-)
+from memmw.hooks.working_memory import working_files, working_memory_section
+from memmw.workspace.active_context import write_active_context
+
+from ..conftest import make_memory
 
 
 @pytest.fixture()
@@ -33,7 +32,7 @@ def ws(tmp_path: Path) -> Path:
 @pytest.fixture()
 def mem(ws: Path, tmp_path: Path) -> Iterator[Memory]:
     config = MemoryConfig(provider="none", active_memory=ActiveMemoryConfig(edit_tools=True))
-    m = Memory(workspace=ws, state_dir=tmp_path / "state", config=config)
+    m = make_memory(tmp_path, workspace=ws, config=config)
     yield m
     m.close()
 

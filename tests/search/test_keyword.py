@@ -18,7 +18,6 @@ from memmw.search.keyword import (
     KeywordHit,
     bm25_search,
     bm25_to_score,
-    fts_quote,
     fts_search,
     idf,
 )
@@ -180,6 +179,8 @@ def test_bm25_to_score() -> None:
     [("tea", '"tea"'), ('a"b', '"a""b"'), ("NEAR(", '"NEAR("'), ("*", '"*"'), ("", '""')],
 )
 def test_fts_quote(term: str, quoted: str) -> None:
+    from memmw.store.sqlite.store import fts_quote
+
     assert fts_quote(term) == quoted
 
 

@@ -53,11 +53,24 @@ def postgres_factory(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFac
     return make
 
 
+def memory_factory(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
+    """The in-memory store: agents of one test share one backend (one "database")."""
+    from memmw.store.inmemory import InMemoryBackend, InMemoryStore
+
+    backend = InMemoryBackend()
+
+    def make(agent_id: str = "main") -> Store:
+        return InMemoryStore(backend, agent_id=agent_id)
+
+    return make
+
+
 #: Store implementations the conformance suite runs against, by name: ``factory(request,
 #: tmp_path) -> make``. PostgreSQL joins when ``MEMMW_TEST_PG_DSN`` is set (no skipped
 #: copies of every test otherwise).
 FACTORIES: dict[str, Callable[[pytest.FixtureRequest, Path], StoreFactory]] = {
-    "sqlite": sqlite_factory
+    "sqlite": sqlite_factory,
+    "memory": memory_factory,
 }
 if os.environ.get(PG_DSN_ENV):
     FACTORIES["postgres"] = postgres_factory

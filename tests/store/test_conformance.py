@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from memmw.errors import IndexBusyError
-from memmw.graph.syntax import parse_note
+from memmw.notes.syntax import parse_note
 from memmw.store.protocol import (
     ChunkRow,
     GraphRows,
@@ -95,7 +95,7 @@ def test_a_new_store_is_empty_and_unpublished(store: Store) -> None:
     with store.read() as reader:
         assert reader.counts() == {}
         assert reader.file_records("memory") == {}
-        assert reader.chunk_count(SOURCES) == 0
+        assert reader.chunk_rowids(SOURCES) == []
 
 
 def test_file_records_round_trip(store: Store) -> None:
@@ -106,7 +106,7 @@ def test_file_records_round_trip(store: Store) -> None:
         size = len(NOTES["MEMORY.md"].encode())
         assert reader.file_records("memory") == {"MEMORY.md": ("abc", 12.5, size)}
         assert set(reader.file_records("sessions")) == {"sessions/a.jsonl"}
-        assert reader.sources_present() == {"memory", "sessions"}
+        assert set(reader.counts()) == {"memory", "sessions"}
     with store.write() as writer, writer.transaction():
         writer.update_file_stat("MEMORY.md", "memory", mtime=99.0, size=7)
     with store.read() as reader:
@@ -165,8 +165,8 @@ def test_counts_by_source(store: Store) -> None:
     with store.read() as reader:
         counts = reader.counts()
         assert counts["memory"]["files"] == 3 and counts["sessions"]["files"] == 1
-        assert counts["memory"]["chunks"] == reader.chunk_count(SOURCES)
-        assert reader.chunk_count(BOTH) == counts["memory"]["chunks"] + counts["sessions"]["chunks"]
+        assert counts["memory"]["chunks"] == len(reader.chunk_rowids(SOURCES))
+        assert len(reader.chunk_rowids(BOTH)) == counts["memory"]["chunks"] + counts["sessions"]["chunks"]
 
 
 def test_a_failed_transaction_writes_nothing(store: Store) -> None:
@@ -305,6 +305,32 @@ def test_vector_centroid_is_the_mean_of_the_sources_vectors(store: Store) -> Non
     assert memory_only[1] == 2
     assert both[0].tolist() == pytest.approx([1 / 3, 1 / 3, 1 / 3], abs=1e-6)
     assert both[1] == 3
+
+
+def test_vector_index_is_none_without_vectors_then_answers_by_cosine(store: Store) -> None:
+    """The one vector-search capability: the store picks its path (here the exact matrix,
+    below ``HNSW_MIN_VECTORS``), and it ranks as ``nearest`` does, calibrated when asked."""
+    from memmw.store.vectorsearch import MatrixIndex, VectorCache
+
+    ids = seed(store, NOTES)
+    cache = VectorCache()
+    with store.read() as reader:
+        assert reader.vector_index(SOURCES, None, cache, calibrate=False) is None
+    a, b, c = ids["MEMORY.md"][0], ids["memory/2026-01-02.md"][0], ids["memory/2026-01-03.md"][0]
+    _vectorise(store, {a: [1.0, 0.0, 0.0], b: [0.6, 0.8, 0.0], c: [0.0, 0.0, 1.0]})
+    unit = np.asarray([1.0, 0.1, 0.0], dtype=np.float32)
+    unit /= np.linalg.norm(unit)
+    with store.read() as reader:
+        raw = reader.vector_index(SOURCES, 3, cache, calibrate=False)
+        scaled = reader.vector_index(SOURCES, 3, cache, calibrate=True)
+        assert isinstance(raw, MatrixIndex) and isinstance(scaled, MatrixIndex)
+        hits = raw.leg(unit)(3)
+        near = reader.nearest(unit.tolist(), 3, SOURCES)
+        assert [r for r, _ in hits] == [r for r, _ in near] == [a, b, c]
+        assert [s for _, s in hits] == pytest.approx([s for _, s in near], abs=1e-5)
+        calibrated = scaled.leg(unit)(3)
+    assert [r for r, _ in calibrated] == [a, b, c]
+    assert calibrated[-1][1] == 0.0 and 0.0 < calibrated[0][1] <= 1.0
 
 
 def test_vectors_of_replaced_chunks_are_not_written(store: Store) -> None:
@@ -505,5 +531,23 @@ def test_health_reports_an_intact_index(store: Store) -> None:
     health = store.health()
     assert health.opened and health.ok
     with store.read() as reader:
-        assert health.chunks == reader.chunk_count(SOURCES)
+        assert health.chunks == len(reader.chunk_rowids(SOURCES))
     assert health.location == store.location
+
+
+def test_memory_backends_share_an_index_per_state_folder(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``store.backend = "memory"``: two Memory objects of one state folder see one index
+    (as two processes see one SQLite file); another folder has its own."""
+    from memmw import Memory, MemoryConfig, StoreConfig
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "a.md").write_text("The gateway runs on port 8080.\n")
+    config = MemoryConfig(provider="none", store=StoreConfig(backend="memory"))
+    with Memory(ws, tmp_path / "state", config=config) as first:
+        first.sync()
+        assert first.store.location == "memory:main"
+        with Memory(ws, tmp_path / "state", config=config) as second:
+            assert [h.path for h in second.search("gateway")] == ["memory/a.md"]
+        with Memory(ws, tmp_path / "other", config=config) as other:
+            assert not other.store.published()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memmw.graph.syntax import parse_note
+from memmw.notes.syntax import parse_note
 from memmw.store.graphrows import (
     cooccurrence_matcher,
     current_fact_ids,

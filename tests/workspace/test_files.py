@@ -484,7 +484,7 @@ def test_append_either_refuses_and_keeps_the_note_or_only_adds_to_its_end(
 def test_printable_text_is_always_accepted_and_the_note_stays_readable(
     tmp_path: Path, text: str
 ) -> None:
-    from memmw.engine.indexer import read_markdown
+    from memmw.workspace.reading import read_markdown
 
     note = tmp_path / "memory" / "q.md"
     note.unlink(missing_ok=True)

@@ -88,6 +88,8 @@ class PostgresStore:
         pool: An existing pool to share (several agents in one process); not closed here.
         namespace: A group of agents within the database (a deployment, a test run): the
             agent's rows live under ``<namespace>/<agent_id>``. None: the agent id alone.
+        vector_backend: ``store.vector_backend``; ``sqlite-vec`` answers a small
+            namespace's vector leg by ``nearest`` instead of the in-process matrix.
     """
 
     def __init__(
@@ -99,8 +101,10 @@ class PostgresStore:
         pool_size: int = 4,
         pool: ConnectionPool[Any] | None = None,
         namespace: str | None = None,
+        vector_backend: str = "auto",
     ) -> None:
         self.dsn = dsn
+        self.vector_backend = vector_backend
         self.agent_id = agent_id
         #: The name of this agent's namespace row.
         self.namespace = f"{namespace}/{agent_id}" if namespace else agent_id
@@ -120,6 +124,10 @@ class PostgresStore:
     def location(self) -> str:
         """The server, database and namespace (no password)."""
         return f"{redact_dsn(self.dsn)} namespace {self.namespace}"
+
+    def folder_cache(self) -> bool:
+        """False: one namespace per agent, whose cache does not depend on a path."""
+        return False
 
     def features(self) -> dict[str, bool]:
         """Capabilities: pgvector HNSW and BM25 over stored postings."""
@@ -205,7 +213,9 @@ class PostgresStore:
         try:
             with pool.connection() as conn, conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                reader = PostgresReader(conn, ns, fts_tokenizer=self.fts_tokenizer)
+                reader = PostgresReader(
+                    conn, ns, fts_tokenizer=self.fts_tokenizer, vector_backend=self.vector_backend
+                )
                 self._reads.current = _Read(conn, reader, 1)
                 try:
                     yield reader
@@ -267,6 +277,7 @@ class PostgresStore:
             assert self._lock_conn is not None
             writer = PostgresWriter(self._lock_conn, self.namespace_id,
                                     fts_tokenizer=self.fts_tokenizer)
+            writer.vector_backend = self.vector_backend  # it answers its thread's reads
             self._writer = writer
             try:
                 yield writer
@@ -514,4 +525,5 @@ def create_postgres_store(config: MemoryConfig, *, agent_id: str) -> PostgresSto
         resolve_dsn(config.store.dsn),
         agent_id=agent_id,
         fts_tokenizer=config.store.fts_tokenizer,
+        vector_backend=config.store.vector_backend,
     )

@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from memmw.graph.syntax import ParsedNote
+from memmw.notes.syntax import ParsedNote
 from memmw.store.graphrows import (
     DAY_S,
     DECAY_PER_DAY,

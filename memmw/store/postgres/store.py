@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,11 +24,12 @@ from memmw.store.protocol import (
 )
 from memmw.store.terms import term_counts, term_hash
 from memmw.store.vectors import VectorMatrix
+from memmw.store.vectorsearch import VectorCache, VectorIndex, choose_vector_index
 
 if TYPE_CHECKING:
     import psycopg
 
-    from memmw.graph.syntax import ParsedNote
+    from memmw.notes.syntax import ParsedNote
     from memmw.text.chunking import Chunk
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,6 @@ WITH f AS (
 SELECT ARRAY(SELECT rowid FROM c) FROM f
 """
 
-_QUOTED = re.compile(r'"((?:[^"]|"")*)"')
 
 
 def hashes_blob(hashes: np.ndarray) -> bytes:
@@ -114,11 +113,6 @@ def _setting_kb(conn: psycopg.Connection[Any], name: str) -> int:
         (name,),
     ).fetchone()
     return int(row[0]) if row else 0
-
-
-def match_terms(match: str) -> list[str]:
-    """The terms of an FTS5 expression as ``memmw.search.keyword`` builds it (quoted terms)."""
-    return [m.group(1).replace('""', '"') for m in _QUOTED.finditer(match)]
 
 
 def _chunk_row(row: Sequence[Any]) -> ChunkRow:
@@ -159,11 +153,18 @@ class PostgresReader:
     """Reads of one namespace through one connection (inside the caller's snapshot)."""
 
     def __init__(
-        self, conn: psycopg.Connection[Any], namespace_id: int, *, fts_tokenizer: str = "unicode61"
+        self,
+        conn: psycopg.Connection[Any],
+        namespace_id: int,
+        *,
+        fts_tokenizer: str = "unicode61",
+        vector_backend: str = "auto",
     ) -> None:
         self.conn = conn
         self.namespace_id = namespace_id
         self.fts_tokenizer = fts_tokenizer
+        #: ``sqlite-vec`` asks for the store's own KNN below ``HNSW_MIN_VECTORS`` too.
+        self.vector_backend = vector_backend
 
     def _one(self, query: str, params: Sequence[Any] | Mapping[str, Any]) -> Any:
         row = self.conn.execute(query, params).fetchone()
@@ -325,18 +326,16 @@ class PostgresReader:
         rows = self.conn.execute(_BM25_SQL, params).fetchall()
         return [(int(r), float(s), int(m)) for r, s, m in rows]
 
-    def fts_search(self, match: str, limit: int, sources: Sequence[str]) -> list[tuple[int, float]]:
-        """``(rowid, -BM25)`` for an FTS5-style expression (quoted terms, `` AND ``), best first.
+    def fts_search(
+        self, terms: Sequence[str], limit: int, sources: Sequence[str], *, require_all: bool
+    ) -> list[tuple[int, float]]:
+        """``(rowid, -BM25)`` of the chunks holding all (or any) of ``terms``, best first.
 
-        Answered from the postings: an ``AND`` of terms keeps chunks that have them all;
-        the rank is negative BM25 like FTS5's.
+        Answered from the postings; the rank is negative BM25 like FTS5's.
         """
-        found = match_terms(match)
-        if not found:
+        if not terms:
             return []
-        hits = self.bm25_search(
-            [term_hash(t) for t in found], limit, sources, require_all=" AND " in match
-        )
+        hits = self.bm25_search([term_hash(t) for t in terms], limit, sources, require_all=require_all)
         return [(rowid, -score) for rowid, score, _ in hits]
 
     def substring_counts(
@@ -391,6 +390,23 @@ class PostgresReader:
         # relaxed_order may come back slightly out of order: the final order is exact.
         hits.sort(key=lambda hit: (-hit[1], hit[0]))
         return hits
+
+    def vector_index(
+        self, sources: Sequence[str], dims: int | None, cache: VectorCache, *, calibrate: bool
+    ) -> VectorIndex | None:
+        """HNSW in the server from ``HNSW_MIN_VECTORS`` vectors, else the matrix."""
+        return choose_vector_index(
+            self,
+            sources,
+            dims,
+            cache,
+            calibrate=calibrate,
+            knn=self.vector_backend == "sqlite-vec",
+            hnsw=True,
+        )
+
+    def warm_vectors(self, sources: Sequence[str], dims: int | None, cache: VectorCache) -> None:
+        """Nothing: a large namespace is searched in the server, a small one on first use."""
 
     def vector_matrix(self, sources: Sequence[str], dims: int | None) -> VectorMatrix:
         """Every stored vector of ``sources`` as one matrix (``dims`` long when given)."""

@@ -145,6 +145,10 @@ class SqliteStore:
             conn.close()
         return self._has_index
 
+    def folder_cache(self) -> bool:
+        """True: the cache is a table of this state folder's file."""
+        return True
+
     def features(self) -> dict[str, bool]:
         """Capabilities of this SQLite build (``fts5``)."""
         conn = sqlite3.connect(":memory:")

@@ -8,7 +8,7 @@ import sqlite3
 import time
 from collections.abc import Iterable
 
-from memmw.graph.syntax import ParsedNote, parse_note
+from memmw.notes.syntax import ParsedNote, parse_note
 from memmw.store.graphrows import (
     DAY_S,
     DECAY_PER_DAY,

@@ -24,11 +24,12 @@ from memmw.store.sqlite.postings import (
 )
 from memmw.store.terms import term_counts
 from memmw.store.vectors import VectorMatrix, centroid_of
+from memmw.store.vectorsearch import VectorCache, VectorIndex, choose_vector_index
 from memmw.text.analysis import terms
 from memmw.text.chunking import Chunk
 
 if TYPE_CHECKING:
-    from memmw.graph.syntax import ParsedNote
+    from memmw.notes.syntax import ParsedNote
     from memmw.store.sqlite.sqlitevec import SqliteVecIndex
 
 
@@ -62,6 +63,11 @@ def _line_map_json(chunk: Chunk) -> str | None:
 def fts_body(text: str, tokenizer: str) -> str:
     """What the FTS5 column holds: memmw's terms (unicode61) or the raw text (trigram)."""
     return text if tokenizer == "trigram" else " ".join(terms(text))
+
+
+def fts_quote(term: str) -> str:
+    """Quote one term for an FTS5 MATCH expression (no user input can break the syntax)."""
+    return '"' + term.replace('"', '""') + '"'
 
 
 class IndexStore:
@@ -340,8 +346,11 @@ class IndexStore:
         ).fetchone()
         return int(row[0])
 
-    def fts_search(self, match: str, limit: int, sources: Sequence[str]) -> list[tuple[int, float]]:
-        """``(rowid, bm25 rank)`` for an FTS5 MATCH expression, best first."""
+    def fts_search(
+        self, terms: Sequence[str], limit: int, sources: Sequence[str], *, require_all: bool
+    ) -> list[tuple[int, float]]:
+        """``(rowid, bm25 rank)`` of an FTS5 MATCH of the quoted terms, best first."""
+        match = (" AND " if require_all else " OR ").join(fts_quote(t) for t in terms)
         marks = ",".join("?" * len(sources))
         return self.conn.execute(
             "SELECT f.rowid, bm25(chunks_fts) AS rank FROM chunks_fts f"
@@ -432,6 +441,19 @@ class IndexStore:
     def vector_centroid(self, sources: Sequence[str]) -> tuple[np.ndarray, int] | None:
         """``(mean, count)`` of the stored unit vectors of ``sources``; None when none."""
         return centroid_of(self.vector_rows(sources))
+
+    def vector_index(
+        self, sources: Sequence[str], dims: int | None, cache: VectorCache, *, calibrate: bool
+    ) -> VectorIndex | None:
+        """sqlite-vec's KNN with ``store.vector_backend = "sqlite-vec"``, else the matrix."""
+        return choose_vector_index(
+            self, sources, dims, cache, calibrate=calibrate, knn=self.vec0 is not None, hnsw=False
+        )
+
+    def warm_vectors(self, sources: Sequence[str], dims: int | None, cache: VectorCache) -> None:
+        """Load the matrix (sqlite-vec keeps its own table: nothing to load)."""
+        if self.vec0 is None:
+            cache.matrix(self, sources, dims)
 
     def nearest(
         self, vector: Sequence[float], k: int, sources: Sequence[str]

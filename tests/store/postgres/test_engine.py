@@ -114,7 +114,7 @@ def test_a_large_namespace_answers_the_vector_leg_from_hnsw_without_reading_vect
 ) -> None:
     """Past ``HNSW_MIN_VECTORS`` the server's HNSW index answers (no vector enters the
     process); calibrated against the centroid, the hits are SQLite's with close scores."""
-    import memmw.search.searcher as searcher_module
+    import memmw.store.vectorsearch as vectorsearch_module
     from memmw.store.postgres.store import PostgresReader
 
     monkeypatch.setenv("MEMMW_STORE_DSN", pg_database)
@@ -126,7 +126,7 @@ def test_a_large_namespace_answers_the_vector_leg_from_hnsw_without_reading_vect
                     config=config) as mem:
             mem.sync()
             if backend == "postgres":
-                monkeypatch.setattr(searcher_module, "HNSW_MIN_VECTORS", 1)
+                monkeypatch.setattr(vectorsearch_module, "HNSW_MIN_VECTORS", 1)
 
                 def no_full_read(*_args: object, **_kwargs: object) -> None:
                     raise AssertionError("the vector leg read every vector")

@@ -190,11 +190,11 @@ def test_bm25_in_the_server_matches_the_formula(store: PostgresStore, query: str
         assert score == pytest.approx(want, rel=1e-9)
 
 
-def test_fts_search_answers_and_and_single_term_expressions(store: PostgresStore) -> None:
+def test_fts_search_answers_all_terms_and_single_terms(store: PostgresStore) -> None:
     _fill(store)
     with store.read() as r:
-        both = r.fts_search(f"\"gateway\" AND \"{terms('alice')[0]}\"", 10, ["memory"])
-        single = r.fts_search('"gateway"', 10, ["memory"])
+        both = r.fts_search(["gateway", terms("alice")[0]], 10, ["memory"], require_all=True)
+        single = r.fts_search(["gateway"], 10, ["memory"], require_all=False)
         rows = r.chunks([row for row, _ in single])
     assert len(both) == 1 and all(rank < 0 for _, rank in both)
     assert len(single) == sum("gateway" in row.text for row in rows.values()) == 3
@@ -519,7 +519,7 @@ GRAPH_NOTE = """# Memory
 def test_graph_rows_follow_the_sqlite_rules_and_activation_survives_a_rebuild(
     store: PostgresStore,
 ) -> None:
-    from memmw.graph.syntax import parse_note
+    from memmw.notes.syntax import parse_note
 
     _fill(store, {"MEMORY.md": GRAPH_NOTE, "memory/2026-02-01.md": "Ali met Acme Corp today.\n"})
     with store.write() as w, w.transaction():

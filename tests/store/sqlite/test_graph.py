@@ -8,14 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from memmw import Memory, MemoryConfig
-from memmw.graph.provenance import provenance_for
+from memmw import Memory
+from memmw.notes.provenance import provenance_for
 from memmw.store.sqlite import graph as graph_index
 from memmw.store.sqlite.db import connect, transaction
 
-from ...conftest import write
-
-KEYWORD_ONLY = MemoryConfig(provider="none")
+from ...conftest import make_memory, write
 
 
 def rows(db: Path, sql: str, *args: object) -> list[tuple]:
@@ -37,8 +35,7 @@ def ws(tmp_path: Path) -> Path:
 
 @pytest.fixture()
 def mem(ws: Path, tmp_path: Path):
-    m = Memory(workspace=ws, state_dir=tmp_path / "state", config=KEYWORD_ONLY)
-    m.sync()
+    m = make_memory(tmp_path, workspace=ws, sync=True)
     yield m
     m.close()
 

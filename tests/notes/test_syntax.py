@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memmw.graph.syntax import (
+from memmw.notes.syntax import (
     mask_retracted,
     normalize_key,
     normalize_name,
@@ -210,7 +210,7 @@ def test_names_people_write_in_prose_become_aliases() -> None:
 @given(st.text(max_size=80))
 @settings(max_examples=200, deadline=None)
 def test_role_alias_is_a_short_phrase_or_nothing(text: str) -> None:
-    from memmw.graph.syntax import role_alias
+    from memmw.notes.syntax import role_alias
 
     alias = role_alias(text)
     assert alias is None or (1 <= len(alias.split()) <= 4 and not any(c.isdigit() for c in alias))
