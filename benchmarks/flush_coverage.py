@@ -45,7 +45,13 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from memmw.adapters.custom_loop import MemoryAgent  # noqa: E402
-from memmw.config import ActiveMemoryConfig, FlushConfig, MemoryConfig, SyncConfig  # noqa: E402
+from memmw.config import (  # noqa: E402
+    ActiveMemoryConfig,
+    BootstrapConfig,
+    FlushConfig,
+    MemoryConfig,
+    SyncConfig,
+)
 from memmw.engine.memory import Memory  # noqa: E402
 from memmw.hooks.registry import Event, HookContext  # noqa: E402
 from memmw.middleware import MemoryMiddleware  # noqa: E402
@@ -114,6 +120,10 @@ def memory_config(*, telemetry: bool = False) -> MemoryConfig:
         provider="none",
         user_timezone="Europe/Paris",
         flush=FlushConfig(context_window=2000, reserve_tokens_floor=500, soft_threshold_tokens=250),
+        # The notes the conversation writes grow the bootstrap: sized for the small window
+        # (prompt and tools take about 1,100 of its 1,500 tokens before compaction), or a
+        # long conversation's bootstrap alone fills it and the turn is refused.
+        bootstrap=BootstrapConfig(total_max_chars=1200),
         sync=SyncConfig(watch=False, on_search=False),
         active_memory=ActiveMemoryConfig(enabled=False, telemetry=telemetry),
     )

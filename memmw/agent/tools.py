@@ -640,8 +640,8 @@ def search_schema() -> dict[str, Any]:
                 "type": "number",
                 "minimum": 0,
                 "maximum": 1,
-                "description": "Keep only results scoring at least this (0..1, the same "
-                "scale with or without vectors); by default weaker keyword matches fill empty slots.",
+                "description": "Keep only results scoring at least this (0..1); by default "
+                "weaker keyword matches fill empty slots.",
             },
             "corpus": {
                 "type": "string",

@@ -36,7 +36,7 @@ def test_the_strongest_vector_hit_is_never_dropped_for_weak_keyword_hits(tmp_pat
             # The vector leg ranks the allergy line first, far above everything else.
             return [(allergy, 0.62), *[(rowid, 0.2) for rowid in others][: limit - 1]]
 
-        hits = mem._searcher.search(
+        hits = mem._agent_search.own.searcher.search(
             store, "does the user have any food allergies?", max_results=6, vector_leg=vector_leg
         ).hits
         assert any("Allergic to peanuts" in h.snippet for h in hits), [h.snippet for h in hits]

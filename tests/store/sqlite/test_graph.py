@@ -50,7 +50,8 @@ def test_sync_fills_the_graph_tables_with_provenance(mem: Memory) -> None:
     assert ("memory/2026-05-01.md", 3, "Alice Martin", "city", "Lisbon", "agent", "interactive", 1, 1) in facts
     assert ("memory/2026-03-01.md", 2, "Alice Martin", "city", "Porto", "agent", "interactive", 1, 0) in facts
     aliases = rows(mem.db_path, "SELECT entity_key, alias FROM graph_aliases ORDER BY alias")
-    assert aliases == [("alice martin", "Ali"), ("bob stone", "Bobby")]
+    # "Bob Stone (Bobby): CFO at Acme": the nickname, and the role as a name (issue 22).
+    assert aliases == [("alice martin", "Ali"), ("bob stone", "Bobby"), ("bob stone", "CFO")]
     co = rows(mem.db_path, "SELECT a_key, b_key FROM graph_cooccurrences")
     assert ("alice martin", "bob stone") in co
 
