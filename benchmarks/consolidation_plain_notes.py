@@ -2,12 +2,12 @@
 
 Usage::
 
-    python benchmarks/consolidation_plain_notes.py --data DIR [--providers none,offline]
+    python benchmarks/consolidation_plain_notes.py [--data DIR] [--providers none,offline]
         [--fraction 0.5] [--targets MEMORY.md] [--json OUT]
 
-``DIR`` is the plain-notes benchmark's folder (``benchmarks/plain_notes`` of the recall
-work: ``workspace/`` and ``questions.json``); it is read where it is and copied to a
-temporary folder, never into this checkout. Per provider:
+``DIR`` is the plain-notes benchmark's folder (default ``benchmarks/plain_notes``:
+``workspace/`` and ``questions.json``); it is read where it is and copied to a temporary
+folder, never changed. Per provider:
 
 1. *before*: index the copy and ask every question once (``memory_search``, top 6; the
    searches also leave the recall telemetry consolidation reads);
@@ -162,7 +162,12 @@ def run_provider(provider: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, required=True, help="the plain-notes folder")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path(__file__).resolve().parent / "plain_notes",
+        help="the plain-notes folder (default: benchmarks/plain_notes)",
+    )
     parser.add_argument("--providers", default="none")
     parser.add_argument("--targets", default="MEMORY.md")
     parser.add_argument("--fraction", type=float, default=0.5)
