@@ -20,6 +20,7 @@ from memmw.store.protocol import (
     FileRecords,
     GraphRows,
     Postings,
+    TermPostings,
     VectorStats,
     chunk_id,
 )
@@ -270,7 +271,7 @@ class PostgresReader:
 
     def postings(
         self, term_hashes: Sequence[int], sources: Sequence[str], arena: Arena = FRESH
-    ) -> dict[int, Postings]:
+    ) -> dict[int, TermPostings]:
         """Live postings of each term hash present in ``sources``, rowid ascending (arrays
         of their own: rows arrive as Python objects, the arena would save nothing)."""
         wanted = sorted({int(h) for h in term_hashes})
@@ -555,7 +556,7 @@ class PostgresWriter(PostgresReader):
 
     def postings(
         self, term_hashes: Sequence[int], sources: Sequence[str], arena: Arena = FRESH
-    ) -> dict[int, Postings]:
+    ) -> dict[int, TermPostings]:
         """Live postings of each term hash present in ``sources``, buffered rows included."""
         self.flush_postings()
         return super().postings(term_hashes, sources, arena)

@@ -3,9 +3,10 @@
 Layout: ``postings(source, term, seg, n, data)`` WITHOUT ROWID, one row per segment of
 at most ``SEGMENT_MAX`` postings of one term. ``seg`` is the first chunk rowid of the
 segment and ``data`` packs its postings as three arrays, each of the narrowest unsigned
-width that holds its values (1, 2 or 4 bytes, named by a 3-byte header): the gaps
-between consecutive rowids (the first counted from ``seg``), the term frequencies and
-the chunks' lengths in terms. Most postings take 4 or 5 bytes. ``keyword_stats(source,
+width that holds its values (1, 2 or 4 bytes, named by a 3-byte header): each rowid's
+offset from ``seg``, the term frequencies and the chunks' lengths in terms. Most
+postings take 5 bytes. Offsets rather than gaps: a search looks a chunk up in a
+frequent term's segment by binary search over the stored bytes, decoding nothing. ``keyword_stats(source,
 chunks, terms)`` holds the live chunk count and the total length for the BM25 length norm
 (both created by migration 3 of ``memmw.store.sqlite.schema``).
 
@@ -26,6 +27,7 @@ A query reads only its terms' rows.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memmw.store.arena import FRESH, Arena
-from memmw.store.protocol import EMPTY_POSTINGS, Postings
+from memmw.store.protocol import EMPTY_POSTINGS, Postings, TermPostings
 
 #: Postings per segment row: small enough that appending to a frequent term rewrites
 #: little, large enough that reading one is a handful of rows.
@@ -61,10 +63,21 @@ def decode(seg: int, data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(rowids, tf, lengths)`` of one stored segment."""
     wg, wt, wl = data[0], data[1], data[2]
     n = (len(data) - 3) // (wg + wt + wl)
-    gaps = np.frombuffer(data, dtype=f"<u{wg}", count=n, offset=3)
+    offsets = np.frombuffer(data, dtype=f"<u{wg}", count=n, offset=3)
     tf = np.frombuffer(data, dtype=f"<u{wt}", count=n, offset=3 + n * wg)
     dl = np.frombuffer(data, dtype=f"<u{wl}", count=n, offset=3 + n * (wg + wt))
-    return np.cumsum(gaps, dtype=np.int64) + seg, tf, dl
+    return offsets.astype(np.int64) + seg, tf, dl
+
+
+def views(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(offsets from seg, tf, lengths)`` of one stored segment: views of its bytes."""
+    wg, wt, wl = data[0], data[1], data[2]
+    n = (len(data) - 3) // (wg + wt + wl)
+    return (
+        np.frombuffer(data, _UINT[wg], n, 3),
+        np.frombuffer(data, _UINT[wt], n, 3 + n * wg),
+        np.frombuffer(data, _UINT[wl], n, 3 + n * (wg + wt)),
+    )
 
 
 def _width(values: np.ndarray) -> int:
@@ -74,10 +87,7 @@ def _width(values: np.ndarray) -> int:
 
 def encode(seg: int, rowids: np.ndarray, tf: np.ndarray, dl: np.ndarray) -> bytes:
     """One segment's bytes (``rowids`` ascending, the first at least ``seg``)."""
-    rowids = np.asarray(rowids, dtype=np.int64)
-    gaps = rowids.copy()  # np.diff(prepend=) costs more than the arithmetic on short rows
-    gaps[1:] -= rowids[:-1]
-    gaps[:1] -= seg
+    gaps = np.asarray(rowids, dtype=np.int64) - seg  # offsets from the segment's key
     widths = (_width(gaps), _width(tf), _width(dl))
     return b"".join(
         [
@@ -324,9 +334,7 @@ def _decode_term(
 
     Each array is one cast-and-copy of the segments' stored arrays into memory taken from
     ``arena``, and nothing else is allocated per posting (a frequent term has ~100k). The
-    rowids are one in-place ``cumsum`` over every segment's gaps, after each segment's
-    first gap has been turned into the step from the previous segment's last rowid to its
-    own first.
+    rowids are then one in-place addition of each posting's segment key.
     """
     gaps, tfs, dls, firsts = [], [], [], []
     for seg, data in segments:
@@ -344,18 +352,128 @@ def _decode_term(
     total = sum(len(g) for g in gaps)
     rows = np.concatenate(gaps, out=arena.take(total, np.int64), casting="unsafe")
     if len(gaps) > 1:
-        starts = np.zeros(len(gaps), dtype=np.intp)
-        np.cumsum([len(g) for g in gaps[:-1]], out=starts[1:])
-        step = np.asarray(firsts, dtype=np.int64)
-        last = step + np.add.reduceat(rows, starts)  # each segment's last rowid
-        step[1:] -= last[:-1]  # a step back when sources' segments interleave: still exact
-        rows[starts] += step
+        np.add(rows, np.repeat(np.asarray(firsts, dtype=np.int64), [len(g) for g in gaps]),
+               out=rows)
     else:
-        rows[0] += firsts[0]
-    np.cumsum(rows, out=rows)
+        rows += firsts[0]
     tf = np.concatenate(tfs, out=arena.take(total, np.int32), casting="unsafe")
     dl = np.concatenate(dls, out=arena.take(total, np.int32), casting="unsafe")
     return rows, tf, dl
+
+
+class SegmentPostings:
+    """One term's live postings in one source, as its stored segments, decoded on demand.
+
+    ``len`` (the live document frequency) reads only the segments' headers, and the
+    segments that hold a tombstoned chunk; ``lookup`` decodes only the segments whose
+    rowid range holds a wanted chunk; the arrays decode every segment once. What the
+    MaxScore path of ``memmw.search.keyword`` needs to skip a frequent term's postings.
+    """
+
+    def __init__(self, segments: list[tuple[int, bytes]], dead: np.ndarray, arena: Arena) -> None:
+        self._segments = segments
+        self._starts = np.fromiter((seg for seg, _ in segments), dtype=np.int64, count=len(segments))
+        self._dead = dead
+        self._arena = arena
+        self._decoded: dict[int, Segment] = {}
+        self._full: Postings | None = None
+        n = 0
+        for _, data in segments:
+            n += (len(data) - 3) // (data[0] + data[1] + data[2])
+        if len(dead) and len(segments):
+            for i in self._segment_of(dead):
+                rows = self._segment(i)[0]
+                n -= int(np.count_nonzero(np.isin(rows, dead, assume_unique=True)))
+        self._len = n
+
+    def _segment_of(self, rowids: np.ndarray) -> list[int]:
+        """Indexes of the segments whose rowid range may hold one of ``rowids`` (ascending)."""
+        at = np.searchsorted(self._starts, rowids, "right") - 1
+        return [int(i) for i in np.unique(at[at >= 0])]
+
+    def _segment(self, i: int) -> Segment:
+        if i not in self._decoded:
+            self._decoded[i] = decode(*self._segments[i])
+        return self._decoded[i]
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _decode_all(self) -> Postings:
+        if self._full is None:
+            p = _live(*_decode_term(self._segments, self._arena), self._dead, self._arena)
+            self._full = p if p is not None else EMPTY
+        return self._full
+
+    @property
+    def rowids(self) -> np.ndarray:
+        return self._decode_all().rowids
+
+    @property
+    def tf(self) -> np.ndarray:
+        return self._decode_all().tf
+
+    @property
+    def doc_len(self) -> np.ndarray:
+        return self._decode_all().doc_len
+
+    @property
+    def last(self) -> int:
+        """The last stored rowid (a tombstoned chunk's, maybe: a bound, not a posting)."""
+        if not self._segments:
+            return -1
+        seg, data = self._segments[-1]
+        n = (len(data) - 3) // (data[0] + data[1] + data[2])
+        return seg + int(np.frombuffer(data, _UINT[data[0]], n, 3)[-1]) if n else seg
+
+    def lookup(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(present, tf, doc_len)`` at each of ``rowids`` (ascending); 0 where absent."""
+        if self._full is not None:
+            return self._full.lookup(rowids)
+        has = np.zeros(len(rowids), dtype=bool)
+        tf = np.zeros(len(rowids), dtype=np.int32)
+        dl = np.zeros(len(rowids), dtype=np.int32)
+        at = np.searchsorted(self._starts, rowids, "right") - 1
+        want = rowids - self._starts[np.maximum(at, 0)]  # offsets within their segments
+        runs = [*np.flatnonzero(np.diff(at, prepend=-2)).tolist(), len(rowids)]
+        for lo, hi in itertools.pairwise(runs):
+            i = int(at[lo])
+            if i < 0:
+                continue
+            # A binary search over the stored offsets themselves: nothing decoded.
+            data = self._segments[i][1]
+            wg, wt, wl = data[0], data[1], data[2]
+            n = (len(data) - 3) // (wg + wt + wl)
+            offsets = np.frombuffer(data, _UINT[wg], n, 3)
+            w = want[lo:hi]
+            pos = offsets.searchsorted(w)
+            np.minimum(pos, n - 1, out=pos)
+            has[lo:hi] = offsets[pos] == w
+            tf[lo:hi] = np.frombuffer(data, _UINT[wt], n, 3 + n * wg)[pos]
+            dl[lo:hi] = np.frombuffer(data, _UINT[wl], n, 3 + n * (wg + wt))[pos]
+        if len(self._dead):
+            has &= ~np.isin(rowids, self._dead)
+        tf[~has] = 0
+        dl[~has] = 0
+        return has, tf, dl
+
+
+def _live(
+    rows: np.ndarray, tf: np.ndarray, dl: np.ndarray, dead: np.ndarray, arena: Arena
+) -> Postings | None:
+    """The postings without tombstoned chunks (None when none is left)."""
+    if len(dead) and len(rows):
+        # Skip deleted chunks not yet purged (a few thousand at most): look each up.
+        at = np.minimum(np.searchsorted(rows, dead), len(rows) - 1)
+        gone = at[rows[at] == dead]
+        if len(gone):
+            keep = np.ones(len(rows), dtype=bool)
+            keep[gone] = False
+            n = int(np.count_nonzero(keep))
+            rows, tf, dl = (
+                np.compress(keep, a, out=arena.take(n, a.dtype)) for a in (rows, tf, dl)
+            )
+    return Postings(rows, tf, dl) if len(rows) else None
 
 
 def read_postings(
@@ -363,9 +481,10 @@ def read_postings(
     term_hashes: Sequence[int],
     sources: Sequence[str],
     arena: Arena = FRESH,
-) -> dict[int, Postings]:
+) -> dict[int, TermPostings]:
     """Live postings of each term over ``sources`` (terms with none are absent), in
-    memory taken from ``arena``."""
+    memory taken from ``arena``: decoded on demand (``SegmentPostings``) for one source,
+    merged at once for several (their segments interleave)."""
     wanted = list(dict.fromkeys(int(h) for h in term_hashes))
     if not wanted or not sources:
         return {}
@@ -386,25 +505,20 @@ def read_postings(
         (*sources, *wanted),
     ):
         segments.setdefault(int(term), []).append((int(seg), data))
-    out: dict[int, Postings] = {}
+    out: dict[int, TermPostings] = {}
     for term, segs in segments.items():
+        if len(sources) == 1:
+            lazy = SegmentPostings(segs, dead, arena)
+            if len(lazy):
+                out[term] = lazy
+            continue
         rows, tf, dl = _decode_term(segs, arena)
-        if len(sources) > 1:  # segments of several sources interleave
-            order = np.argsort(rows, kind="stable")
-            rows, tf, dl = (np.take(a, order, out=arena.take(len(a), a.dtype)) for a in (rows, tf, dl))
-        if len(dead):
-            # Skip deleted chunks not yet purged (a few thousand at most): look each up.
-            at = np.minimum(np.searchsorted(rows, dead), len(rows) - 1)
-            gone = at[rows[at] == dead]
-            if len(gone):
-                keep = np.ones(len(rows), dtype=bool)
-                keep[gone] = False
-                n = int(np.count_nonzero(keep))
-                rows, tf, dl = (
-                    np.compress(keep, a, out=arena.take(n, a.dtype)) for a in (rows, tf, dl)
-                )
-        if len(rows):
-            out[term] = Postings(rows, tf, dl)
+        # Segments of several sources interleave: one stable sort by rowid.
+        order = np.argsort(rows, kind="stable")
+        rows, tf, dl = (np.take(a, order, out=arena.take(len(a), a.dtype)) for a in (rows, tf, dl))
+        live = _live(rows, tf, dl, dead, arena)
+        if live is not None:
+            out[term] = live
     return out
 
 

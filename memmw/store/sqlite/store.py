@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memmw.store.arena import FRESH, Arena
-from memmw.store.protocol import ChunkRow, GraphRows, Postings, VectorStats, chunk_id
+from memmw.store.protocol import ChunkRow, GraphRows, TermPostings, VectorStats, chunk_id
 from memmw.store.sqlite import graph
 from memmw.store.sqlite import vectors as vsql
 from memmw.store.sqlite.db import transaction
@@ -307,7 +307,7 @@ class IndexStore:
 
     def postings(
         self, term_hashes: Sequence[int], sources: Sequence[str], arena: Arena = FRESH
-    ) -> dict[int, Postings]:
+    ) -> dict[int, TermPostings]:
         """Each term's live postings over ``sources``, rowid ascending (absent: none),
         decoded into ``arena``'s memory."""
         if self.postings_buffer.pending:
