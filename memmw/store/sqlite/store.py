@@ -19,6 +19,7 @@ from memmw.store.sqlite.db import transaction
 from memmw.store.sqlite.postings import (
     FLUSH_AT,
     PostingsBuffer,
+    SqliteSegments,
     read_postings,
     read_stats,
 )
@@ -287,7 +288,7 @@ class IndexStore:
 
     def flush_postings(self) -> None:
         """Write the buffered postings changes (before the write transaction commits)."""
-        self.postings_buffer.flush(self.conn)
+        self.postings_buffer.flush(SqliteSegments(self.conn))
 
     # -- reads -----------------------------------------------------------------------
     def chunks(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:

@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 from memmw import Memory, MemoryConfig
 from memmw.search import keyword
 from memmw.search.keyword import bm25_exhaustive, bm25_search
+from memmw.store import segments as postings_mod
 from memmw.store.arena import Arena
 from memmw.store.protocol import EMPTY_POSTINGS as EMPTY
 from memmw.store.protocol import Postings
-from memmw.store.sqlite import postings as postings_mod
+from memmw.store.sqlite import postings as sqlite_postings
 from memmw.store.sqlite.db import connect, transaction
 from memmw.store.sqlite.postings import PostingsBuffer, decode, encode
 from memmw.store.sqlite.schema import migrate
@@ -367,7 +368,7 @@ def test_keyword_search_over_stored_segments_equals_exhaustive_scoring(
         with transaction(store.conn):
             for rowid in range(1, n_chunks + 1):
                 if rng.random() < deleted:
-                    got = postings_mod.read_postings(store.conn, hashes.tolist(), ["memory"])
+                    got = sqlite_postings.read_postings(store.conn, hashes.tolist(), ["memory"])
                     mine = [h for h, p in got.items() if rowid in set(p.rowids.tolist())]
                     if mine:
                         length = int(got[mine[0]].doc_len[got[mine[0]].rowids == rowid][0])
