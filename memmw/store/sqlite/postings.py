@@ -13,33 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from memmw.store.arena import FRESH, Arena
 from memmw.store.protocol import TermPostings
-from memmw.store.segments import (
-    DEAD_MAX,
-    FLUSH_AT,
-    SEGMENT_MAX,
-    TAIL_MAX,
-    TAIL_SEGMENTS,
-    PostingsBuffer,
-    SegmentPostings,
-    decode,
-    encode,
-)
 from memmw.store.segments import read_postings as _read_postings
-
-__all__ = [
-    "DEAD_MAX",
-    "FLUSH_AT",
-    "SEGMENT_MAX",
-    "TAIL_MAX",
-    "TAIL_SEGMENTS",
-    "PostingsBuffer",
-    "SegmentPostings",
-    "SqliteSegments",
-    "decode",
-    "encode",
-    "read_postings",
-    "read_stats",
-]
 
 
 class SqliteSegments:

@@ -13,16 +13,11 @@ import numpy as np
 
 from memmw.store.arena import FRESH, Arena
 from memmw.store.protocol import ChunkRow, GraphRows, TermPostings, VectorStats, chunk_id
+from memmw.store.segments import FLUSH_AT, PostingsBuffer
 from memmw.store.sqlite import graph
 from memmw.store.sqlite import vectors as vsql
 from memmw.store.sqlite.db import transaction
-from memmw.store.sqlite.postings import (
-    FLUSH_AT,
-    PostingsBuffer,
-    SqliteSegments,
-    read_postings,
-    read_stats,
-)
+from memmw.store.sqlite.postings import SqliteSegments, read_postings, read_stats
 from memmw.store.terms import term_counts
 from memmw.store.vectors import VectorMatrix, centroid_of
 from memmw.text.analysis import terms

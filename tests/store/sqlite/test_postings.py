@@ -19,9 +19,9 @@ from memmw.store import segments as postings_mod
 from memmw.store.arena import Arena
 from memmw.store.protocol import EMPTY_POSTINGS as EMPTY
 from memmw.store.protocol import Postings
+from memmw.store.segments import PostingsBuffer, decode, encode
 from memmw.store.sqlite import postings as sqlite_postings
 from memmw.store.sqlite.db import connect, transaction
-from memmw.store.sqlite.postings import PostingsBuffer, decode, encode
 from memmw.store.sqlite.schema import migrate
 from memmw.store.sqlite.store import IndexStore
 from memmw.store.terms import term_counts, term_hash
