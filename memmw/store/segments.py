@@ -99,7 +99,7 @@ class SegmentTable(Protocol):
         ...
 
     def dead_rowids(self, sources: Sequence[str]) -> Iterable[int]:
-        """Tombstoned chunk rowids of ``sources``."""
+        """Tombstoned chunk rowids of ``sources`` (asked right after ``segments``)."""
         ...
 
     def segments(
@@ -517,10 +517,10 @@ def read_postings(
     wanted = list(dict.fromkeys(int(h) for h in term_hashes))
     if not wanted or not sources:
         return {}
-    dead = np.sort(np.fromiter(table.dead_rowids(sources), dtype=np.int64))
     segments: dict[int, list[tuple[int, bytes]]] = {}
     for term, seg, data in table.segments(sources, wanted):
         segments.setdefault(int(term), []).append((int(seg), data))
+    dead = np.sort(np.fromiter(table.dead_rowids(sources), dtype=np.int64))
     out: dict[int, TermPostings] = {}
     for term, segs in segments.items():
         if len(sources) == 1:

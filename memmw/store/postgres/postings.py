@@ -34,6 +34,7 @@ class PgSegments:
     def __init__(self, conn: psycopg.Connection[Any], namespace_id: int) -> None:
         self.conn = conn
         self.ns = namespace_id
+        self._dead: tuple[list[str], list[int]] | None = None
 
     def add_stats(self, source: str, chunks: int, length: int) -> None:
         self.conn.execute(
@@ -117,23 +118,31 @@ class PgSegments:
             )
 
     def dead_rowids(self, sources: Sequence[str]) -> Iterable[int]:
-        return (
+        if self._dead is not None and self._dead[0] == list(sources):
+            return self._dead[1]  # read with the segments (one round trip)
+        return [
             int(r)
             for (r,) in self.conn.execute(
                 "SELECT chunk_rowid FROM memmw.postings_dead WHERE namespace_id = %s"
                 " AND source = ANY(%s)",
                 (self.ns, list(sources)),
             ).fetchall()
-        )
+        ]
 
     def segments(
         self, sources: Sequence[str], terms: Sequence[int]
     ) -> Iterable[tuple[int, int, bytes]]:
-        return self.conn.execute(
+        """The terms' segments, and the sources' tombstones in the same round trip (kept
+        for ``dead_rowids``)."""
+        rows = self.conn.execute(
             "SELECT term_hash, seg, data FROM memmw.postings_segments WHERE namespace_id = %s"
-            " AND source = ANY(%s) AND term_hash = ANY(%s) ORDER BY term_hash, seg",
-            (self.ns, list(sources), list(terms)),
+            " AND source = ANY(%s) AND term_hash = ANY(%s)"
+            " UNION ALL SELECT NULL, chunk_rowid, NULL FROM memmw.postings_dead"
+            " WHERE namespace_id = %s AND source = ANY(%s) ORDER BY 1, 2",
+            (self.ns, list(sources), list(terms), self.ns, list(sources)),
         ).fetchall()
+        self._dead = (list(sources), [int(seg) for term, seg, _ in rows if term is None])
+        return [(int(t), int(seg), bytes(d)) for t, seg, d in rows if t is not None]
 
 
 #: One logged change: ``(source, rowid, hashes, tf or None for a removal, length)``.
