@@ -155,7 +155,10 @@ def worker(spec_path: str) -> None:
         out.update(_check(spec))
     else:
         raise SystemExit(f"unknown task {task!r}")
-    out["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out["maxrss_mb"] = usage.ru_maxrss / 1024
+    # CPU seconds of this process: on a shared machine steadier than wall time.
+    out["cpu_s"] = usage.ru_utime + usage.ru_stime
     print("RESULT " + json.dumps(out), flush=True)
 
 
@@ -361,6 +364,7 @@ def table(report: dict[str, Any]) -> str:
     for chunks, per in report["sqlite"].items():
         row(f"sqlite {chunks}: chunks", [get(per, n, "index", "chunks") for n in names], "{:.0f}")
         row(f"sqlite {chunks}: full index s", [get(per, n, "index", "full_s") for n in names])
+        row(f"sqlite {chunks}: index CPU s", [get(per, n, "index", "cpu_s") for n in names])
         row(f"sqlite {chunks}: index RSS MB", [get(per, n, "index", "maxrss_mb") for n in names])
         for q in ("p50", "p95"):
             row(f"sqlite {chunks}: fresh keyword {q} ms",
@@ -401,6 +405,10 @@ def _summaries(report: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     if argv is None and len(sys.argv) == 3 and sys.argv[1] == "--worker":
         worker(sys.argv[2])
+        return 0
+    if argv is None and len(sys.argv) == 3 and sys.argv[1] == "--table":
+        report = json.loads(Path(sys.argv[2]).read_text(encoding="utf-8"))
+        print(table(report))
         return 0
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n")[0], epilog=__doc__,
