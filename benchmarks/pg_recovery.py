@@ -42,6 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from postgres import namespace_postings
 from scale import generate_synthetic
 
 from memmw import Memory, MemoryConfig, StoreConfig
@@ -103,18 +104,22 @@ def fingerprint(dsn: str, agent: str) -> dict[str, Any]:
             " WHERE namespace_id = %s ORDER BY 1, 2, 3, 4",
             (ns,),
         ).fetchall()
-        postings = conn.execute(
-            "SELECT md5(string_agg(c.path || ':' || c.start_line || ':' || c.hash || ':'"
-            " || p.term_hash || ':' || p.tf || ':' || p.doc_len, ',' ORDER BY c.path,"
-            " c.start_line, c.hash, p.term_hash)), count(*) FROM memmw.postings p"
-            " JOIN memmw.chunks c ON c.rowid = p.chunk_rowid WHERE p.namespace_id = %s",
-            (ns,),
-        ).fetchone()
-        orphans = conn.execute(
-            "SELECT count(*) FROM memmw.postings p WHERE p.namespace_id = %s AND NOT EXISTS"
-            " (SELECT 1 FROM memmw.chunks c WHERE c.rowid = p.chunk_rowid)",
-            (ns,),
-        ).fetchone()
+        places = {
+            int(r): f"{p}:{s}:{h}"
+            for r, p, s, h in conn.execute(
+                "SELECT rowid, path, start_line, hash FROM memmw.chunks WHERE namespace_id = %s",
+                (ns,),
+            ).fetchall()
+        }
+        p_rows, p_hashes, p_tf, p_dl = namespace_postings(conn, ns)
+        lines = sorted(
+            f"{places[x]}:{h}:{t}:{d}"
+            for x, h, t, d in zip(p_rows.tolist(), p_hashes.tolist(), p_tf.tolist(),
+                                  p_dl.tolist(), strict=True)
+            if x in places
+        )
+        postings = (hashlib.md5(",".join(lines).encode()).hexdigest(), len(lines))
+        orphans = (sum(1 for x in p_rows.tolist() if x not in places),)
         stats = conn.execute(
             "SELECT source, n_docs, total_len FROM memmw.source_stats WHERE namespace_id = %s"
             " ORDER BY 1",

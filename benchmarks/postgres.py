@@ -50,6 +50,7 @@ from scale import CHUNKS_PER_FILE, generate_synthetic, percentile, synthetic_que
 
 from memmw.store.postgres.backend import PostgresStore
 from memmw.store.postgres.connection import open_pool
+from memmw.store.segments import decode
 from memmw.store.terms import term_counts, term_hash
 from memmw.text.analysis import query_terms
 from memmw.text.chunking import chunk_text
@@ -201,12 +202,33 @@ def syncer(
     out.put({"syncs": syncs, "busy": busy, "errors": errors, "sync_ms": durations})
 
 
+def namespace_postings(conn: Any, ns: int) -> tuple[np.ndarray, ...]:
+    """Every live posting of a namespace ``(rowids, term hashes, tf, lengths)``, decoded
+    from its segments (tombstoned chunks left out)."""
+    dead = {int(r) for (r,) in conn.execute(
+        "SELECT chunk_rowid FROM memmw.postings_dead WHERE namespace_id = %s", (ns,)
+    ).fetchall()}
+    parts = []
+    for term, seg, data in conn.execute(
+        "SELECT term_hash, seg, data FROM memmw.postings_segments WHERE namespace_id = %s",
+        (ns,),
+    ).fetchall():
+        rows, tf, dl = decode(int(seg), bytes(data))
+        parts.append((rows, np.full(len(rows), int(term), dtype=np.int64), tf, dl))
+    if not parts:
+        return tuple(np.zeros(0, dtype=np.int64) for _ in range(4))
+    rows, hashes, tf, dl = (np.concatenate([p[i] for p in parts]).astype(np.int64)
+                            for i in range(4))
+    keep = ~np.isin(rows, np.fromiter(dead, dtype=np.int64, count=len(dead)))
+    return rows[keep], hashes[keep], tf[keep], dl[keep]
+
+
 def verify(dsn: str, agents: int, sample: int = 100) -> list[str]:
     """Differences between each namespace and a clean recomputation from its chunks.
 
-    In the server: BM25 statistics equal to the chunks' own counts, one posting per
-    distinct term of each chunk (none orphaned, each with its chunk's length), one vector
-    per chunk. In this process: ``sample`` chunks per agent re-tokenised from their text,
+    BM25 statistics equal to the chunks' own counts, one posting per distinct term of
+    each chunk (none orphaned, each with its chunk's length; the segments decoded here),
+    one vector per chunk. In this process: ``sample`` chunks per agent re-tokenised from their text,
     whose postings must be exactly the recomputed terms and counts.
     """
     problems: list[str] = []
@@ -221,13 +243,16 @@ def verify(dsn: str, agents: int, sample: int = 100) -> list[str]:
                     " FROM memmw.chunks WHERE namespace_id = %s AND source = ANY(%s)",
                     (ns, SOURCES),
                 ).fetchone()
-                postings, stray = r.conn.execute(
-                    "SELECT count(*), count(*) FILTER (WHERE c.rowid IS NULL"
-                    " OR c.n_terms <> p.doc_len OR c.source <> p.source)"
-                    " FROM memmw.postings p LEFT JOIN memmw.chunks c ON c.rowid = p.chunk_rowid"
-                    " AND c.namespace_id = p.namespace_id WHERE p.namespace_id = %s",
-                    (ns,),
-                ).fetchone()
+                p_rows, p_hashes, p_tf, p_dl = namespace_postings(r.conn, ns)
+                lengths = dict(r.conn.execute(
+                    "SELECT rowid, n_terms FROM memmw.chunks WHERE namespace_id = %s"
+                    " AND source = ANY(%s)", (ns, SOURCES),
+                ).fetchall())
+                postings = len(p_rows)
+                stray = sum(
+                    1 for x, d in zip(p_rows.tolist(), p_dl.tolist(), strict=True)
+                    if lengths.get(x) != d
+                )
                 stats = r.keyword_stats(SOURCES)
                 vectors = r.vector_stats()
                 picked = r.conn.execute(
@@ -236,12 +261,10 @@ def verify(dsn: str, agents: int, sample: int = 100) -> list[str]:
                     (ns, sample),
                 ).fetchall()
                 stored: dict[int, dict[int, int]] = {}
-                for rowid, h, tf in r.conn.execute(
-                    "SELECT chunk_rowid, term_hash, tf FROM memmw.postings"
-                    " WHERE namespace_id = %s AND chunk_rowid = ANY(%s)",
-                    (ns, [row for row, _ in picked]),
-                ).fetchall():
-                    stored.setdefault(int(rowid), {})[int(h)] = int(tf)
+                wanted = {int(row) for row, _ in picked}
+                for x, h, t in zip(p_rows.tolist(), p_hashes.tolist(), p_tf.tolist(), strict=True):
+                    if x in wanted:
+                        stored.setdefault(x, {})[h] = t
             name = agent_name(i)
             if stats != (int(docs), float(length)):
                 problems.append(f"{name}: stats {stats}, chunks give {(docs, length)}")

@@ -21,7 +21,7 @@ import numpy as np
 
 from memmw.graph.model import Graph, load_graph
 from memmw.notes.syntax import normalize_name
-from memmw.store.protocol import Postings, StoreReader
+from memmw.store.protocol import Postings, StoreReader, TermPostings
 from memmw.text.analysis import STOP_WORDS, normalize, query_terms
 from memmw.text.translit import to_latin
 from memmw.workspace.layout import file_date, is_group_note
@@ -266,7 +266,7 @@ class AliasIndex:
         return {t: tuple(g) for t, g in out.items()}
 
 
-def merge_postings(lists: Sequence[Postings]) -> Postings:
+def merge_postings(lists: Sequence[TermPostings]) -> TermPostings:
     """One posting list for a synonym group: each chunk once, its term counts added."""
     lists = [p for p in lists if len(p)]
     if len(lists) == 1:

@@ -80,6 +80,53 @@ class Postings:
     def __len__(self) -> int:
         return len(self.rowids)
 
+    @property
+    def last(self) -> int:
+        """The largest rowid (-1 when there is none)."""
+        return int(self.rowids[-1]) if len(self.rowids) else -1
+
+    def lookup(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(present, tf, doc_len)`` at each of ``rowids`` (ascending); 0 where absent."""
+        return lookup_sorted(self.rowids, self.tf, self.doc_len, rowids)
+
+
+def lookup_sorted(
+    rows: np.ndarray, tf: np.ndarray, dl: np.ndarray, wanted: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(present, tf, doc_len)`` of ``wanted`` in postings sorted by rowid; 0 where absent."""
+    if not len(rows):
+        zero = np.zeros(len(wanted), dtype=np.int32)
+        return np.zeros(len(wanted), dtype=bool), zero, zero
+    at = np.minimum(np.searchsorted(rows, wanted), len(rows) - 1)
+    has = rows[at] == wanted
+    return has, np.where(has, tf[at], 0), np.where(has, dl[at], 0)
+
+
+class TermPostings(Protocol):
+    """One query term's live postings as the keyword leg reads them: ``len`` is the
+    term's document frequency; the arrays (rowid ascending) may be decoded only when first
+    read, and ``lookup`` may answer for a few chunks without decoding them all."""
+
+    def __len__(self) -> int: ...
+
+    @property
+    def rowids(self) -> np.ndarray: ...
+
+    @property
+    def tf(self) -> np.ndarray: ...
+
+    @property
+    def doc_len(self) -> np.ndarray: ...
+
+    @property
+    def last(self) -> int:
+        """The largest rowid (at least that of every live posting; -1 when none)."""
+        ...
+
+    def lookup(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(present, tf, doc_len)`` at each of ``rowids`` (ascending); 0 where absent."""
+        ...
+
 
 #: No postings (a term absent from the index).
 EMPTY_POSTINGS = Postings(
@@ -227,7 +274,7 @@ class StoreReader(Protocol):
 
     def postings(
         self, term_hashes: Sequence[int], sources: Sequence[str], arena: Arena = FRESH
-    ) -> dict[int, Postings]:
+    ) -> Mapping[int, TermPostings]:
         """Live postings of each term hash present in ``sources`` (absent terms left out).
 
         The arrays may live in ``arena``'s memory (valid until its owner resets it); a

@@ -11,7 +11,7 @@ import numpy as np
 from memmw.text.analysis import WordMemo, split_words, stem, term_frequencies
 
 #: Bumped when term extraction or the postings layout changes (part of the index identity).
-TERMS_VERSION = 4
+TERMS_VERSION = 5
 
 
 @lru_cache(maxsize=500_000)

@@ -39,7 +39,8 @@ def test_the_recomputation_catches_a_missing_posting_and_a_wrong_count(
     assert bench.verify(pg_database, 1) == []
     with psycopg.connect(pg_database, autocommit=True) as conn:
         conn.execute(
-            "DELETE FROM memmw.postings WHERE ctid IN (SELECT ctid FROM memmw.postings LIMIT 1)"
+            "DELETE FROM memmw.postings_segments WHERE ctid IN"
+            " (SELECT ctid FROM memmw.postings_segments LIMIT 1)"
         )
         conn.execute("UPDATE memmw.source_stats SET total_len = total_len + 1")
     problems = bench.verify(pg_database, 1)

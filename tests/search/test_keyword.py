@@ -5,17 +5,20 @@ from __future__ import annotations
 import math
 from collections import Counter
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memmw.search import keyword
 from memmw.search.keyword import (
     K1,
     MAX_TIES,
     B,
     KeywordHit,
+    bm25_exhaustive,
     bm25_search,
     bm25_to_score,
     fts_search,
@@ -383,3 +386,67 @@ def test_bm25_search_equals_the_reference_computation(
         arena.reset()
         got = bm25_search(lists, 6_000, 6_000 * 180.0, limit, arena)
         assert [(h.rowid, h.bm25, h.matched) for h in got] == want
+
+
+# -- MaxScore pruning: the exhaustive answer, bit for bit -------------------------------
+
+
+@st.composite
+def skewed_corpora(draw: st.DrawFn) -> tuple[list[Postings], int, float]:
+    """Postings of 2-6 terms over up to 600 chunks, from rare terms to terms in almost
+    every chunk (names and common words), with few distinct lengths and frequencies so
+    that many chunks tie; rowids with gaps (deleted chunks)."""
+    seed = draw(st.integers(0, 2**32 - 1))
+    n_docs = draw(st.integers(40, 600))
+    densities = draw(
+        st.lists(st.sampled_from([0.005, 0.02, 0.1, 0.4, 0.8, 0.97]), min_size=2, max_size=6)
+    )
+    max_tf = draw(st.sampled_from([1, 3, 30]))
+    rng = np.random.default_rng(seed)
+    rowids = np.sort(rng.choice(n_docs * 3, size=n_docs, replace=False)).astype(np.int64)
+    lengths = rng.choice([8, 20, 21, 60, 400], size=n_docs).astype(np.int32)
+    lists = []
+    for density in densities:
+        docs = np.flatnonzero(rng.random(n_docs) < density)
+        tf = rng.integers(1, max_tf + 1, size=len(docs)).astype(np.int32)
+        lists.append(Postings(rowids[docs], np.minimum(tf, lengths[docs]), lengths[docs]))
+    return lists, n_docs, float(lengths.sum())
+
+
+def hits(found: list[KeywordHit]) -> list[tuple[int, float, int]]:
+    return [(h.rowid, h.bm25, h.matched) for h in found]
+
+
+@settings(max_examples=300, deadline=None)
+@given(skewed_corpora(), st.integers(1, 40), st.sampled_from([0, keyword.LOOKUP_COST]))
+def test_pruned_top_k_equals_exhaustive_scoring(
+    corpus: tuple[list[Postings], int, float], limit: int, lookup_cost: int
+) -> None:
+    """Same hits, same float32 scores, same ties, same matched counts as scoring every
+    posting, whether or not MaxScore skips the frequent terms (``lookup_cost`` 0: it
+    prunes whenever the bounds allow, however many chunks it looks up)."""
+    lists, n_docs, total = corpus
+    with mock.patch.object(keyword, "LOOKUP_COST", lookup_cost):
+        got = bm25_search(lists, n_docs, total, limit)
+    assert hits(got) == hits(bm25_exhaustive(lists, n_docs, total, limit))
+
+
+def test_pruning_skips_a_frequent_term_and_keeps_the_answer() -> None:
+    """A rare term decides the top: the frequent term is looked up, never scored whole,
+    and the answer is still the exhaustive one."""
+    n = 20_000
+    rows = np.arange(n, dtype=np.int64)
+    lengths = np.full(n, 30, dtype=np.int32)
+    common = Postings(rows, np.ones(n, dtype=np.int32), lengths)
+    rare = Postings(rows[::500], np.full(40, 3, dtype=np.int32), lengths[::500])
+    looked: list[int] = []
+
+    class Watched(Postings):
+        def lookup(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            looked.append(len(rowids))
+            return super().lookup(rowids)
+
+    watched = Watched(common.rowids, common.tf, common.doc_len)
+    got = bm25_search([watched, rare], n, 30.0 * n, 10)
+    assert hits(got) == hits(bm25_exhaustive([common, rare], n, 30.0 * n, 10))
+    assert looked and max(looked) <= 40  # only the rare term's chunks were looked up

@@ -214,6 +214,29 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (namespace_id, stable_key)
     );
     """,
+    # 2: keyword postings as segments (``memmw.store.segments``): a query reads a few rows
+    # per term instead of one row per posting. Namespaces rebuild (their index identity
+    # names the postings layout).
+    """
+    DROP TABLE memmw.postings;
+    CREATE TABLE memmw.postings_segments (
+        namespace_id integer NOT NULL,
+        source text NOT NULL,
+        term_hash bigint NOT NULL,
+        seg bigint NOT NULL,
+        n integer NOT NULL,
+        data bytea NOT NULL,
+        PRIMARY KEY (namespace_id, source, term_hash, seg)
+    );
+    ALTER TABLE memmw.postings_segments ALTER COLUMN data SET STORAGE EXTERNAL;
+    CREATE TABLE memmw.postings_dead (
+        namespace_id integer NOT NULL,
+        source text NOT NULL,
+        chunk_rowid bigint NOT NULL,
+        hashes bytea NOT NULL,
+        PRIMARY KEY (namespace_id, source, chunk_rowid)
+    );
+    """,
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -13,15 +14,17 @@ import numpy as np
 
 from memmw.store.arena import FRESH, Arena
 from memmw.store.postgres import graph as pg_graph
-from memmw.store.postgres.bulk import StagedPostings, copy_vectors
+from memmw.store.postgres.bulk import copy_vectors
+from memmw.store.postgres.postings import PgPostingsLog, PgSegments
 from memmw.store.protocol import (
     ChunkRow,
     FileRecords,
     GraphRows,
-    Postings,
+    TermPostings,
     VectorStats,
     chunk_id,
 )
+from memmw.store.segments import FLUSH_AT, read_postings
 from memmw.store.terms import term_counts, term_hash
 from memmw.store.vectors import VectorMatrix
 from memmw.store.vectorsearch import VectorCache, VectorIndex, choose_vector_index
@@ -45,35 +48,6 @@ _CHUNK_COLUMNS = (
     "c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.text, c.line_map, "
     "c.importance, c.n_terms, f.decay_ts, c.terms"
 )
-
-# BM25 over the postings of the query's terms: each term's document frequency is counted
-# from the same postings, N and the average length (``%(n)s``, ``%(avgdl)s``) come from
-# ``source_stats``; the formula of ``memmw.search.keyword`` computed in the server (no
-# postings cross the network). MATERIALIZED: the planner cannot estimate ``unnest`` and
-# would otherwise re-run the aggregates per posting. ``%(need)s``: how many of the terms a
-# chunk must have (all of them for the FTS5-style ``AND`` of ``fts_search``).
-_BM25_SQL = """
-WITH p AS MATERIALIZED (
-    SELECT p.term_hash, p.chunk_rowid, p.tf, p.doc_len
-    FROM memmw.postings p
-    WHERE p.namespace_id = %(ns)s AND p.term_hash = ANY(%(hashes)s::bigint[])
-      AND p.source = ANY(%(sources)s)
-),
-idf AS MATERIALIZED (
-    SELECT term_hash,
-           ln(1.0 + greatest(0.0, %(n)s - count(*) + 0.5) / (count(*) + 0.5)) AS idf
-    FROM p GROUP BY term_hash
-)
-SELECT p.chunk_rowid,
-       sum(idf.idf * p.tf * (%(k1)s + 1.0)
-           / (p.tf + %(k1)s * (1.0 - %(b)s + %(b)s * p.doc_len / %(avgdl)s))) AS score,
-       count(*) AS matched
-FROM p JOIN idf USING (term_hash)
-GROUP BY p.chunk_rowid
-HAVING count(*) >= %(need)s
-ORDER BY score DESC, p.chunk_rowid
-LIMIT %(limit)s
-"""
 
 # One file's row and its chunks (parallel arrays, in chunk order) in one round trip.
 _REPLACE_FILE_SQL = """
@@ -271,31 +245,10 @@ class PostgresReader:
 
     def postings(
         self, term_hashes: Sequence[int], sources: Sequence[str], arena: Arena = FRESH
-    ) -> dict[int, Postings]:
-        """Live postings of each term hash present in ``sources``, rowid ascending (arrays
-        of their own: rows arrive as Python objects, the arena would save nothing)."""
-        wanted = sorted({int(h) for h in term_hashes})
-        if not wanted:
-            return {}
-        found: dict[int, tuple[list[int], list[int], list[int]]] = {}
-        for h, rowid, tf, dl in self.conn.execute(
-            "SELECT term_hash, chunk_rowid, tf, doc_len FROM memmw.postings"
-            " WHERE namespace_id = %s AND term_hash = ANY(%s) AND source = ANY(%s)"
-            " ORDER BY term_hash, chunk_rowid",
-            (self.namespace_id, wanted, list(sources)),
-        ).fetchall():
-            ids, tfs, lens = found.setdefault(int(h), ([], [], []))
-            ids.append(int(rowid))
-            tfs.append(int(tf))
-            lens.append(int(dl))
-        return {
-            h: Postings(
-                rowids=np.asarray(ids, dtype=np.int64),
-                tf=np.asarray(tfs, dtype=np.int32),
-                doc_len=np.asarray(lens, dtype=np.int32),
-            )
-            for h, (ids, tfs, lens) in found.items()
-        }
+    ) -> dict[int, TermPostings]:
+        """Live postings of each term hash present in ``sources``: its segments, read in
+        one round trip and decoded on demand (``memmw.store.segments``)."""
+        return read_postings(PgSegments(self.conn, self.namespace_id), term_hashes, sources, arena)
 
     def bm25_search(
         self,
@@ -305,26 +258,42 @@ class PostgresReader:
         *,
         require_all: bool = False,
     ) -> list[tuple[int, float, int]]:
-        """``(rowid, BM25, query terms matched)``, best first (ties by rowid), in the server."""
+        """``(rowid, BM25, query terms matched)``, best first (ties by rowid), in float64.
+
+        The FTS5-style answers of ``fts_search`` (``keyword_backend = "fts5"`` on this
+        store) and a check of the stored postings; the keyword leg of a search scores with
+        ``memmw.search.keyword`` (this layer may not import it). ``require_all``: only
+        chunks holding every term.
+        """
         hashes = sorted({int(h) for h in term_hashes})
         if not hashes or limit <= 0:
             return []
         n_docs, total = self.keyword_stats(sources)
         if not n_docs:
             return []
-        params = {
-            "hashes": hashes,
-            "ns": self.namespace_id,
-            "sources": list(sources),
-            "n": float(n_docs),
-            "avgdl": max(total / n_docs, 1e-9),
-            "k1": K1,
-            "b": B,
-            "need": len(hashes) if require_all else 1,
-            "limit": limit,
-        }
-        rows = self.conn.execute(_BM25_SQL, params).fetchall()
-        return [(int(r), float(s), int(m)) for r, s, m in rows]
+        avgdl = max(total / n_docs, 1e-9)
+        found = self.postings(hashes, sources)
+        if not found or (require_all and len(found) < len(hashes)):
+            return []
+        rows, parts = [], []
+        for p in found.values():
+            df = len(p)
+            weight = math.log(1.0 + max(0.0, n_docs - df + 0.5) / (df + 0.5))
+            tf = p.tf.astype(np.float64)
+            norm = K1 * (1.0 - B + B * p.doc_len.astype(np.float64) / avgdl)
+            rows.append(p.rowids)
+            parts.append(weight * tf * (K1 + 1.0) / (tf + norm))
+        ids, inverse = np.unique(np.concatenate(rows), return_inverse=True)
+        scores = np.bincount(inverse, weights=np.concatenate(parts), minlength=len(ids))
+        matched = np.bincount(inverse, minlength=len(ids))
+        keep = matched >= (len(hashes) if require_all else 1)
+        ids, scores, matched = ids[keep], scores[keep], matched[keep]
+        order = np.lexsort((ids, -scores))[:limit]
+        return [
+            (int(r), float(v), int(m))
+            for r, v, m in zip(ids[order].tolist(), scores[order].tolist(),
+                               matched[order].tolist(), strict=True)
+        ]
 
     def fts_search(
         self, terms: Sequence[str], limit: int, sources: Sequence[str], *, require_all: bool
@@ -532,37 +501,51 @@ class PostgresWriter(PostgresReader):
         super().__init__(conn, namespace_id, fts_tokenizer=fts_tokenizer)
         #: HNSW indexes to create once no transaction is open (see ``write_vectors``).
         self.missing_vector_indexes: set[int] = set()
-        #: A staged rebuild's postings, written sorted at its end (``begin_bulk``).
-        self.staged: StagedPostings | None = None
+        #: Files written during a staged rebuild (``begin_bulk``); None outside one.
+        self.staged: set[tuple[str, str]] | None = None
+        #: Postings changes not yet written, and what a rollback must re-queue.
+        self.postings_log = PgPostingsLog()
+        self._bulk_mark: tuple[int, int] | None = None
+        self._depth = 0
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[PostgresWriter]:
         """One atomic write transaction (a savepoint when one is already open)."""
-        staged = self.staged
-        mark = staged.mark() if staged is not None else None
+        mark = self.postings_log.mark()
+        self._depth += 1
         try:
             with self.conn.transaction():
                 yield self
+                if self._depth == 1 and self.staged is None:
+                    self.flush_postings()  # committed with the rows they index
         except BaseException:
-            if staged is not None and mark is not None and self.staged is staged:
-                staged.rollback(mark)
+            self.postings_log.rollback(mark)
             raise
+        finally:
+            self._depth -= 1
+        if not self._depth and self.staged is None:
+            self.postings_log.settle()
 
     # -- staged rebuild ----------------------------------------------------------------
     def begin_bulk(self) -> None:
-        """Buffer postings from now on (a staged rebuild into an emptied namespace)."""
-        self.staged = StagedPostings()
+        """A staged rebuild into an emptied namespace: postings flushed at its end (or
+        past ``FLUSH_AT``) rather than after each file."""
+        self.staged = set()
+        self._bulk_mark = self.postings_log.mark()
 
     def end_bulk(self, *, commit: bool) -> None:
-        """Write the buffered postings (``commit``) or drop them; back to direct writes."""
-        staged, self.staged = self.staged, None
-        if commit and staged is not None:
-            staged.flush(self.conn, self.namespace_id)
+        """Write the logged postings (``commit``) or drop them; back to direct writes."""
+        self.staged, mark, self._bulk_mark = None, self._bulk_mark, None
+        if commit:
+            self.flush_postings()
+            self.postings_log.settle()
+        elif mark is not None:
+            self.postings_log.rollback(mark)
 
     def flush_postings(self) -> None:
-        """Write buffered postings now (before anything reads or deletes postings)."""
-        if self.staged is not None and self.staged.pending:
-            self.staged.flush(self.conn, self.namespace_id)
+        """Write logged postings now (before anything reads postings)."""
+        if self.postings_log.pending:
+            self.postings_log.flush(PgSegments(self.conn, self.namespace_id))
 
     def keyword_stats(self, sources: Sequence[str]) -> tuple[int, float]:
         """``(live chunks, total terms)`` of ``sources``, buffered rows included."""
@@ -571,7 +554,7 @@ class PostgresWriter(PostgresReader):
 
     def postings(
         self, term_hashes: Sequence[int], sources: Sequence[str], arena: Arena = FRESH
-    ) -> dict[int, Postings]:
+    ) -> dict[int, TermPostings]:
         """Live postings of each term hash present in ``sources``, buffered rows included."""
         self.flush_postings()
         return super().postings(term_hashes, sources, arena)
@@ -636,47 +619,24 @@ class PostgresWriter(PostgresReader):
             (mtime, size, self.namespace_id, path, source),
         )
 
-    def _adjust_stats(self, source: str, docs: int, length: int) -> None:
-        if not docs:
-            return
-        self.conn.execute(
-            "INSERT INTO memmw.source_stats (namespace_id, source, n_docs, total_len)"
-            " VALUES (%s, %s, %s, %s) ON CONFLICT (namespace_id, source) DO UPDATE"
-            " SET n_docs = memmw.source_stats.n_docs + excluded.n_docs,"
-            " total_len = memmw.source_stats.total_len + excluded.total_len",
-            (self.namespace_id, source, docs, length),
-        )
-
     def delete_file(self, path: str, source: str) -> None:
         """Remove a file and everything derived from it (chunks, postings, vectors, graph)."""
-        with self.conn.transaction():
+        with self.transaction():
             self._delete_file(path, source)
 
     def _delete_file(self, path: str, source: str) -> None:
-        staged = self.staged
-        if staged is not None:
-            if (path, source) not in staged.paths:
-                return  # the rebuild emptied the namespace and has not written this file
-            self.flush_postings()  # its postings must be in the table to be deleted
+        if self.staged is not None and (path, source) not in self.staged:
+            return  # the rebuild emptied the namespace and has not written this file
         rows = self.conn.execute(
             "SELECT c.rowid, c.terms, c.n_terms FROM memmw.chunks c JOIN memmw.files f"
             " ON f.id = c.file_id WHERE f.namespace_id = %s AND f.path = %s AND f.source = %s",
             (self.namespace_id, path, source),
         ).fetchall()
-        if rows:
-            hashes: list[int] = []
-            owners: list[int] = []
-            for rowid, blob, _n in rows:
-                # The chunk's distinct terms name the postings it is in.
-                chunk_hashes = np.frombuffer(bytes(blob), dtype="<i8")
-                hashes.extend(chunk_hashes.tolist())
-                owners.extend([int(rowid)] * len(chunk_hashes))
-            self.conn.execute(
-                "DELETE FROM memmw.postings p USING unnest(%s::bigint[], %s::bigint[]) AS d(h, r)"
-                " WHERE p.namespace_id = %s AND p.term_hash = d.h AND p.chunk_rowid = d.r",
-                (hashes, owners, self.namespace_id),
-            )
-            self._adjust_stats(source, -len(rows), -sum(int(r[2]) for r in rows))
+        for rowid, blob, n_terms in rows:
+            # The chunk's distinct terms name the segments it is in (a tombstone until
+            # they are many: ``memmw.store.segments``).
+            chunk_hashes = np.frombuffer(bytes(blob), dtype="<i8").astype(np.int64)
+            self.postings_log.remove(source, int(rowid), chunk_hashes, int(n_terms))
         self.conn.execute(
             "DELETE FROM memmw.files WHERE namespace_id = %s AND path = %s AND source = %s",
             (self.namespace_id, path, source),
@@ -739,26 +699,13 @@ class PostgresWriter(PostgresReader):
             rowids = sorted(int(r) for r in (row[0] or ()))
             if self.staged is not None:
                 # Written during the rebuild: a second write of it must delete this one.
-                self.staged.paths.add((path, source))
+                self.staged.add((path, source))
             if not unique:
                 return []
-            counted = [
-                (rowid, hashes, tf, n_terms)
-                for rowid, (hashes, tf, n_terms) in zip(rowids, terms, strict=True)
-            ]
-            with conn.cursor() as cur:
-                if self.staged is not None:
-                    # A staged rebuild writes every posting at its end, sorted (bulk.py).
-                    self.staged.add(source, counted)
-                    return rowids
-                with cur.copy(
-                    "COPY memmw.postings (namespace_id, term_hash, chunk_rowid, source, tf, doc_len)"
-                    " FROM STDIN"
-                ) as copy:
-                    for rowid, hashes, tf, n_terms in counted:
-                        for h, count in zip(hashes.tolist(), tf.tolist(), strict=True):
-                            copy.write_row((self.namespace_id, h, rowid, source, count, n_terms))
-            self._adjust_stats(source, len(unique), sum(n for _, _, _, n in counted))
+            for rowid, (hashes, tf, n_terms) in zip(rowids, terms, strict=True):
+                self.postings_log.add(source, rowid, hashes, tf, n_terms)
+            if self.staged is not None and self.postings_log.size >= FLUSH_AT:
+                self.flush_postings()  # bounds a rebuild's memory
             return rowids
 
     def clear_rows(self) -> None:
@@ -769,7 +716,9 @@ class PostgresWriter(PostgresReader):
         inside the writer's transaction: other sessions see the old rows until it commits.
         """
         ns = (self.namespace_id,)
-        self.conn.execute("DELETE FROM memmw.postings WHERE namespace_id = %s", ns)
+        self.flush_postings()
+        self.conn.execute("DELETE FROM memmw.postings_segments WHERE namespace_id = %s", ns)
+        self.conn.execute("DELETE FROM memmw.postings_dead WHERE namespace_id = %s", ns)
         self.conn.execute("DELETE FROM memmw.chunk_vectors WHERE namespace_id = %s", ns)
         pg_graph.clear(self.conn, self.namespace_id)
         self.conn.execute("DELETE FROM memmw.chunks WHERE namespace_id = %s", ns)

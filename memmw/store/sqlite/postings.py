@@ -1,361 +1,103 @@
-"""Persisted keyword postings and statistics: what BM25 needs, per source and term hash.
+"""The SQLite tables of the keyword postings (``memmw.store.segments`` has the layout).
 
-Layout: ``postings(source, term, seg, n, data)`` WITHOUT ROWID, one row per segment of
-at most ``SEGMENT_MAX`` postings of one term. ``seg`` is the first chunk rowid of the
-segment and ``data`` packs its postings as three arrays, each of the narrowest unsigned
-width that holds its values (1, 2 or 4 bytes, named by a 3-byte header): the gaps
-between consecutive rowids (the first counted from ``seg``), the term frequencies and
-the chunks' lengths in terms. Most postings take 4 or 5 bytes. ``keyword_stats(source,
-chunks, terms)`` holds the live chunk count and the total length for the BM25 length norm
-(both created by migration 3 of ``memmw.store.sqlite.schema``).
-
-Incremental writes touch little: chunk rowids are never reused and only grow, so new
-postings go after a term's last segment, rewriting it only while it holds at most
-``TAIL_MAX`` postings and otherwise starting a new segment; once a term ends in more
-than ``TAIL_SEGMENTS`` segments that are not full, an append merges them. A deleted
-chunk becomes a tombstone (``postings_dead(source, chunk_rowid, hashes)``, migration 4)
-that reads skip, and ``keyword_stats`` drops it at once, so df, N and the average length
-count live chunks only; when a source has more than ``DEAD_MAX`` tombstones a flush
-purges them from the segments that hold them (the chunk's term hashes, kept in its
-tombstone, name those segments).
-
-Writes are buffered per transaction (``PostingsBuffer``) and applied term by term by
-``flush``, so a sync touching many chunks reads and writes each term's segments once.
-A query reads only its terms' rows.
+``postings(source, term, seg, n, data)`` WITHOUT ROWID, one row per segment;
+``postings_dead(source, chunk_rowid, hashes)`` the tombstones (migration 4);
+``keyword_stats(source, chunks, terms)`` the live chunk count and total length of each
+source (migration 3 of ``memmw.store.sqlite.schema``).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-
-import numpy as np
+from collections.abc import Iterable, Sequence
 
 from memmw.store.arena import FRESH, Arena
-from memmw.store.protocol import EMPTY_POSTINGS, Postings
-
-#: Postings per segment row: small enough that appending to a frequent term rewrites
-#: little, large enough that reading one is a handful of rows.
-SEGMENT_MAX = 4096
-#: A term's last segment is rewritten by an append while it stays this small; a larger
-#: one gets a new segment after it instead (appends then write only the new postings).
-TAIL_MAX = 256
-#: Trailing segments of a term that are not full, beyond which an append merges them.
-TAIL_SEGMENTS = 8
-#: Tombstoned chunks of a source beyond which a flush purges them from the segments.
-DEAD_MAX = 2048
-#: Buffered postings that trigger a flush (bounds the memory of a full rebuild).
-FLUSH_AT = 2_000_000
-
-_U32 = 2**32
-_WIDTHS = (1, 2, 4)
-_UINT: dict[int, np.dtype[np.unsignedinteger]] = {
-    1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4")
-}
-
-EMPTY = EMPTY_POSTINGS
+from memmw.store.protocol import TermPostings
+from memmw.store.segments import read_postings as _read_postings
 
 
-def decode(seg: int, data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(rowids, tf, lengths)`` of one stored segment."""
-    wg, wt, wl = data[0], data[1], data[2]
-    n = (len(data) - 3) // (wg + wt + wl)
-    gaps = np.frombuffer(data, dtype=f"<u{wg}", count=n, offset=3)
-    tf = np.frombuffer(data, dtype=f"<u{wt}", count=n, offset=3 + n * wg)
-    dl = np.frombuffer(data, dtype=f"<u{wl}", count=n, offset=3 + n * (wg + wt))
-    return np.cumsum(gaps, dtype=np.int64) + seg, tf, dl
+class SqliteSegments:
+    """``memmw.store.segments.SegmentTable`` over one SQLite connection."""
 
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
 
-def _width(values: np.ndarray) -> int:
-    top = int(values.max()) if len(values) else 0
-    return next(w for w in _WIDTHS if top < 1 << (8 * w))
-
-
-def encode(seg: int, rowids: np.ndarray, tf: np.ndarray, dl: np.ndarray) -> bytes:
-    """One segment's bytes (``rowids`` ascending, the first at least ``seg``)."""
-    rowids = np.asarray(rowids, dtype=np.int64)
-    gaps = rowids.copy()  # np.diff(prepend=) costs more than the arithmetic on short rows
-    gaps[1:] -= rowids[:-1]
-    gaps[:1] -= seg
-    widths = (_width(gaps), _width(tf), _width(dl))
-    return b"".join(
-        [
-            bytes(widths),
-            gaps.astype(f"<u{widths[0]}").tobytes(),
-            np.asarray(tf).astype(f"<u{widths[1]}").tobytes(),
-            np.asarray(dl).astype(f"<u{widths[2]}").tobytes(),
-        ]
-    )
-
-
-@dataclass
-class _Pending:
-    """Postings changes of one source not yet written."""
-
-    add_rowid: list[np.ndarray] = field(default_factory=list)
-    add_hash: list[np.ndarray] = field(default_factory=list)
-    add_tf: list[np.ndarray] = field(default_factory=list)
-    add_dl: list[np.ndarray] = field(default_factory=list)
-    dead: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (rowid, hashes)
-    chunks: int = 0
-    length: int = 0
-
-
-class PostingsBuffer:
-    """Postings changes of one transaction, applied by ``flush`` (before the commit).
-
-    Args:
-        bulk: The table holds no postings but the ones this buffer writes (a full
-            rebuild into an empty database): flushes then only insert segments, never
-            read them back.
-    """
-
-    def __init__(self, *, bulk: bool = False) -> None:
-        self.bulk = bulk
-        self._pending: dict[str, _Pending] = {}
-        self.size = 0
-
-    @property
-    def pending(self) -> bool:
-        """True when changes wait for ``flush``."""
-        return bool(self._pending)
-
-    def add(self, source: str, rowid: int, hashes: np.ndarray, tf: np.ndarray, length: int) -> None:
-        """A new chunk (its rowid is larger than every rowid already written)."""
-        p = self._pending.setdefault(source, _Pending())
-        p.add_rowid.append(np.full(len(hashes), rowid, dtype=np.int64))
-        p.add_hash.append(hashes)
-        p.add_tf.append(tf)
-        p.add_dl.append(np.full(len(hashes), length, dtype=np.uint32))
-        p.chunks += 1
-        p.length += length
-        self.size += len(hashes)
-
-    def remove(self, source: str, rowid: int, hashes: np.ndarray, length: int) -> None:
-        """A chunk deleted (its postings were written before)."""
-        p = self._pending.setdefault(source, _Pending())
-        p.dead.append((rowid, hashes))
-        p.chunks -= 1
-        p.length -= length
-        self.size += len(hashes)
-
-    def flush(self, conn: sqlite3.Connection) -> None:
-        """Write the buffered changes (inside the caller's transaction)."""
-        pending, self._pending, self.size = self._pending, {}, 0
-        for source, p in sorted(pending.items()):
-            if p.chunks or p.length:
-                conn.execute(
-                    "INSERT INTO keyword_stats(source, chunks, terms) VALUES (?, ?, ?)"
-                    " ON CONFLICT(source) DO UPDATE SET chunks = chunks + excluded.chunks,"
-                    " terms = terms + excluded.terms",
-                    (source, p.chunks, p.length),
-                )
-            _flush_source(conn, source, p, bulk=self.bulk)
-
-
-def _cat(parts: list[np.ndarray], dtype: type | np.dtype) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
-
-
-def _groups(hashes: np.ndarray) -> dict[int, tuple[int, int]]:
-    """``{hash: (start, end)}`` of a sorted hash array."""
-    if not len(hashes):
-        return {}
-    # Sorted already: the groups start where the hash changes (no second sort by unique).
-    starts = [0, *(np.flatnonzero(hashes[1:] != hashes[:-1]) + 1).tolist()]
-    ends = [*starts[1:], len(hashes)]
-    return dict(zip(hashes[starts].tolist(), zip(starts, ends, strict=True), strict=True))
-
-
-def _dead_arrays(rows: list[tuple[int, bytes]]) -> tuple[np.ndarray, np.ndarray]:
-    """``(rowids, hashes)`` of tombstoned chunks, one entry per (chunk, term)."""
-    hashes = [np.frombuffer(blob, dtype="<i8") for _, blob in rows]
-    rowids = [np.full(len(h), r, dtype=np.int64) for (r, _), h in zip(rows, hashes, strict=True)]
-    return _cat(rowids, np.int64), _cat([h.astype(np.int64) for h in hashes], np.int64)
-
-
-def _flush_source(conn: sqlite3.Connection, source: str, p: _Pending, *, bulk: bool) -> None:
-    a_row, a_hash = _cat(p.add_rowid, np.int64), _cat(p.add_hash, np.int64)
-    a_tf, a_dl = _cat(p.add_tf, np.uint16), _cat(p.add_dl, np.uint32)
-    order = np.lexsort((a_row, a_hash))
-    a_row, a_hash, a_tf, a_dl = a_row[order], a_hash[order], a_tf[order], a_dl[order]
-    # A chunk added and deleted within one buffer never reaches the table (a full rebuild
-    # deletes nothing: no set of every rowid then).
-    born = {int(part[0]) for part in p.add_rowid if len(part)} if p.dead else set()
-    gone = [(r, h) for r, h in p.dead if r not in born]
-    died = {r for r, _ in p.dead if r in born}
-    if died:
-        keep = ~np.isin(a_row, np.fromiter(died, dtype=np.int64, count=len(died)))
-        a_row, a_hash, a_tf, a_dl = a_row[keep], a_hash[keep], a_tf[keep], a_dl[keep]
-    d_row = d_hash = np.zeros(0, dtype=np.int64)
-    if gone and not bulk:
-        # Deleted chunks become tombstones: rewriting every segment that holds one costs
-        # a sync far more than skipping them at read time until they are many.
-        conn.executemany(
-            "INSERT INTO postings_dead(source, chunk_rowid, hashes) VALUES (?, ?, ?)",
-            [(source, r, h.astype("<i8").tobytes()) for r, h in gone],
+    def add_stats(self, source: str, chunks: int, length: int) -> None:
+        self.conn.execute(
+            "INSERT INTO keyword_stats(source, chunks, terms) VALUES (?, ?, ?)"
+            " ON CONFLICT(source) DO UPDATE SET chunks = chunks + excluded.chunks,"
+            " terms = terms + excluded.terms",
+            (source, chunks, length),
         )
-        (dead,) = conn.execute(
+
+    def add_dead(self, source: str, dead: list[tuple[int, bytes]]) -> None:
+        self.conn.executemany(
+            "INSERT INTO postings_dead(source, chunk_rowid, hashes) VALUES (?, ?, ?)",
+            [(source, r, h) for r, h in dead],
+        )
+
+    def dead_count(self, source: str) -> int:
+        (n,) = self.conn.execute(
             "SELECT COUNT(*) FROM postings_dead WHERE source=?", (source,)
         ).fetchone()
-        if dead > DEAD_MAX:
-            rows = conn.execute(
-                "SELECT chunk_rowid, hashes FROM postings_dead WHERE source=?", (source,)
-            ).fetchall()
-            conn.execute("DELETE FROM postings_dead WHERE source=?", (source,))
-            d_row, d_hash = _dead_arrays([(int(r), bytes(h)) for r, h in rows])
-            order = np.lexsort((d_row, d_hash))
-            d_row, d_hash = d_row[order], d_hash[order]
-    adds, dels = _groups(a_hash), _groups(d_hash)
-    touched = sorted(adds.keys() | dels.keys())
-    # Segment keys of every touched term (with the data of the small ones, which an
-    # append rewrites), a few hundred terms per query: one query per term cost an
-    # incremental sync more than the rest of the flush.
-    seg_keys: dict[int, list[tuple[int, int]]] = {}
-    small: dict[tuple[int, int], bytes] = {}
-    if not bulk:
-        for start in range(0, len(touched), 500):
-            part = touched[start : start + 500]
-            for term, seg, n, data in conn.execute(
-                "SELECT term, seg, n, CASE WHEN n <= ? THEN data END FROM postings"
-                f" WHERE source=? AND term IN ({','.join('?' * len(part))}) ORDER BY term, seg",
-                (TAIL_MAX, source, *part),
-            ):
-                seg_keys.setdefault(int(term), []).append((int(seg), int(n)))
-                if data is not None:
-                    small[(int(term), int(seg))] = bytes(data)
-    inserts: list[tuple[str, int, int, int, bytes]] = []
-    deletes: list[tuple[str, int, int]] = []
-    for term in touched:
-        _flush_term(conn, source, term, seg_keys.get(term, []), small, inserts, deletes,
-                    dels=d_row[slice(*dels[term])] if term in dels else None,
-                    adds=(a_row[slice(*adds[term])], a_tf[slice(*adds[term])],
-                          a_dl[slice(*adds[term])]) if term in adds else None)
-    if deletes:
-        conn.executemany("DELETE FROM postings WHERE source=? AND term=? AND seg=?", deletes)
-    if inserts:
-        conn.executemany(
-            "INSERT OR REPLACE INTO postings(source, term, seg, n, data) VALUES (?,?,?,?,?)",
-            inserts,
+        return int(n)
+
+    def take_dead(self, source: str) -> list[tuple[int, bytes]]:
+        rows = self.conn.execute(
+            "SELECT chunk_rowid, hashes FROM postings_dead WHERE source=?", (source,)
+        ).fetchall()
+        self.conn.execute("DELETE FROM postings_dead WHERE source=?", (source,))
+        return [(int(r), bytes(h)) for r, h in rows]
+
+    def segment_keys(
+        self, source: str, terms: Sequence[int], small: int
+    ) -> Iterable[tuple[int, int, int, bytes | None]]:
+        return self.conn.execute(
+            "SELECT term, seg, n, CASE WHEN n <= ? THEN data END FROM postings"
+            f" WHERE source=? AND term IN ({','.join('?' * len(terms))}) ORDER BY term, seg",
+            (small, source, *terms),
         )
 
+    def segment(self, source: str, term: int, seg: int) -> bytes:
+        (data,) = self.conn.execute(
+            "SELECT data FROM postings WHERE source=? AND term=? AND seg=?", (source, term, seg)
+        ).fetchone()
+        return bytes(data)
 
-Segment = tuple[np.ndarray, np.ndarray, np.ndarray]
+    def write(
+        self,
+        source: str,
+        inserts: list[tuple[int, int, int, bytes]],
+        deletes: list[tuple[int, int]],
+    ) -> None:
+        if deletes:
+            self.conn.executemany(
+                "DELETE FROM postings WHERE source=? AND term=? AND seg=?",
+                [(source, t, s) for t, s in deletes],
+            )
+        if inserts:
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO postings(source, term, seg, n, data) VALUES (?,?,?,?,?)",
+                [(source, t, s, n, d) for t, s, n, d in inserts],
+            )
 
+    def dead_rowids(self, sources: Sequence[str]) -> Iterable[int]:
+        marks = ",".join("?" * len(sources))
+        return (
+            r
+            for (r,) in self.conn.execute(
+                f"SELECT chunk_rowid FROM postings_dead WHERE source IN ({marks})", tuple(sources)
+            )
+        )
 
-def _flush_term(
-    conn: sqlite3.Connection,
-    source: str,
-    term: int,
-    keys: list[tuple[int, int]],
-    small: dict[tuple[int, int], bytes],
-    inserts: list[tuple[str, int, int, int, bytes]],
-    deletes: list[tuple[str, int, int]],
-    *,
-    dels: np.ndarray | None,
-    adds: Segment | None,
-) -> None:
-    """Queue the segment writes of one term: purge ``dels``, then append ``adds``."""
-    segs: dict[int, Segment] = {}  # segments read (and maybe changed), by key
-
-    def load(seg: int) -> Segment:
-        if seg not in segs:
-            data = small.get((term, seg))
-            if data is None:
-                (data,) = conn.execute(
-                    "SELECT data FROM postings WHERE source=? AND term=? AND seg=?",
-                    (source, term, seg),
-                ).fetchone()
-            segs[seg] = decode(seg, data)
-        return segs[seg]
-
-    changed: set[int] = set()
-    if dels is not None and keys:
-        starts = np.asarray([k[0] for k in keys], dtype=np.int64)
-        for seg in {int(starts[i]) for i in np.searchsorted(starts, dels, "right") - 1 if i >= 0}:
-            rows, tf, dl = load(seg)
-            keep = ~np.isin(rows, dels)
-            segs[seg] = (rows[keep], tf[keep], dl[keep])
-            changed.add(seg)
-    if adds is not None:
-        # The live segments after the purge: (key, postings).
-        live = [(s, len(segs[s][0]) if s in segs else n) for s, n in keys]
-        live = [(s, n) for s, n in live if n]
-        rows, tf, dl = adds
-        # Trailing segments that are not full: an append rewrites the last one when it is
-        # small, else starts a new one, and merges them all once they are too many.
-        tail = 0
-        while tail < len(live) and live[-1 - tail][1] < SEGMENT_MAX:
-            tail += 1
-        if live and live[-1][1] + len(rows) <= TAIL_MAX and int(rows[-1]) - live[-1][0] < _U32:
-            merge = [live[-1][0]]
-        elif tail and tail + -(-len(rows) // SEGMENT_MAX) > TAIL_SEGMENTS and (
-            int(rows[-1]) - live[-tail][0] < _U32
-        ):
-            merge = [s for s, _ in live[-tail:]]
-        else:
-            merge = []
-        if merge:
-            old = [load(s) for s in merge]
-            rows = np.concatenate([o[0] for o in old] + [rows])
-            tf = np.concatenate([o[1] for o in old] + [tf])
-            dl = np.concatenate([o[2] for o in old] + [dl])
-            for s in merge:
-                segs[s] = (rows[:0], tf[:0], dl[:0])  # emptied unless a piece reuses the key
-                changed.add(s)
-        for start in range(0, len(rows), SEGMENT_MAX):
-            end = start + SEGMENT_MAX
-            seg = merge[0] if merge and start == 0 else int(rows[start])
-            segs[seg] = (rows[start:end], tf[start:end], dl[start:end])
-            changed.add(seg)
-    for seg in changed:
-        rows, tf, dl = segs[seg]
-        if len(rows):
-            inserts.append((source, term, seg, len(rows), encode(seg, rows, tf, dl)))
-        else:
-            deletes.append((source, term, seg))
-
-
-def _decode_term(
-    segments: list[tuple[int, bytes]], arena: Arena = FRESH
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(rowids, tf, lengths)`` of one term's segments (in ``seg`` order), decoded at once.
-
-    Each array is one cast-and-copy of the segments' stored arrays into memory taken from
-    ``arena``, and nothing else is allocated per posting (a frequent term has ~100k). The
-    rowids are one in-place ``cumsum`` over every segment's gaps, after each segment's
-    first gap has been turned into the step from the previous segment's last rowid to its
-    own first.
-    """
-    gaps, tfs, dls, firsts = [], [], [], []
-    for seg, data in segments:
-        wg, wt, wl = data[0], data[1], data[2]
-        n = (len(data) - 3) // (wg + wt + wl)
-        if not n:
-            continue
-        # Positional arguments: frombuffer parses keywords slower than it copies a view.
-        gaps.append(np.frombuffer(data, _UINT[wg], n, 3))
-        tfs.append(np.frombuffer(data, _UINT[wt], n, 3 + n * wg))
-        dls.append(np.frombuffer(data, _UINT[wl], n, 3 + n * (wg + wt)))
-        firsts.append(seg)
-    if not gaps:
-        return EMPTY.rowids, EMPTY.tf, EMPTY.doc_len
-    total = sum(len(g) for g in gaps)
-    rows = np.concatenate(gaps, out=arena.take(total, np.int64), casting="unsafe")
-    if len(gaps) > 1:
-        starts = np.zeros(len(gaps), dtype=np.intp)
-        np.cumsum([len(g) for g in gaps[:-1]], out=starts[1:])
-        step = np.asarray(firsts, dtype=np.int64)
-        last = step + np.add.reduceat(rows, starts)  # each segment's last rowid
-        step[1:] -= last[:-1]  # a step back when sources' segments interleave: still exact
-        rows[starts] += step
-    else:
-        rows[0] += firsts[0]
-    np.cumsum(rows, out=rows)
-    tf = np.concatenate(tfs, out=arena.take(total, np.int32), casting="unsafe")
-    dl = np.concatenate(dls, out=arena.take(total, np.int32), casting="unsafe")
-    return rows, tf, dl
+    def segments(
+        self, sources: Sequence[str], terms: Sequence[int]
+    ) -> Iterable[tuple[int, int, bytes]]:
+        return self.conn.execute(
+            f"SELECT term, seg, data FROM postings WHERE source IN ({','.join('?' * len(sources))})"
+            f" AND term IN ({','.join('?' * len(terms))}) ORDER BY term, seg",
+            (*sources, *terms),
+        )
 
 
 def read_postings(
@@ -363,49 +105,9 @@ def read_postings(
     term_hashes: Sequence[int],
     sources: Sequence[str],
     arena: Arena = FRESH,
-) -> dict[int, Postings]:
-    """Live postings of each term over ``sources`` (terms with none are absent), in
-    memory taken from ``arena``."""
-    wanted = list(dict.fromkeys(int(h) for h in term_hashes))
-    if not wanted or not sources:
-        return {}
-    s_marks = ",".join("?" * len(sources))
-    t_marks = ",".join("?" * len(wanted))
-    dead = np.sort(
-        np.fromiter(
-            (r for (r,) in conn.execute(
-                f"SELECT chunk_rowid FROM postings_dead WHERE source IN ({s_marks})", tuple(sources)
-            )),
-            dtype=np.int64,
-        )
-    )
-    segments: dict[int, list[tuple[int, bytes]]] = {}
-    for term, seg, data in conn.execute(
-        f"SELECT term, seg, data FROM postings WHERE source IN ({s_marks})"
-        f" AND term IN ({t_marks}) ORDER BY term, seg",
-        (*sources, *wanted),
-    ):
-        segments.setdefault(int(term), []).append((int(seg), data))
-    out: dict[int, Postings] = {}
-    for term, segs in segments.items():
-        rows, tf, dl = _decode_term(segs, arena)
-        if len(sources) > 1:  # segments of several sources interleave
-            order = np.argsort(rows, kind="stable")
-            rows, tf, dl = (np.take(a, order, out=arena.take(len(a), a.dtype)) for a in (rows, tf, dl))
-        if len(dead):
-            # Skip deleted chunks not yet purged (a few thousand at most): look each up.
-            at = np.minimum(np.searchsorted(rows, dead), len(rows) - 1)
-            gone = at[rows[at] == dead]
-            if len(gone):
-                keep = np.ones(len(rows), dtype=bool)
-                keep[gone] = False
-                n = int(np.count_nonzero(keep))
-                rows, tf, dl = (
-                    np.compress(keep, a, out=arena.take(n, a.dtype)) for a in (rows, tf, dl)
-                )
-        if len(rows):
-            out[term] = Postings(rows, tf, dl)
-    return out
+) -> dict[int, TermPostings]:
+    """Live postings of each term over ``sources`` (``memmw.store.segments.read_postings``)."""
+    return _read_postings(SqliteSegments(conn), term_hashes, sources, arena)
 
 
 def read_stats(conn: sqlite3.Connection, sources: Sequence[str]) -> tuple[int, int]:

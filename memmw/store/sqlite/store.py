@@ -12,16 +12,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memmw.store.arena import FRESH, Arena
-from memmw.store.protocol import ChunkRow, GraphRows, Postings, VectorStats, chunk_id
+from memmw.store.protocol import ChunkRow, GraphRows, TermPostings, VectorStats, chunk_id
+from memmw.store.segments import FLUSH_AT, PostingsBuffer
 from memmw.store.sqlite import graph
 from memmw.store.sqlite import vectors as vsql
 from memmw.store.sqlite.db import transaction
-from memmw.store.sqlite.postings import (
-    FLUSH_AT,
-    PostingsBuffer,
-    read_postings,
-    read_stats,
-)
+from memmw.store.sqlite.postings import SqliteSegments, read_postings, read_stats
 from memmw.store.terms import term_counts
 from memmw.store.vectors import VectorMatrix, centroid_of
 from memmw.store.vectorsearch import VectorCache, VectorIndex, choose_vector_index
@@ -293,7 +289,7 @@ class IndexStore:
 
     def flush_postings(self) -> None:
         """Write the buffered postings changes (before the write transaction commits)."""
-        self.postings_buffer.flush(self.conn)
+        self.postings_buffer.flush(SqliteSegments(self.conn))
 
     # -- reads -----------------------------------------------------------------------
     def chunks(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
@@ -313,7 +309,7 @@ class IndexStore:
 
     def postings(
         self, term_hashes: Sequence[int], sources: Sequence[str], arena: Arena = FRESH
-    ) -> dict[int, Postings]:
+    ) -> dict[int, TermPostings]:
         """Each term's live postings over ``sources``, rowid ascending (absent: none),
         decoded into ``arena``'s memory."""
         if self.postings_buffer.pending:

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from memmw.errors import IndexCorruptError
+from memmw.store.segments import PostingsBuffer
 from memmw.store.sqlite import graph as graph_index
 from memmw.store.sqlite.db import quarantine, transaction
-from memmw.store.sqlite.postings import PostingsBuffer
 from memmw.store.sqlite.schema import migrate
 from memmw.store.sqlite.store import IndexStore
 

@@ -15,6 +15,7 @@ import pytest
 from memmw.errors import ConfigError, IndexBusyError, IndexStoreError
 from memmw.store.postgres.backend import PostgresStore
 from memmw.store.protocol import Store, StoreReader, StoreWriter
+from memmw.store.segments import decode
 from memmw.store.terms import term_hash
 from memmw.text.analysis import query_terms, terms
 from memmw.text.chunking import chunk_text
@@ -568,15 +569,28 @@ def test_store_backend_and_dsn_are_configurable(monkeypatch: pytest.MonkeyPatch)
 
 
 def _table_rows(store: PostgresStore) -> tuple[list[tuple[int, int, int, int]], tuple[int, int]]:
-    """Every posting ``(term hash, rowid, tf, doc_len)`` and the BM25 statistics, as stored."""
+    """Every live posting ``(term hash, rowid, tf, doc_len)`` and the BM25 statistics, as
+    stored (segments decoded, tombstoned chunks left out)."""
     with store.read() as r:
-        postings = r.conn.execute(
-            "SELECT term_hash, chunk_rowid, tf, doc_len FROM memmw.postings"
-            " WHERE namespace_id = %s ORDER BY 1, 2",
+        dead = {
+            int(d) for (d,) in r.conn.execute(
+                "SELECT chunk_rowid FROM memmw.postings_dead WHERE namespace_id = %s",
+                (r.namespace_id,),
+            ).fetchall()
+        }
+        postings = []
+        for term, seg, data in r.conn.execute(
+            "SELECT term_hash, seg, data FROM memmw.postings_segments WHERE namespace_id = %s",
             (r.namespace_id,),
-        ).fetchall()
+        ).fetchall():
+            rows, tf, dl = decode(int(seg), bytes(data))
+            postings += [
+                (int(term), int(x), int(t), int(d))
+                for x, t, d in zip(rows.tolist(), tf.tolist(), dl.tolist(), strict=True)
+                if x not in dead
+            ]
         docs, length = r.keyword_stats(["memory"])
-    return [tuple(p) for p in postings], (docs, int(length))
+    return sorted(postings), (docs, int(length))
 
 
 def _put(writer: StoreWriter, path: str, text: str) -> list[int]:
@@ -591,9 +605,9 @@ def test_a_staged_rebuild_writes_the_same_rows_as_file_by_file_writes(
 ) -> None:
     """The rebuild's buffered, sorted postings equal direct writes; reads inside it see them;
     a file written twice and a savepoint rolled back inside it leave nothing behind."""
-    from memmw.store.postgres import bulk
+    from memmw.store import segments
 
-    monkeypatch.setattr(bulk, "COPY_SLICE", 7)  # several COPY writes per flush
+    monkeypatch.setattr(segments, "SEGMENT_MAX", 3)  # several segments per term
     direct, staged_store = _store(pg_database, shared_pool), _store(pg_database, shared_pool)
     _fill(direct)
     _fill(staged_store, {"memory/old.md": "An old note about zebras.\n"})

@@ -13,10 +13,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memmw import Memory, MemoryConfig
+from memmw.search import keyword
+from memmw.search.keyword import bm25_exhaustive, bm25_search
+from memmw.store import segments as postings_mod
 from memmw.store.arena import Arena
-from memmw.store.sqlite import postings as postings_mod
+from memmw.store.protocol import EMPTY_POSTINGS as EMPTY
+from memmw.store.protocol import Postings
+from memmw.store.segments import PostingsBuffer, decode, encode
+from memmw.store.sqlite import postings as sqlite_postings
 from memmw.store.sqlite.db import connect, transaction
-from memmw.store.sqlite.postings import PostingsBuffer, decode, encode
 from memmw.store.sqlite.schema import migrate
 from memmw.store.sqlite.store import IndexStore
 from memmw.store.terms import term_counts, term_hash
@@ -328,3 +333,62 @@ def test_fts_rows_only_for_the_fts5_backend(tmp_path: Path, backend: str) -> Non
         finally:
             conn.close()
     assert (fts, stats) == ((1, 1) if backend == "fts5" else (0, 1))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_chunks=st.integers(30, 400),
+    deleted=st.floats(0, 0.5),
+    segment_max=st.sampled_from([2, 7, 64, 4096]),
+    limit=st.integers(1, 30),
+)
+def test_keyword_search_over_stored_segments_equals_exhaustive_scoring(
+    seed: int, n_chunks: int, deleted: float, segment_max: int, limit: int
+) -> None:
+    """BM25 over the stored segments, decoded on demand (df from the headers and the
+    tombstones, chunks looked up in the frequent terms' segments without decoding them),
+    gives the exhaustive answer over the decoded postings: same hits, scores and ties."""
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{i}" for i in range(12)]
+    weights = np.array([0.9, 0.8, 0.5, 0.3, 0.1, 0.05, 0.02, 0.02, 0.01, 0.01, 0.01, 0.01])
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.multiple(
+        postings_mod, SEGMENT_MAX=segment_max, TAIL_MAX=min(segment_max, 256)
+    ):
+        store = open_store(Path(tmp) / "index.sqlite")
+        hashes = np.array([term_hash(w) for w in vocab], dtype=np.int64)
+        with transaction(store.conn):
+            for rowid in range(1, n_chunks + 1):
+                have = rng.random(len(vocab)) < weights
+                if not have.any():
+                    have[0] = True
+                tf = rng.integers(1, 4, size=int(have.sum())).astype(np.uint16)
+                store.postings_buffer.add("memory", rowid, hashes[have], tf, int(tf.sum()) + 5)
+            store.flush_postings()
+        with transaction(store.conn):
+            for rowid in range(1, n_chunks + 1):
+                if rng.random() < deleted:
+                    got = sqlite_postings.read_postings(store.conn, hashes.tolist(), ["memory"])
+                    mine = [h for h, p in got.items() if rowid in set(p.rowids.tolist())]
+                    if mine:
+                        length = int(got[mine[0]].doc_len[got[mine[0]].rowids == rowid][0])
+                        store.postings_buffer.remove(
+                            "memory", rowid, np.asarray(mine, dtype=np.int64), length
+                        )
+                        store.flush_postings()
+        n_docs, total = store.keyword_stats(["memory"])
+        query = [int(h) for h in rng.choice(hashes, size=rng.integers(2, 6), replace=False)]
+        lazy = store.postings(query, ["memory"], Arena())
+        decoded = {
+            h: Postings(p.rowids.copy(), p.tf.copy(), p.doc_len.copy())
+            for h, p in store.postings(query, ["memory"]).items()
+        }
+        # The lazy document frequency is the decoded one.
+        assert {h: len(p) for h, p in lazy.items()} == {h: len(p) for h, p in decoded.items()}
+        with mock.patch.object(keyword, "LOOKUP_COST", 0):
+            got = bm25_search([lazy.get(h, EMPTY) for h in query], n_docs, total, limit)
+        want = bm25_exhaustive([decoded.get(h, EMPTY) for h in query], n_docs, total, limit)
+        assert [(h.rowid, h.bm25, h.matched) for h in got] == [
+            (h.rowid, h.bm25, h.matched) for h in want
+        ]
+        store.conn.close()

@@ -1,0 +1,202 @@
+"""The PostgreSQL tables of the keyword postings (``memmw.store.segments`` has the layout).
+
+``memmw.postings_segments(namespace_id, source, term_hash, seg, n, data)`` one row per
+segment (data stored out of line, uncompressed: a read copies it, never inflates it);
+``memmw.postings_dead(namespace_id, source, chunk_rowid, hashes)`` the tombstones;
+``memmw.source_stats`` the live chunk count and total length of each source. A query
+reads its terms' segments in one round trip and scores them in the process with the one
+BM25 of ``memmw.search.keyword``; only the namespace's writer (its advisory lock) writes
+these rows, inside its transactions, so readers see whole segments of one commit.
+
+Writes go through ``PgPostingsLog``: every add and removal of a writer, in order, flushed
+through a ``PostingsBuffer`` before anything reads the postings and at the end of each
+write; savepoints mark it and a rollback drops what it added and re-queues what the
+rolled-back flushes had written (the server undid those rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memmw.store.segments import PostingsBuffer
+
+if TYPE_CHECKING:
+    import psycopg
+
+
+class PgSegments:
+    """``memmw.store.segments.SegmentTable`` over one namespace of one connection."""
+
+    def __init__(self, conn: psycopg.Connection[Any], namespace_id: int) -> None:
+        self.conn = conn
+        self.ns = namespace_id
+        self._dead: tuple[list[str], list[int]] | None = None
+
+    def add_stats(self, source: str, chunks: int, length: int) -> None:
+        self.conn.execute(
+            "INSERT INTO memmw.source_stats (namespace_id, source, n_docs, total_len)"
+            " VALUES (%s, %s, %s, %s) ON CONFLICT (namespace_id, source) DO UPDATE"
+            " SET n_docs = memmw.source_stats.n_docs + excluded.n_docs,"
+            " total_len = memmw.source_stats.total_len + excluded.total_len",
+            (self.ns, source, chunks, length),
+        )
+
+    def add_dead(self, source: str, dead: list[tuple[int, bytes]]) -> None:
+        with self.conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO memmw.postings_dead (namespace_id, source, chunk_rowid, hashes)"
+                " VALUES (%s, %s, %s, %s)",
+                [(self.ns, source, r, h) for r, h in dead],
+            )
+
+    def dead_count(self, source: str) -> int:
+        row = self.conn.execute(
+            "SELECT count(*) FROM memmw.postings_dead WHERE namespace_id = %s AND source = %s",
+            (self.ns, source),
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def take_dead(self, source: str) -> list[tuple[int, bytes]]:
+        rows = self.conn.execute(
+            "DELETE FROM memmw.postings_dead WHERE namespace_id = %s AND source = %s"
+            " RETURNING chunk_rowid, hashes",
+            (self.ns, source),
+        ).fetchall()
+        return [(int(r), bytes(h)) for r, h in rows]
+
+    def segment_keys(
+        self, source: str, terms: Sequence[int], small: int
+    ) -> Iterable[tuple[int, int, int, bytes | None]]:
+        return self.conn.execute(
+            "SELECT term_hash, seg, n, CASE WHEN n <= %s THEN data END"
+            " FROM memmw.postings_segments WHERE namespace_id = %s AND source = %s"
+            " AND term_hash = ANY(%s) ORDER BY term_hash, seg",
+            (small, self.ns, source, list(terms)),
+        ).fetchall()
+
+    def segment(self, source: str, term: int, seg: int) -> bytes:
+        row = self.conn.execute(
+            "SELECT data FROM memmw.postings_segments WHERE namespace_id = %s AND source = %s"
+            " AND term_hash = %s AND seg = %s",
+            (self.ns, source, term, seg),
+        ).fetchone()
+        assert row is not None
+        return bytes(row[0])
+
+    def write(
+        self,
+        source: str,
+        inserts: list[tuple[int, int, int, bytes]],
+        deletes: list[tuple[int, int]],
+    ) -> None:
+        if deletes:
+            self.conn.execute(
+                "DELETE FROM memmw.postings_segments p USING unnest(%s::bigint[], %s::bigint[])"
+                " AS d(t, s) WHERE p.namespace_id = %s AND p.source = %s AND p.term_hash = d.t"
+                " AND p.seg = d.s",
+                ([t for t, _ in deletes], [s for _, s in deletes], self.ns, source),
+            )
+        if inserts:
+            self.conn.execute(
+                "INSERT INTO memmw.postings_segments (namespace_id, source, term_hash, seg, n,"
+                " data) SELECT %s, %s, t, s, n, d FROM unnest(%s::bigint[], %s::bigint[],"
+                " %s::integer[], %s::bytea[]) AS u(t, s, n, d)"
+                " ON CONFLICT (namespace_id, source, term_hash, seg)"
+                " DO UPDATE SET n = excluded.n, data = excluded.data",
+                (
+                    self.ns,
+                    source,
+                    [t for t, _, _, _ in inserts],
+                    [s for _, s, _, _ in inserts],
+                    [n for _, _, n, _ in inserts],
+                    [d for _, _, _, d in inserts],
+                ),
+            )
+
+    def dead_rowids(self, sources: Sequence[str]) -> Iterable[int]:
+        if self._dead is not None and self._dead[0] == list(sources):
+            return self._dead[1]  # read with the segments (one round trip)
+        return [
+            int(r)
+            for (r,) in self.conn.execute(
+                "SELECT chunk_rowid FROM memmw.postings_dead WHERE namespace_id = %s"
+                " AND source = ANY(%s)",
+                (self.ns, list(sources)),
+            ).fetchall()
+        ]
+
+    def segments(
+        self, sources: Sequence[str], terms: Sequence[int]
+    ) -> Iterable[tuple[int, int, bytes]]:
+        """The terms' segments, and the sources' tombstones in the same round trip (kept
+        for ``dead_rowids``)."""
+        rows = self.conn.execute(
+            "SELECT term_hash, seg, data FROM memmw.postings_segments WHERE namespace_id = %s"
+            " AND source = ANY(%s) AND term_hash = ANY(%s)"
+            " UNION ALL SELECT NULL, chunk_rowid, NULL FROM memmw.postings_dead"
+            " WHERE namespace_id = %s AND source = ANY(%s) ORDER BY 1, 2",
+            (self.ns, list(sources), list(terms), self.ns, list(sources)),
+        ).fetchall()
+        self._dead = (list(sources), [int(seg) for term, seg, _ in rows if term is None])
+        return [(int(t), int(seg), bytes(d)) for t, seg, d in rows if t is not None]
+
+
+#: One logged change: ``(source, rowid, hashes, tf or None for a removal, length)``.
+_Op = tuple[str, int, np.ndarray, "np.ndarray | None", int]
+
+
+@dataclass
+class PgPostingsLog:
+    """A writer's postings changes in order; ``ops[:flushed]`` are in the tables."""
+
+    ops: list[_Op] = field(default_factory=list)
+    flushed: int = 0
+    #: Postings logged and not flushed (a staged rebuild flushes past ``FLUSH_AT``).
+    size: int = 0
+
+    @property
+    def pending(self) -> bool:
+        return self.flushed < len(self.ops)
+
+    def add(self, source: str, rowid: int, hashes: np.ndarray, tf: np.ndarray, length: int) -> None:
+        self.ops.append((source, rowid, hashes, tf, length))
+        self.size += len(hashes)
+
+    def remove(self, source: str, rowid: int, hashes: np.ndarray, length: int) -> None:
+        self.ops.append((source, rowid, hashes, None, length))
+        self.size += len(hashes)
+
+    def mark(self) -> tuple[int, int]:
+        """The state to return to if the savepoint opened now rolls back."""
+        return len(self.ops), self.flushed
+
+    def rollback(self, mark: tuple[int, int]) -> None:
+        """Forget what was logged since ``mark``; re-queue what was flushed since."""
+        added, flushed = mark
+        del self.ops[added:]
+        self.flushed = min(self.flushed, flushed)
+        self.size = sum(len(op[2]) for op in self.ops[self.flushed :])
+
+    def flush(self, table: PgSegments) -> None:
+        """Write the pending changes through one ``PostingsBuffer``."""
+        if not self.pending:
+            return
+        buffer = PostingsBuffer()
+        for source, rowid, hashes, tf, length in self.ops[self.flushed :]:
+            if tf is None:
+                buffer.remove(source, rowid, hashes, length)
+            else:
+                buffer.add(source, rowid, hashes, tf, length)
+        buffer.flush(table)
+        self.flushed = len(self.ops)
+        self.size = 0
+
+    def settle(self) -> None:
+        """Everything is committed: forget the log."""
+        if not self.pending:
+            self.ops.clear()
+            self.flushed = 0

@@ -1,0 +1,538 @@
+"""Keyword postings stored as segments, the same in every store: what BM25 needs, per
+source and term hash.
+
+Layout (``memmw.store.sqlite.postings`` and ``memmw.store.postgres.postings`` hold the
+tables): one row per segment of
+at most ``SEGMENT_MAX`` postings of one term. ``seg`` is the first chunk rowid of the
+segment and ``data`` packs its postings as three arrays, each of the narrowest unsigned
+width that holds its values (1, 2 or 4 bytes, named by a 3-byte header): each rowid's
+offset from ``seg``, the term frequencies and the chunks' lengths in terms. Most
+postings take 5 bytes. Offsets rather than gaps: a search looks a chunk up in a
+frequent term's segment by binary search over the stored bytes, decoding nothing. Per source, the live chunk count
+and the total length (the BM25 length norm) are kept next to them.
+
+Incremental writes touch little: chunk rowids are never reused and only grow, so new
+postings go after a term's last segment, rewriting it only while it holds at most
+``TAIL_MAX`` postings and otherwise starting a new segment; once a term ends in more
+than ``TAIL_SEGMENTS`` segments that are not full, an append merges them. A deleted
+chunk becomes a tombstone (its rowid and term hashes) that reads skip, and ``keyword_stats`` drops it at once, so df, N and the average length
+count live chunks only; when a source has more than ``DEAD_MAX`` tombstones a flush
+purges them from the segments that hold them (the chunk's term hashes, kept in its
+tombstone, name those segments).
+
+Writes are buffered per transaction (``PostingsBuffer``) and applied term by term by
+``flush``, so a sync touching many chunks reads and writes each term's segments once.
+A query reads only its terms' rows. A store gives this module its tables through
+``SegmentTable``; the writer's lock of each store makes a flush the only writer of them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from memmw.store.arena import FRESH, Arena
+from memmw.store.protocol import EMPTY_POSTINGS, Postings, TermPostings
+
+#: Postings per segment row: small enough that appending to a frequent term rewrites
+#: little, large enough that reading one is a handful of rows.
+SEGMENT_MAX = 4096
+#: A term's last segment is rewritten by an append while it stays this small; a larger
+#: one gets a new segment after it instead (appends then write only the new postings).
+TAIL_MAX = 256
+#: Trailing segments of a term that are not full, beyond which an append merges them.
+TAIL_SEGMENTS = 8
+#: Tombstoned chunks of a source beyond which a flush purges them from the segments.
+DEAD_MAX = 2048
+#: Buffered postings that trigger a flush (bounds the memory of a full rebuild).
+FLUSH_AT = 2_000_000
+
+_U32 = 2**32
+_WIDTHS = (1, 2, 4)
+_UINT: dict[int, np.dtype[np.unsignedinteger]] = {
+    1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4")
+}
+
+EMPTY = EMPTY_POSTINGS
+
+
+class SegmentTable(Protocol):
+    """One store's segment and tombstone tables, as a flush and a read use them."""
+
+    def add_stats(self, source: str, chunks: int, length: int) -> None:
+        """Add to the live chunk count and total length of ``source``."""
+        ...
+
+    def add_dead(self, source: str, dead: list[tuple[int, bytes]]) -> None:
+        """Tombstones: ``(chunk rowid, its term hashes as little-endian int64)``."""
+        ...
+
+    def dead_count(self, source: str) -> int:
+        """Tombstones of ``source``."""
+        ...
+
+    def take_dead(self, source: str) -> list[tuple[int, bytes]]:
+        """Every tombstone of ``source``, deleted."""
+        ...
+
+    def segment_keys(
+        self, source: str, terms: Sequence[int], small: int
+    ) -> Iterable[tuple[int, int, int, bytes | None]]:
+        """``(term, seg, n, data when n <= small else None)`` of ``terms``, by term and seg."""
+        ...
+
+    def segment(self, source: str, term: int, seg: int) -> bytes:
+        """One segment's data."""
+        ...
+
+    def write(
+        self,
+        source: str,
+        inserts: list[tuple[int, int, int, bytes]],
+        deletes: list[tuple[int, int]],
+    ) -> None:
+        """Delete ``(term, seg)`` segments, then insert or replace ``(term, seg, n, data)``."""
+        ...
+
+    def dead_rowids(self, sources: Sequence[str]) -> Iterable[int]:
+        """Tombstoned chunk rowids of ``sources`` (asked right after ``segments``)."""
+        ...
+
+    def segments(
+        self, sources: Sequence[str], terms: Sequence[int]
+    ) -> Iterable[tuple[int, int, bytes]]:
+        """``(term, seg, data)`` of ``terms`` over ``sources``, by term and seg."""
+        ...
+
+
+def decode(seg: int, data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(rowids, tf, lengths)`` of one stored segment."""
+    wg, wt, wl = data[0], data[1], data[2]
+    n = (len(data) - 3) // (wg + wt + wl)
+    offsets = np.frombuffer(data, dtype=f"<u{wg}", count=n, offset=3)
+    tf = np.frombuffer(data, dtype=f"<u{wt}", count=n, offset=3 + n * wg)
+    dl = np.frombuffer(data, dtype=f"<u{wl}", count=n, offset=3 + n * (wg + wt))
+    return offsets.astype(np.int64) + seg, tf, dl
+
+
+def views(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(offsets from seg, tf, lengths)`` of one stored segment: views of its bytes."""
+    wg, wt, wl = data[0], data[1], data[2]
+    n = (len(data) - 3) // (wg + wt + wl)
+    return (
+        np.frombuffer(data, _UINT[wg], n, 3),
+        np.frombuffer(data, _UINT[wt], n, 3 + n * wg),
+        np.frombuffer(data, _UINT[wl], n, 3 + n * (wg + wt)),
+    )
+
+
+def _width(values: np.ndarray) -> int:
+    top = int(values.max()) if len(values) else 0
+    return next(w for w in _WIDTHS if top < 1 << (8 * w))
+
+
+def encode(seg: int, rowids: np.ndarray, tf: np.ndarray, dl: np.ndarray) -> bytes:
+    """One segment's bytes (``rowids`` ascending, the first at least ``seg``)."""
+    gaps = np.asarray(rowids, dtype=np.int64) - seg  # offsets from the segment's key
+    widths = (_width(gaps), _width(tf), _width(dl))
+    return b"".join(
+        [
+            bytes(widths),
+            gaps.astype(f"<u{widths[0]}").tobytes(),
+            np.asarray(tf).astype(f"<u{widths[1]}").tobytes(),
+            np.asarray(dl).astype(f"<u{widths[2]}").tobytes(),
+        ]
+    )
+
+
+@dataclass
+class _Pending:
+    """Postings changes of one source not yet written."""
+
+    add_rowid: list[np.ndarray] = field(default_factory=list)
+    add_hash: list[np.ndarray] = field(default_factory=list)
+    add_tf: list[np.ndarray] = field(default_factory=list)
+    add_dl: list[np.ndarray] = field(default_factory=list)
+    dead: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (rowid, hashes)
+    chunks: int = 0
+    length: int = 0
+
+
+class PostingsBuffer:
+    """Postings changes of one transaction, applied by ``flush`` (before the commit).
+
+    Args:
+        bulk: The table holds no postings but the ones this buffer writes (a full
+            rebuild into an empty database): flushes then only insert segments, never
+            read them back.
+    """
+
+    def __init__(self, *, bulk: bool = False) -> None:
+        self.bulk = bulk
+        self._pending: dict[str, _Pending] = {}
+        self.size = 0
+
+    @property
+    def pending(self) -> bool:
+        """True when changes wait for ``flush``."""
+        return bool(self._pending)
+
+    def add(self, source: str, rowid: int, hashes: np.ndarray, tf: np.ndarray, length: int) -> None:
+        """A new chunk (its rowid is larger than every rowid already written)."""
+        p = self._pending.setdefault(source, _Pending())
+        p.add_rowid.append(np.full(len(hashes), rowid, dtype=np.int64))
+        p.add_hash.append(hashes)
+        p.add_tf.append(tf)
+        p.add_dl.append(np.full(len(hashes), length, dtype=np.uint32))
+        p.chunks += 1
+        p.length += length
+        self.size += len(hashes)
+
+    def remove(self, source: str, rowid: int, hashes: np.ndarray, length: int) -> None:
+        """A chunk deleted (its postings were written before)."""
+        p = self._pending.setdefault(source, _Pending())
+        p.dead.append((rowid, hashes))
+        p.chunks -= 1
+        p.length -= length
+        self.size += len(hashes)
+
+    def clear(self) -> None:
+        """Forget every buffered change (its transaction rolled back)."""
+        self._pending, self.size = {}, 0
+
+    def flush(self, table: SegmentTable) -> None:
+        """Write the buffered changes (inside the caller's transaction)."""
+        pending, self._pending, self.size = self._pending, {}, 0
+        for source, p in sorted(pending.items()):
+            if p.chunks or p.length:
+                table.add_stats(source, p.chunks, p.length)
+            _flush_source(table, source, p, bulk=self.bulk)
+
+
+def _cat(parts: list[np.ndarray], dtype: type | np.dtype) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+
+def _groups(hashes: np.ndarray) -> dict[int, tuple[int, int]]:
+    """``{hash: (start, end)}`` of a sorted hash array."""
+    if not len(hashes):
+        return {}
+    # Sorted already: the groups start where the hash changes (no second sort by unique).
+    starts = [0, *(np.flatnonzero(hashes[1:] != hashes[:-1]) + 1).tolist()]
+    ends = [*starts[1:], len(hashes)]
+    return dict(zip(hashes[starts].tolist(), zip(starts, ends, strict=True), strict=True))
+
+
+def _dead_arrays(rows: list[tuple[int, bytes]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(rowids, hashes)`` of tombstoned chunks, one entry per (chunk, term)."""
+    hashes = [np.frombuffer(blob, dtype="<i8") for _, blob in rows]
+    rowids = [np.full(len(h), r, dtype=np.int64) for (r, _), h in zip(rows, hashes, strict=True)]
+    return _cat(rowids, np.int64), _cat([h.astype(np.int64) for h in hashes], np.int64)
+
+
+def _flush_source(table: SegmentTable, source: str, p: _Pending, *, bulk: bool) -> None:
+    a_row, a_hash = _cat(p.add_rowid, np.int64), _cat(p.add_hash, np.int64)
+    a_tf, a_dl = _cat(p.add_tf, np.uint16), _cat(p.add_dl, np.uint32)
+    order = np.lexsort((a_row, a_hash))
+    a_row, a_hash, a_tf, a_dl = a_row[order], a_hash[order], a_tf[order], a_dl[order]
+    # A chunk added and deleted within one buffer never reaches the table (a full rebuild
+    # deletes nothing: no set of every rowid then).
+    born = {int(part[0]) for part in p.add_rowid if len(part)} if p.dead else set()
+    gone = [(r, h) for r, h in p.dead if r not in born]
+    died = {r for r, _ in p.dead if r in born}
+    if died:
+        keep = ~np.isin(a_row, np.fromiter(died, dtype=np.int64, count=len(died)))
+        a_row, a_hash, a_tf, a_dl = a_row[keep], a_hash[keep], a_tf[keep], a_dl[keep]
+    d_row = d_hash = np.zeros(0, dtype=np.int64)
+    if gone and not bulk:
+        # Deleted chunks become tombstones: rewriting every segment that holds one costs
+        # a sync far more than skipping them at read time until they are many.
+        table.add_dead(source, [(r, h.astype("<i8").tobytes()) for r, h in gone])
+        if table.dead_count(source) > DEAD_MAX:
+            rows = table.take_dead(source)
+            d_row, d_hash = _dead_arrays([(int(r), bytes(h)) for r, h in rows])
+            order = np.lexsort((d_row, d_hash))
+            d_row, d_hash = d_row[order], d_hash[order]
+    adds, dels = _groups(a_hash), _groups(d_hash)
+    touched = sorted(adds.keys() | dels.keys())
+    # Segment keys of every touched term (with the data of the small ones, which an
+    # append rewrites), a few hundred terms per query: one query per term cost an
+    # incremental sync more than the rest of the flush.
+    seg_keys: dict[int, list[tuple[int, int]]] = {}
+    small: dict[tuple[int, int], bytes] = {}
+    if not bulk:
+        for start in range(0, len(touched), 500):
+            for term, seg, n, data in table.segment_keys(
+                source, touched[start : start + 500], TAIL_MAX
+            ):
+                seg_keys.setdefault(int(term), []).append((int(seg), int(n)))
+                if data is not None:
+                    small[(int(term), int(seg))] = bytes(data)
+    inserts: list[tuple[int, int, int, bytes]] = []
+    deletes: list[tuple[int, int]] = []
+    for term in touched:
+        _flush_term(table, source, term, seg_keys.get(term, []), small, inserts, deletes,
+                    dels=d_row[slice(*dels[term])] if term in dels else None,
+                    adds=(a_row[slice(*adds[term])], a_tf[slice(*adds[term])],
+                          a_dl[slice(*adds[term])]) if term in adds else None)
+    if inserts or deletes:
+        table.write(source, inserts, deletes)
+
+
+Segment = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _flush_term(
+    table: SegmentTable,
+    source: str,
+    term: int,
+    keys: list[tuple[int, int]],
+    small: dict[tuple[int, int], bytes],
+    inserts: list[tuple[int, int, int, bytes]],
+    deletes: list[tuple[int, int]],
+    *,
+    dels: np.ndarray | None,
+    adds: Segment | None,
+) -> None:
+    """Queue the segment writes of one term: purge ``dels``, then append ``adds``."""
+    segs: dict[int, Segment] = {}  # segments read (and maybe changed), by key
+
+    def load(seg: int) -> Segment:
+        if seg not in segs:
+            data = small.get((term, seg))
+            if data is None:
+                data = table.segment(source, term, seg)
+            segs[seg] = decode(seg, data)
+        return segs[seg]
+
+    changed: set[int] = set()
+    if dels is not None and keys:
+        starts = np.asarray([k[0] for k in keys], dtype=np.int64)
+        for seg in {int(starts[i]) for i in np.searchsorted(starts, dels, "right") - 1 if i >= 0}:
+            rows, tf, dl = load(seg)
+            keep = ~np.isin(rows, dels)
+            segs[seg] = (rows[keep], tf[keep], dl[keep])
+            changed.add(seg)
+    if adds is not None:
+        # The live segments after the purge: (key, postings).
+        live = [(s, len(segs[s][0]) if s in segs else n) for s, n in keys]
+        live = [(s, n) for s, n in live if n]
+        rows, tf, dl = adds
+        # Trailing segments that are not full: an append rewrites the last one when it is
+        # small, else starts a new one, and merges them all once they are too many.
+        tail = 0
+        while tail < len(live) and live[-1 - tail][1] < SEGMENT_MAX:
+            tail += 1
+        if live and live[-1][1] + len(rows) <= TAIL_MAX and int(rows[-1]) - live[-1][0] < _U32:
+            merge = [live[-1][0]]
+        elif tail and tail + -(-len(rows) // SEGMENT_MAX) > TAIL_SEGMENTS and (
+            int(rows[-1]) - live[-tail][0] < _U32
+        ):
+            merge = [s for s, _ in live[-tail:]]
+        else:
+            merge = []
+        if merge:
+            old = [load(s) for s in merge]
+            rows = np.concatenate([o[0] for o in old] + [rows])
+            tf = np.concatenate([o[1] for o in old] + [tf])
+            dl = np.concatenate([o[2] for o in old] + [dl])
+            for s in merge:
+                segs[s] = (rows[:0], tf[:0], dl[:0])  # emptied unless a piece reuses the key
+                changed.add(s)
+        for start in range(0, len(rows), SEGMENT_MAX):
+            end = start + SEGMENT_MAX
+            seg = merge[0] if merge and start == 0 else int(rows[start])
+            segs[seg] = (rows[start:end], tf[start:end], dl[start:end])
+            changed.add(seg)
+    for seg in changed:
+        rows, tf, dl = segs[seg]
+        if len(rows):
+            inserts.append((term, seg, len(rows), encode(seg, rows, tf, dl)))
+        else:
+            deletes.append((term, seg))
+
+
+def _decode_term(
+    segments: list[tuple[int, bytes]], arena: Arena = FRESH
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(rowids, tf, lengths)`` of one term's segments (in ``seg`` order), decoded at once.
+
+    Each array is one cast-and-copy of the segments' stored arrays into memory taken from
+    ``arena``, and nothing else is allocated per posting (a frequent term has ~100k). The
+    rowids are then one in-place addition of each posting's segment key.
+    """
+    gaps, tfs, dls, firsts = [], [], [], []
+    for seg, data in segments:
+        wg, wt, wl = data[0], data[1], data[2]
+        n = (len(data) - 3) // (wg + wt + wl)
+        if not n:
+            continue
+        # Positional arguments: frombuffer parses keywords slower than it copies a view.
+        gaps.append(np.frombuffer(data, _UINT[wg], n, 3))
+        tfs.append(np.frombuffer(data, _UINT[wt], n, 3 + n * wg))
+        dls.append(np.frombuffer(data, _UINT[wl], n, 3 + n * (wg + wt)))
+        firsts.append(seg)
+    if not gaps:
+        return EMPTY.rowids, EMPTY.tf, EMPTY.doc_len
+    total = sum(len(g) for g in gaps)
+    rows = np.concatenate(gaps, out=arena.take(total, np.int64), casting="unsafe")
+    if len(gaps) > 1:
+        np.add(rows, np.repeat(np.asarray(firsts, dtype=np.int64), [len(g) for g in gaps]),
+               out=rows)
+    else:
+        rows += firsts[0]
+    tf = np.concatenate(tfs, out=arena.take(total, np.int32), casting="unsafe")
+    dl = np.concatenate(dls, out=arena.take(total, np.int32), casting="unsafe")
+    return rows, tf, dl
+
+
+class SegmentPostings:
+    """One term's live postings in one source, as its stored segments, decoded on demand.
+
+    ``len`` (the live document frequency) reads only the segments' headers, and the
+    segments that hold a tombstoned chunk; ``lookup`` decodes only the segments whose
+    rowid range holds a wanted chunk; the arrays decode every segment once. What the
+    MaxScore path of ``memmw.search.keyword`` needs to skip a frequent term's postings.
+    """
+
+    def __init__(self, segments: list[tuple[int, bytes]], dead: np.ndarray, arena: Arena) -> None:
+        self._segments = segments
+        self._starts = np.fromiter((seg for seg, _ in segments), dtype=np.int64, count=len(segments))
+        self._dead = dead
+        self._arena = arena
+        self._decoded: dict[int, Segment] = {}
+        self._full: Postings | None = None
+        n = 0
+        for _, data in segments:
+            n += (len(data) - 3) // (data[0] + data[1] + data[2])
+        if len(dead) and len(segments):
+            for i in self._segment_of(dead):
+                rows = self._segment(i)[0]
+                n -= int(np.count_nonzero(np.isin(rows, dead, assume_unique=True)))
+        self._len = n
+
+    def _segment_of(self, rowids: np.ndarray) -> list[int]:
+        """Indexes of the segments whose rowid range may hold one of ``rowids`` (ascending)."""
+        at = np.searchsorted(self._starts, rowids, "right") - 1
+        return [int(i) for i in np.unique(at[at >= 0])]
+
+    def _segment(self, i: int) -> Segment:
+        if i not in self._decoded:
+            self._decoded[i] = decode(*self._segments[i])
+        return self._decoded[i]
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _decode_all(self) -> Postings:
+        if self._full is None:
+            p = _live(*_decode_term(self._segments, self._arena), self._dead, self._arena)
+            self._full = p if p is not None else EMPTY
+        return self._full
+
+    @property
+    def rowids(self) -> np.ndarray:
+        return self._decode_all().rowids
+
+    @property
+    def tf(self) -> np.ndarray:
+        return self._decode_all().tf
+
+    @property
+    def doc_len(self) -> np.ndarray:
+        return self._decode_all().doc_len
+
+    @property
+    def last(self) -> int:
+        """The last stored rowid (a tombstoned chunk's, maybe: a bound, not a posting)."""
+        if not self._segments:
+            return -1
+        seg, data = self._segments[-1]
+        n = (len(data) - 3) // (data[0] + data[1] + data[2])
+        return seg + int(np.frombuffer(data, _UINT[data[0]], n, 3)[-1]) if n else seg
+
+    def lookup(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(present, tf, doc_len)`` at each of ``rowids`` (ascending); 0 where absent."""
+        if self._full is not None:
+            return self._full.lookup(rowids)
+        has = np.zeros(len(rowids), dtype=bool)
+        tf = np.zeros(len(rowids), dtype=np.int32)
+        dl = np.zeros(len(rowids), dtype=np.int32)
+        at = np.searchsorted(self._starts, rowids, "right") - 1
+        want = rowids - self._starts[np.maximum(at, 0)]  # offsets within their segments
+        runs = [*np.flatnonzero(np.diff(at, prepend=-2)).tolist(), len(rowids)]
+        for lo, hi in itertools.pairwise(runs):
+            i = int(at[lo])
+            if i < 0:
+                continue
+            # A binary search over the stored offsets themselves: nothing decoded.
+            data = self._segments[i][1]
+            wg, wt, wl = data[0], data[1], data[2]
+            n = (len(data) - 3) // (wg + wt + wl)
+            offsets = np.frombuffer(data, _UINT[wg], n, 3)
+            w = want[lo:hi]
+            pos = offsets.searchsorted(w)
+            np.minimum(pos, n - 1, out=pos)
+            has[lo:hi] = offsets[pos] == w
+            tf[lo:hi] = np.frombuffer(data, _UINT[wt], n, 3 + n * wg)[pos]
+            dl[lo:hi] = np.frombuffer(data, _UINT[wl], n, 3 + n * (wg + wt))[pos]
+        if len(self._dead):
+            has &= ~np.isin(rowids, self._dead)
+        tf[~has] = 0
+        dl[~has] = 0
+        return has, tf, dl
+
+
+def _live(
+    rows: np.ndarray, tf: np.ndarray, dl: np.ndarray, dead: np.ndarray, arena: Arena
+) -> Postings | None:
+    """The postings without tombstoned chunks (None when none is left)."""
+    if len(dead) and len(rows):
+        # Skip deleted chunks not yet purged (a few thousand at most): look each up.
+        at = np.minimum(np.searchsorted(rows, dead), len(rows) - 1)
+        gone = at[rows[at] == dead]
+        if len(gone):
+            keep = np.ones(len(rows), dtype=bool)
+            keep[gone] = False
+            n = int(np.count_nonzero(keep))
+            rows, tf, dl = (
+                np.compress(keep, a, out=arena.take(n, a.dtype)) for a in (rows, tf, dl)
+            )
+    return Postings(rows, tf, dl) if len(rows) else None
+
+
+def read_postings(
+    table: SegmentTable,
+    term_hashes: Sequence[int],
+    sources: Sequence[str],
+    arena: Arena = FRESH,
+) -> dict[int, TermPostings]:
+    """Live postings of each term over ``sources`` (terms with none are absent), in
+    memory taken from ``arena``: decoded on demand (``SegmentPostings``) for one source,
+    merged at once for several (their segments interleave)."""
+    wanted = list(dict.fromkeys(int(h) for h in term_hashes))
+    if not wanted or not sources:
+        return {}
+    segments: dict[int, list[tuple[int, bytes]]] = {}
+    for term, seg, data in table.segments(sources, wanted):
+        segments.setdefault(int(term), []).append((int(seg), data))
+    dead = np.sort(np.fromiter(table.dead_rowids(sources), dtype=np.int64))
+    out: dict[int, TermPostings] = {}
+    for term, segs in segments.items():
+        if len(sources) == 1:
+            lazy = SegmentPostings(segs, dead, arena)
+            if len(lazy):
+                out[term] = lazy
+            continue
+        rows, tf, dl = _decode_term(segs, arena)
+        # Segments of several sources interleave: one stable sort by rowid.
+        order = np.argsort(rows, kind="stable")
+        rows, tf, dl = (np.take(a, order, out=arena.take(len(a), a.dtype)) for a in (rows, tf, dl))
+        live = _live(rows, tf, dl, dead, arena)
+        if live is not None:
+            out[term] = live
+    return out

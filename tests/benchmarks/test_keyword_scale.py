@@ -1,0 +1,40 @@
+"""benchmarks/keyword_scale.py: the check against a clean rebuild finds a damaged index."""
+
+from __future__ import annotations
+
+import importlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from memmw.store.terms import term_hash
+from memmw.text.analysis import query_terms
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def test_the_clean_rebuild_check_counts_a_lost_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    bench = importlib.import_module("keyword_scale")
+    notes = tmp_path / "ws" / "memory"
+    notes.mkdir(parents=True)
+    for day in range(1, 6):
+        (notes / f"2026-01-0{day}.md").write_text(
+            "".join(f"- [D{day}:{t}] Ana: kayaks and lighthouses, turn {t}\n" for t in range(40)),
+            encoding="utf-8",
+        )
+    spec = {
+        "workspace": str(tmp_path / "ws"), "state": str(tmp_path / "state"),
+        "clean_state": str(tmp_path / "clean"), "queries": ["kayaks lighthouses turn"],
+    }
+    healthy = bench._check(spec)
+    assert healthy["terms_differ"] == 0 and healthy["stats_equal"]
+    assert healthy["postings_checked"] > 0
+    (db,) = [p for p in (tmp_path / "state").rglob("*.sqlite")]
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM postings WHERE term = ?", (term_hash(query_terms("kayaks")[0]),))
+    damaged = bench._check(spec)
+    assert damaged["terms_differ"] == 1
