@@ -52,7 +52,12 @@ class TelemetryLog:
         if not self.enabled:
             return
         # Text fields pass the one redaction pass: an error or label never carries a key.
-        clean = {k: redact_secrets(v) if isinstance(v, str) else v for k, v in fields.items()}
+        # ``q`` is memmw's own hash of a query (``query_key``), never text: sending it
+        # through cost a fresh process's first search the import of the secret scanner.
+        clean = {
+            k: redact_secrets(v) if isinstance(v, str) and k not in OWN_KEYS else v
+            for k, v in fields.items()
+        }
         line = json.dumps({"ts": round(time.time(), 3), "event": event, **clean}, default=str)
         try:
             with self._lock:
@@ -69,6 +74,11 @@ class TelemetryLog:
             # A read-only or full state folder: say so once, then stop trying.
             log.warning("telemetry disabled: cannot write %s (%s)", self.path, type(exc).__name__)
             self.enabled = False
+
+
+#: Fields memmw computes itself from no text a user wrote verbatim (a query hash): they
+#: skip the redaction pass.
+OWN_KEYS = frozenset({"q"})
 
 
 def query_key(query: str) -> str:

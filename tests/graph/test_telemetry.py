@@ -54,3 +54,25 @@ def test_telemetry_text_fields_pass_the_redaction(tmp_path: Path) -> None:
     log.record("search", ms=1.0, error="provider said: bad key sk-abc123def456", hits=0)
     text = (tmp_path / "t.jsonl").read_text(encoding="utf-8")
     assert "sk-abc123def456" not in text and '"hits": 0' in text
+
+
+def test_the_query_key_is_kept_as_is_and_skips_the_secret_scanner(
+    tmp_path: Path, monkeypatch  # type: ignore[no-untyped-def]
+) -> None:
+    """``q`` is memmw's own hash: recorded exactly, never sent through redaction (its first
+    call imports the secret scanner, which a fresh process's first search paid for)."""
+    import json
+
+    seen: list[str] = []
+
+    def spy(text: str) -> str:
+        seen.append(text)
+        return text.replace("hunter2", "[REDACTED]")
+
+    monkeypatch.setattr(tel, "redact_secrets", spy)
+    log = TelemetryLog(tmp_path / "t.jsonl")
+    key = tel.query_key("password is hunter2, what is the gateway port?")
+    log.record("search", q=key, error="login failed: password=hunter2")
+    event = json.loads((tmp_path / "t.jsonl").read_text(encoding="utf-8"))
+    assert event["q"] == key and len(key) == 16 and int(key, 16) >= 0
+    assert key not in seen and event["error"] == "login failed: password=[REDACTED]"
