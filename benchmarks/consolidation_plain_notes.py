@@ -39,23 +39,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from plain_notes import NOW, judge  # the same "today" and the same judge of a hit
 
 import memmw
 from memmw.consolidation import consolidate
-
-NOW = 1_795_996_800.0  # 2026-11-30T00:00:00Z, the plain-notes benchmark's "today"
-
-
-def first_pos(text: str, needles: list[str]) -> int | None:
-    low = text.casefold()
-    found = [p for p in (low.find(n.casefold()) for n in needles) if p >= 0]
-    return min(found) if found else None
-
-
-def judge(text: str, answer: str, stale: list[str]) -> tuple[bool, bool]:
-    hit_at = first_pos(text, [answer])
-    stale_at = first_pos(text, stale) if stale else None
-    return hit_at is not None, stale_at is not None and (hit_at is None or stale_at < hit_at)
 
 
 def line_of(ws: Path, path: str, text: str) -> tuple[int, str]:
