@@ -212,6 +212,16 @@ def emit_json(obj: dict[str, Any]) -> None:
     _echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str), False)
 
 
+def report_error(exc: Exception) -> int:
+    """Say that a command failed (``{"status": "error"}`` with ``--json``, else one line
+    on stderr); returns ``EXIT_ERROR``."""
+    if settings().json:
+        emit_json({"status": "error", "error": str(exc)})
+    else:
+        out(f"memmw: error: {exc}", err=True)
+    return EXIT_ERROR
+
+
 # -- memory ------------------------------------------------------------------------------
 def open_memory(*, one_shot: bool = True) -> Memory:
     """Open the workspace's memory with the global options.

@@ -6,7 +6,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from memmw.redaction import redact_secrets
@@ -176,6 +176,12 @@ class Backfill:
         except Exception as exc:  # a hint only: never stops the embedding
             log.warning("looking up other embedding caches failed: %s", exc)
             return {}
+        return self._usable(hashes, hits)
+
+    def _usable(self, hashes: Sequence[str], hits: Mapping[str, bytes]) -> dict[str, bytes]:
+        """The blobs of ``hits`` fit to serve for ``hashes``: older versions cached zero
+        vectors, and another model's may have another size; never serve those. The first
+        one fixes the dimension when it is still unknown."""
         found: dict[str, bytes] = {}
         for h in hashes:
             blob = hits.get(h)
@@ -193,13 +199,7 @@ class Backfill:
                 hits = reader.cached_embeddings(
                     self.provider.id, self.provider.model, self.provider_key, hashes
                 )
-            for h in hashes:
-                blob = hits.get(h)
-                # Older versions cached zero vectors: never serve those again.
-                if blob is not None and blob_ok(blob, self._dims):
-                    found[h] = blob
-                    if self._dims is None:
-                        self._dims = len(blob) // 4
+            found = self._usable(hashes, hits)
             seeded = self._seeded([h for h in hashes if h not in found])
             found.update(seeded)
         else:

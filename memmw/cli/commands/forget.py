@@ -5,12 +5,12 @@ from __future__ import annotations
 import click
 
 from memmw.cli.common import (
-    EXIT_ERROR,
     EXIT_OK,
     command,
     emit_json,
     info,
     out,
+    report_error,
     settings,
     with_memory,
 )
@@ -84,11 +84,7 @@ def forget(
             citation, entity=entity, key=key, reason=reason, expect=expect, embeddings="skip"
         )
     except MemmwError as exc:
-        if settings().json:
-            emit_json({"status": "error", "error": str(exc)})
-        else:
-            out(f"memmw: error: {exc}", err=True)
-        return EXIT_ERROR
+        return report_error(exc)
     if settings().json:
         emit_json({"status": "ok", **result.to_payload()})
         return EXIT_OK

@@ -5,13 +5,13 @@ from __future__ import annotations
 import click
 
 from memmw.cli.common import (
-    EXIT_ERROR,
     EXIT_OK,
     command,
     emit_json,
     info,
     iso,
     out,
+    report_error,
     settings,
     with_memory,
 )
@@ -105,11 +105,7 @@ def delete_cmd(mem: Memory, principal: str, yes: bool, dry_run: bool) -> int:
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="ID") from None
     except MemmwError as exc:
-        if settings().json:
-            emit_json({"status": "error", "error": str(exc)})
-        else:
-            out(f"memmw: error: {exc}", err=True)
-        return EXIT_ERROR
+        return report_error(exc)
     if settings().json:
         emit_json({"status": "ok", **report.to_payload()})
         return EXIT_OK
