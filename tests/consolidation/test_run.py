@@ -11,17 +11,8 @@ from memmw.consolidation.run import consolidate, lock_path, undo
 from memmw.engine.memory import Memory
 from memmw.workspace.locks import exclusive_lock
 
+from .conftest import GOOD_EDIT as GOOD
 from .conftest import make_memory, record_recalls, scripted, snapshot
-
-GOOD = {
-    "op": "update",
-    "file": "MEMORY.md",
-    "line": 4,
-    "text": "Deploy target: production",
-    "sources": [
-        {"path": "memory/2026-11-28.md", "line": 2, "quote": "deploy target is now production"}
-    ],
-}
 
 
 def assert_refused(mem: Memory, ws: Path, model: object, gate: str) -> None:

@@ -6,7 +6,6 @@ import hashlib
 import io
 import json
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,16 +17,6 @@ from memmw.embeddings.registry import register_provider, unregister_provider
 from memmw.engine.backup import ArchiveError, read_archive
 from memmw.testing import FakeEmbeddingProvider
 from tests.conftest import write
-
-
-@pytest.fixture
-def counting() -> Iterator[FakeEmbeddingProvider]:
-    """The deterministic fake provider under the name ``counting``; it counts embed calls."""
-    provider = FakeEmbeddingProvider(dims=32)
-    register_provider("counting", lambda config: provider, replace=True)
-    yield provider
-    unregister_provider("counting")
-
 
 CONFIG = MemoryConfig(provider="counting")
 

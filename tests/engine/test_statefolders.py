@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,15 +28,6 @@ def state_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("MEMMW_STATE_DIR", raising=False)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
     return tmp_path / "xdg" / "memmw"
-
-
-@pytest.fixture
-def counting() -> Iterator[FakeEmbeddingProvider]:
-    """The deterministic fake provider under the name ``counting``; it counts embed calls."""
-    provider = FakeEmbeddingProvider(dims=32)
-    register_provider("counting", lambda config: provider, replace=True)
-    yield provider
-    unregister_provider("counting")
 
 
 def _notes(ws: Path, n: int = 12) -> Path:
