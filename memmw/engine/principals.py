@@ -168,11 +168,17 @@ def list_principals(memory: Memory) -> list[PrincipalSummary]:
                 indexed_files=counts[0],
                 chunks=counts[1],
                 facts=counts[2],
-                transcripts=len(transcripts.principal_files(who)),
+                transcripts=len(_transcripts(transcripts, who)),
                 last_write=max((st.st_mtime for st in sizes), default=None),
             )
         )
     return out
+
+
+def _transcripts(store: TranscriptStore, who: str) -> list[Path]:
+    """``who``'s transcripts, current and rotated, without their ``.lock`` files (which
+    ``forget_principal`` removes with them)."""
+    return [p for p in store.principal_files(who) if not p.name.endswith(".lock")]
 
 
 def delete_principal(memory: Memory, principal: str, *, dry_run: bool = False) -> PrincipalDeletion:
@@ -191,7 +197,7 @@ def delete_principal(memory: Memory, principal: str, *, dry_run: bool = False) -
     transcripts = TranscriptStore(memory.state_dir, memory.agent_id)
     entries = _folder_files(workspace, who)
     rels = tuple(Path(os.path.relpath(p, workspace)).as_posix() for p in entries)
-    names = tuple(p.name for p in transcripts.principal_files(who))
+    names = tuple(p.name for p in _transcripts(transcripts, who))
     if dry_run:
         rows = _index_rows(memory).get(who, [0, 0, 0]) if memory.store.exists() else [0, 0, 0]
         return PrincipalDeletion(
