@@ -20,6 +20,7 @@ from memmw.config import MemoryConfig
 from memmw.embeddings.service import Embeddings, QueryVector
 from memmw.errors import CircuitOpenError, MemmwError, QueryTimeoutError
 from memmw.redaction import redact_secrets
+from memmw.search.expansion import AliasIndex
 from memmw.search.searcher import Searcher, SearchOutcome
 from memmw.store.protocol import Store, StoreReader
 from memmw.store.vectorsearch import VectorCache, VectorLeg
@@ -141,11 +142,18 @@ class Retriever:
         *,
         limit: int,
         min_score: float | None,
+        aliases: AliasIndex | None = None,
     ) -> tuple[SearchOutcome, str | None]:
-        """This index's hits for ``text`` (``reader`` is one read snapshot of the store)."""
+        """This index's hits for ``text`` (``reader`` is one read snapshot of the store;
+        ``aliases``, its entity names if already read for this search)."""
         vector_leg, warning = self.vector_leg(reader, query)
         outcome = self.searcher.search(
-            reader, text, max_results=limit, min_score=min_score, vector_leg=vector_leg
+            reader,
+            text,
+            max_results=limit,
+            min_score=min_score,
+            vector_leg=vector_leg,
+            aliases=aliases,
         )
         return outcome, warning
 
@@ -216,13 +224,15 @@ class AgentSearch:
         # store.shared namespace (same provider and model by the identity check).
         with self.own.store.read() as reader:
             # The vector leg embeds the question with the other names of what it names.
-            vector_text = (
-                text
+            vector_text, aliases = (
+                (text, None)
                 if self.embeddings.for_vectors is None
                 else self.own.searcher.vector_text(reader, text)
             )
             query = self.embeddings.for_search(vector_text)
-            outcome, warning = self.own.search(reader, text, query, limit=limit, min_score=min_score)
+            outcome, warning = self.own.search(
+                reader, text, query, limit=limit, min_score=min_score, aliases=aliases
+            )
         hits = outcome.hits
         # The vector leg timed out: keyword-only hits, said so (``partial``).
         partial = query is not None and query.timed_out

@@ -179,14 +179,16 @@ class Searcher:
         with self._lock:
             self._aliases = None
 
-    def vector_text(self, store: StoreReader, query: str) -> str:
+    def vector_text(self, store: StoreReader, query: str) -> tuple[str, AliasIndex | None]:
         """The text the vector leg embeds for ``query`` (with the other names of the
-        entities it names; see :meth:`AliasIndex.vector_text`)."""
+        entities it names; see :meth:`AliasIndex.vector_text`), and the names read for it
+        (give them to :meth:`search` with the same reader: they are read once a search)."""
         try:
-            return self.alias_index(store).vector_text(query)
+            aliases = self.alias_index(store)
+            return aliases.vector_text(query), aliases
         except Exception:  # the names only add recall: never fail a search for them
             log.debug("query expansion failed", exc_info=True)
-            return query
+            return query, None
 
     def alias_index(self, store: StoreReader) -> AliasIndex:
         """The entity names of the index (query expansion), read once per generation."""
@@ -210,6 +212,7 @@ class Searcher:
         sources: Sequence[str] | None = None,
         vector_leg: VectorLeg | None = None,
         now: float | None = None,
+        aliases: AliasIndex | None = None,
     ) -> SearchOutcome:
         """Search the index; see ``Memory.search`` for the semantics.
 
@@ -234,7 +237,9 @@ class Searcher:
         # Only the query's terms are read: a fresh process answers as fast as a warm one.
         hashes = [term_hash(t) for t in q_terms]
         # A term naming an entity is searched with the entity's other names (one group).
-        synonyms = self.alias_index(store).synonyms(query, q_terms) if q_terms else {}
+        if q_terms and aliases is None:
+            aliases = self.alias_index(store)
+        synonyms = aliases.synonyms(query, q_terms) if q_terms and aliases is not None else {}
         groups = {term_hash(t): [term_hash(x) for x in synonyms.get(t, ())] for t in q_terms}
         # Postings and BM25's working arrays live in this thread's arena until its next
         # search: nothing below keeps them past this call.

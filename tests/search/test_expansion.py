@@ -182,3 +182,25 @@ def test_names_and_current_values_on_postgres(pg_database: str, tmp_path: Path) 
         assert "memory/2026-08-26.md" in top(mem, "What did our CTO say about Kafka?")
         paths = top(mem, "What time is standup now?")
         assert paths.index("memory/2026-10-05.md") < paths.index("MEMORY.md")
+
+
+def test_a_hybrid_search_reads_the_entity_names_once(
+    tmp_path: Path, monkeypatch  # type: ignore[no-untyped-def]
+) -> None:
+    """The vector text and the keyword leg's synonym groups share one read of the names
+    (on PostgreSQL each read costs round trips)."""
+    from memmw.search.searcher import Searcher
+
+    calls: list[int] = []
+    real = Searcher.alias_index
+
+    def counted(self: Searcher, store: object) -> object:
+        calls.append(1)
+        return real(self, store)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Searcher, "alias_index", counted)
+    with Memory(workspace(tmp_path), tmp_path / "s", config=MemoryConfig(provider="fake")) as mem:
+        mem.sync()
+        calls.clear()
+        result = mem.search_result("What did our CTO say about Kafka?")
+        assert result.mode == "hybrid" and calls == [1]
