@@ -48,6 +48,10 @@ class SearchHit:
         importance: ``<!-- importance: N -->`` annotation of the entry, if any.
         namespace: The agent whose index the hit came from, set when shared namespaces
             are searched too (``store.shared``); None otherwise.
+        untrusted: The session that searched does not trust the file's text (notes
+            written from group sessions, extra paths, transcripts:
+            :meth:`memmw.workspace.access.SessionAccess.check`); the payload says
+            ``untrusted: true``.
     """
 
     path: str
@@ -64,6 +68,7 @@ class SearchHit:
     vector_score: float | None = None
     importance: int | None = None
     namespace: str | None = None
+    untrusted: bool = False
 
     def to_payload(self, *, citations: bool = True) -> dict[str, Any]:
         """The tool/CLI JSON shape (camelCase keys, as the original's tools)."""
@@ -88,6 +93,8 @@ class SearchHit:
             item["importance"] = self.importance
         if self.namespace is not None:
             item["namespace"] = self.namespace
+        if self.untrusted:
+            item["untrusted"] = True
         return item
 
 

@@ -14,6 +14,8 @@ import pytest
 
 import memmw
 
+from .conftest import write
+
 PACKAGE = Path(memmw.__file__).resolve().parent
 
 #: Layer of each folder (and top-level module), lowest first (docs/architecture.md
@@ -466,3 +468,29 @@ def test_memory_holds_no_search_or_embedding_logic() -> None:
                 for c in [node.left, *node.comparators])
     ]
     assert backend_branches == []
+
+
+def resolutions_of_count_and_threshold(package: Path = PACKAGE) -> list[str]:
+    """Where a module of ``package`` calls ``results_wanted`` or ``check_min_score``."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("results_wanted", "check_min_score")):
+                found.append(f"{path.relative_to(package).as_posix()}:{node.func.attr}")
+    return found
+
+
+def test_count_and_threshold_are_resolved_in_the_search_alone(tmp_path: Path) -> None:
+    """The search resolves a query's count and threshold (``AgentSearch.resolve``); the
+    agent tool parses and renders, and a session's gate reaches the search as its
+    ``Visibility`` (the over-fetch for hidden hits is the search's)."""
+    assert resolutions_of_count_and_threshold() == [
+        "search/retriever.py:results_wanted", "search/retriever.py:check_min_score"]
+    tools = ast.parse((PACKAGE / "agent" / "tools.py").read_text(encoding="utf-8"))
+    names = {n.id for n in ast.walk(tools) if isinstance(n, ast.Name)}
+    assert not names & {"OVERFETCH_FACTOR", "OVERFETCH_MAX", "asks", "wanted"}
+    # The checker sees a resolution elsewhere.
+    write(tmp_path / "agent" / "tools.py", "def f(config):\n    config.query.check_min_score(2)\n")
+    assert resolutions_of_count_and_threshold(tmp_path) == ["agent/tools.py:check_min_score"]

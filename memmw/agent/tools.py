@@ -30,8 +30,9 @@ from memmw.errors import (
     ToolArgumentError,
 )
 from memmw.redaction import redact_secrets
+from memmw.search.retriever import Visibility
 from memmw.timeutil import Clock, user_now
-from memmw.types import ReadResult, SearchResult
+from memmw.types import ReadResult, SearchHit, SearchResult
 from memmw.workspace.access import SessionAccess
 from memmw.workspace.active_context import ACTIVE_CONTEXT, write_active_context
 from memmw.workspace.files import (
@@ -41,7 +42,6 @@ from memmw.workspace.files import (
 )
 from memmw.workspace.layout import (
     MEMORY_DIR,
-    PRINCIPALS_DIR,
     daily_note_path,
     fold_path,
     group_note_dir,
@@ -72,9 +72,14 @@ class MemoryBackend(Protocol):
         ...
 
     def search_result(
-        self, query: str, max_results: int | None = None, min_score: float | None = None
+        self,
+        query: str,
+        max_results: int | None = None,
+        min_score: float | None = None,
+        *,
+        visible: Visibility | None = None,
     ) -> SearchResult:
-        """Search; the hits plus mode, provider, fallback and warning."""
+        """Search; the hits (those ``visible`` keeps) plus mode, provider, fallback, warning."""
         ...
 
     def get(
@@ -239,12 +244,12 @@ def _number(args: Mapping[str, Any], *names: str) -> float | None:
     return number
 
 
-def _integer(args: Mapping[str, Any], *names: str, minimum: int = 1) -> int | None:
+def _integer(args: Mapping[str, Any], *names: str, minimum: int | None = 1) -> int | None:
     number = _number(args, *names)
     if number is None:
         return None
     value = int(number)  # integers are truncated, as the reference does
-    if value < minimum:
+    if minimum is not None and value < minimum:
         raise ToolArgumentError(f"{names[0]} must be >= {minimum}; got {value}")
     return value
 
@@ -297,13 +302,15 @@ def search_payload(
     min_score: float | None = None,
     *,
     citations: bool = True,
+    visible: Visibility | None = None,
 ) -> Payload:
     """Search ``memory`` and render the ``memory_search`` success payload.
 
     ``{results, provider, model, fallback, citations, mode, warning?, partial?}``, the
-    reference's shape; ``memmw search --json`` prints it too.
+    reference's shape; ``memmw search --json`` prints it too. ``visible``: what the
+    searching session may be shown (:class:`~memmw.search.retriever.Visibility`).
     """
-    result = memory.search_result(query, max_results, min_score)
+    result = memory.search_result(query, max_results, min_score, visible=visible)
     payload: Payload = {
         "results": [h.to_payload(citations=citations) for h in result.hits],
         "provider": result.provider,
@@ -323,6 +330,24 @@ def search_payload(
     return payload
 
 
+def session_visibility(
+    gate: SessionAccess, corpus: str, sources: Sequence[str]
+) -> Visibility:
+    """What a session searching ``corpus`` is shown: the hits of that corpus (every one
+    for ``all``) its privacy gate lets it read, marked ``untrusted`` where it does not
+    trust the file (:meth:`SessionAccess.shown`). The search fetches more when the gate
+    or the corpus may hide hits (another source is indexed beside ``corpus``)."""
+    only = None if corpus == "all" else corpus
+
+    def see(hit: SearchHit) -> SearchHit | None:
+        if only is not None and hit.source != only:
+            return None
+        return gate.shown(hit)
+
+    hides = gate.may_hide() or (only is not None and any(s != only for s in sources))
+    return Visibility(see, hides)
+
+
 def search_tool_payload(
     memory: MemoryBackend,
     args: Mapping[str, Any],
@@ -337,13 +362,14 @@ def search_tool_payload(
     a group or channel session gets no hit from a file private to direct sessions, under
     any name or link (:meth:`memmw.workspace.access.SessionAccess.check`). Hits from
     untrusted files (notes written from group sessions, extra paths, transcripts) carry
-    ``untrusted: true``.
+    ``untrusted: true``. The search itself resolves the count and threshold and fetches
+    more for a session that may not see every hit (:class:`Visibility`); this function
+    parses the arguments and renders the answer.
     """
     gate = _gate(memory, access, private)
-    private = gate.private
     try:
         query = _string(args, "query", required=True)
-        max_results = _integer(args, "max_results")
+        max_results = _integer(args, "max_results", minimum=None)
         min_score = _number(args, "min_score")
         corpus = _string(args, "corpus") or "memory"
     except ToolArgumentError as exc:
@@ -361,48 +387,18 @@ def search_tool_payload(
         payload["warning"] = "Session transcripts are not indexed for this agent."
         payload["action"] = "Add 'sessions' to memory sources to search past transcripts."
         return payload
-    try:
-        config.query.check_min_score(min_score)
-    except ConfigError:
-        return {"results": [], "error": f"minScore must be between 0 and 1; got {min_score:g}"}
     assert query is not None
-    wanted = config.query.results_wanted(max_results)
-    # Over-fetch where the gate drops hits (groups, principals, an owner beside principals'
-    # folders), and fetch once more, wider, when too few are left; the owner of a workspace
-    # without principals asks for exactly what it wants, as before.
-    exact = private and gate.principal is None and not (
-        Path(memory.workspace) / PRINCIPALS_DIR
-    ).is_dir()
-    asks = [wanted] if exact else [min(wanted * 4, 200), 200]
-    for n, ask in enumerate(asks):
-        try:
-            payload = search_payload(
-                memory, query, max_results=ask, min_score=min_score, citations=citations
-            )
-        except Exception as exc:
-            log.warning("memory_search failed: %s", type(exc).__name__)
-            log.debug("memory_search failure", exc_info=True)
-            return unavailable_payload(exc)
-        results = payload.get("results") or []
-        fetched = len(results)
-        if corpus != "all":
-            results = [
-                r
-                for r in results
-                if not isinstance(r, Mapping) or r.get("source", "memory") == corpus
-            ]
-        shown: list[Any] = []
-        for r in results:
-            if not isinstance(r, Mapping):
-                continue
-            verdict = gate.check(str(r.get("path", "")), str(r.get("source", "memory")))
-            if not verdict.readable:
-                continue
-            shown.append(r if verdict.trusted else {**r, "untrusted": True})
-        if len(shown) >= wanted or fetched < ask or n + 1 == len(asks) or ask >= asks[-1]:
-            break
-    payload["results"] = shown[:wanted]
-    return payload
+    visible = session_visibility(gate, corpus, config.sources)
+    try:
+        return search_payload(
+            memory, query, max_results, min_score, citations=citations, visible=visible
+        )
+    except ConfigError as exc:  # the count or threshold, checked once by the search
+        return {"results": [], "error": str(exc)}
+    except Exception as exc:
+        log.warning("memory_search failed: %s", type(exc).__name__)
+        log.debug("memory_search failure", exc_info=True)
+        return unavailable_payload(exc)
 
 
 def get_tool_payload(

@@ -57,7 +57,7 @@ from memmw.errors import (
 from memmw.graph.engine import ForgetResult, GraphEngine
 from memmw.graph.search import FactHit
 from memmw.graph.telemetry import TelemetryLog, telemetry_path
-from memmw.search.retriever import AgentSearch, Retriever, SearchRun
+from memmw.search.retriever import AgentSearch, Retriever, SearchRun, Visibility
 from memmw.statedir import flush_state_path
 from memmw.store.factory import create_store, vector_backend_status
 from memmw.store.protocol import StoreReader
@@ -554,6 +554,7 @@ class Memory:
         min_score: float | None,
         *,
         report: bool = False,
+        visible: Visibility | None = None,
     ) -> SearchRun:
         with observability.span("search", self.agent_id) as sp:
             sp.query_text(query, self.config.tracing.capture_query_text)
@@ -561,7 +562,9 @@ class Memory:
                 result = SearchRun([], KEYWORD_ONLY, None)
             else:
                 started = time.perf_counter()
-                result = self._search_locked(query, max_results, min_score, report=report)
+                result = self._search_locked(
+                    query, max_results, min_score, report=report, visible=visible
+                )
                 sp.set(search_max_results=result.limit)
                 try:  # telemetry and activation never fail a search
                     self.graph_engine.on_search(
@@ -578,7 +581,13 @@ class Memory:
             return result
 
     def _search_locked(
-        self, query: str, max_results: int | None, min_score: float | None, *, report: bool
+        self,
+        query: str,
+        max_results: int | None,
+        min_score: float | None,
+        *,
+        report: bool,
+        visible: Visibility | None,
     ) -> SearchRun:
         with self._lock:
             if not self._published():
@@ -590,13 +599,17 @@ class Memory:
                 self._freshness.on_search()  # a background sync if dirty; never waits
             try:
                 self._open_store()
-                return self._agent_search.run(query, max_results, min_score, report=report)
+                return self._agent_search.run(
+                    query, max_results, min_score, report=report, visible=visible
+                )
             except IndexCorruptError as exc:
                 # Damage found past the header (a torn page): rebuild, then answer.
                 log.warning("the index is damaged (%s); rebuilding it from the notes", exc)
                 self._heal()
                 self._open_store()
-                return self._agent_search.run(query, max_results, min_score, report=report)
+                return self._agent_search.run(
+                    query, max_results, min_score, report=report, visible=visible
+                )
 
     def _heal(self) -> None:
         """Rebuild a damaged index from the Markdown files (moved aside if unreadable)."""
@@ -643,14 +656,21 @@ class Memory:
                 self._agent_search.own.warm(store)
 
     def search_result(
-        self, query: str, max_results: int | None = None, min_score: float | None = None
+        self,
+        query: str,
+        max_results: int | None = None,
+        min_score: float | None = None,
+        *,
+        visible: Visibility | None = None,
     ) -> SearchResult:
         """Search like :meth:`search`, and also report how: mode, provider, fallback, warning.
 
         :func:`memmw.agent.tools.search_payload` renders it as the ``memory_search``
-        payload (what ``memmw search --json`` prints).
+        payload (what ``memmw search --json`` prints). ``visible`` is what the searching
+        session may be shown (:class:`memmw.search.retriever.Visibility`, from its privacy
+        gate): the hits are those it keeps, as many as the count asks when there are.
         """
-        run = self._search(query, max_results, min_score, report=True)
+        run = self._search(query, max_results, min_score, report=True, visible=visible)
         return run.report or self._agent_search.result(run)
 
     def get(

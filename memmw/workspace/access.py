@@ -30,16 +30,18 @@ import os
 import stat
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from memmw.chat_type import chat_type_for, check_principal_id, group_scope, principal_for
 from memmw.config import ExtraPath
 from memmw.errors import ConfigError
 from memmw.text.inert import inert_memory_text
+from memmw.types import SearchHit
 from memmw.workspace.files import is_ignored_dir, resolve_extra_path
 from memmw.workspace.layout import (
     MEMORY_DIR,
+    PRINCIPALS_DIR,
     fold_path,
     group_note_dir,
     group_scope_of,
@@ -339,6 +341,27 @@ class SessionAccess:
                 reason="notes of another group or channel",
             )
         return Verdict(readable=True, trusted=trusted, private=False)
+
+    def shown(self, hit: SearchHit) -> SearchHit | None:
+        """``hit`` as this session is shown it: None when :meth:`check` refuses its file,
+        marked ``untrusted`` when the session does not trust the file's text."""
+        verdict = self.check(hit.path, hit.source)
+        if not verdict.readable:
+            return None
+        return hit if verdict.trusted else replace(hit, untrusted=True)
+
+    def may_hide(self) -> bool:
+        """Whether :meth:`shown` may hide a hit of this agent's memory from this session.
+
+        False only for the owner's direct session in a workspace without principals'
+        folders (it reads every memory file); a search for any other session fetches
+        more than it returns, to make up for the hits this gate hides.
+        """
+        return (
+            not self.private
+            or self.principal is not None
+            or (self.workspace / PRINCIPALS_DIR).is_dir()
+        )
 
     def may_read(self, path: str, source: str = "memory") -> bool:
         """``check(path, source).readable``."""

@@ -18,6 +18,7 @@ from memmw.agent.tools import (
 )
 from memmw.config import MemoryConfig
 from memmw.engine.memory import Memory
+from memmw.errors import ConfigError
 
 from ..conftest import make_memory
 
@@ -81,6 +82,54 @@ def test_search_argument_errors(memory: Memory) -> None:
     assert "corpus" in search.invoke({"query": "x", "corpus": "wiki"})["error"]
     sessions = search.invoke({"query": "x", "corpus": "sessions"})
     assert sessions["unavailable"] is True and sessions["action"]
+
+
+def test_a_group_session_gets_the_count_it_asks_for_resolved_once(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search resolves count and threshold once, and fetches more for a session whose
+    gate hides hits: a group session gets the default or asked count of hits it may see
+    while private dated notes outrank them; the tool resolves nothing itself."""
+    ws = memory.workspace
+    today = dt.date.today().isoformat()
+    for n in range(30):  # today's session archives: private, and the best matches
+        (ws / "memory" / f"{today}-notes-{n}.md").write_text(
+            f"- The ferry schedule changed again: ferry schedule {n}.\n"
+        )
+    for n in range(10):  # shared topic notes: a group may read them
+        (ws / "memory" / f"topic-{n}.md").write_text(
+            f"- Ferry schedule {n} for the office trip, the parking, lunch and the rest of the day.\n"
+        )
+    memory.sync()
+    calls: list[str] = []
+    query_config = type(memory.config.query)
+    for name in ("results_wanted", "check_min_score"):
+        real = getattr(query_config, name)
+        monkeypatch.setattr(
+            query_config,
+            name,
+            lambda self, value, _real=real, _name=name: calls.append(_name) or _real(self, value),
+        )
+    group = tools(memory, session_key="agent:main:discord:channel:9")["memory_search"]
+    default = group.invoke({"query": "ferry schedule"})["results"]
+    assert len(default) == memory.config.query.max_results == 6
+    assert all(r["path"].startswith("memory/topic-") for r in default)
+    assert calls == ["results_wanted", "check_min_score"]  # once, though it asked twice
+    assert len(group.invoke({"query": "ferry schedule", "maxResults": 3})["results"]) == 3
+    direct = tools(memory)["memory_search"].invoke({"query": "ferry schedule", "maxResults": 6})
+    # The group's gate hid the best hits: the first ask (4 x 6) held none it may see.
+    assert all(r["path"].startswith(f"memory/{today}") for r in direct["results"])
+
+
+def test_a_bad_count_or_threshold_is_refused_by_the_search_alone(memory: Memory) -> None:
+    search = tools(memory)["memory_search"]
+    for args, kwargs in (({"minScore": 2}, {"min_score": 2.0}), ({"maxResults": 0}, {"max_results": 0})):
+        with pytest.raises(ConfigError) as raised:
+            memory.search("gateway", **kwargs)
+        assert search.invoke({"query": "gateway", **args}) == {
+            "results": [],
+            "error": str(raised.value),
+        }
 
 
 def test_citations_auto_off_in_groups(memory: Memory) -> None:

@@ -261,7 +261,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "memmw"
 GATED = {
     # memory.get: get_tool_payload checks the gate on the asked and on the resolved path.
     ("agent/tools.py", "memory.get", "get_tool_payload"),
-    # search_payload is wrapped by search_tool_payload (gate filters hits) and the owner's CLI.
+    # search_payload gets the session gate's Visibility from search_tool_payload (the search
+    # keeps only hits the gate shows); the owner's CLI calls it too.
     ("agent/tools.py", "memory.search_result", "search_payload"),
     # memory.facts runs on the gate's graph view (visible=gate.may_read); hits checked again.
     ("agent/tools.py", "getattr:facts", "facts_tool_payload"),
