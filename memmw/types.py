@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from memmw.config import Source
+
 #: The search mode when only the keyword leg answered (BM25 over the stored postings, or
 #: FTS5 with ``store.keyword_backend = "fts5"``). Before 0.1 payloads said ``fts-only``
 #: whatever the backend.
@@ -59,7 +61,7 @@ class SearchHit:
     end_line: int
     score: float
     snippet: str
-    source: str = "memory"
+    source: str = Source.MEMORY
     citation: str = ""
     chunk_id: str = ""
     chunk_start_line: int = 0
@@ -265,7 +267,7 @@ class Status:
     files: int = 0
     chunks: int = 0
     dirty: bool = False
-    sources: tuple[str, ...] = ("memory",)
+    sources: tuple[str, ...] = (Source.MEMORY,)
     source_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     mode: str = KEYWORD_ONLY
     provider: str = "none"

@@ -494,3 +494,48 @@ def test_count_and_threshold_are_resolved_in_the_search_alone(tmp_path: Path) ->
     # The checker sees a resolution elsewhere.
     write(tmp_path / "agent" / "tools.py", "def f(config):\n    config.query.check_min_score(2)\n")
     assert resolutions_of_count_and_threshold(tmp_path) == ["agent/tools.py:check_min_score"]
+
+
+#: The two words that name an index source; anywhere else they are a named constant.
+SOURCE_WORDS = frozenset({"memory", "sessions"})
+
+
+def bare_source_literals(package: Path = PACKAGE) -> list[str]:
+    """Where a module of ``package`` spells ``"memory"`` or ``"sessions"`` as a bare string.
+
+    Allowed: the ``Source`` members (``memmw.config.Source``), a module constant
+    (``UPPER_CASE = "memory"``: a folder, a setting's value, a JSON key, each named for
+    what it means), a ``Literal[...]`` of a setting's values, and docstrings.
+    """
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        allowed: set[int] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                allowed.add(id(node.value))  # a docstring
+            elif isinstance(node, ast.ClassDef) and node.name == "Source":
+                allowed |= {id(n) for n in ast.walk(node)}
+            elif (isinstance(node, (ast.Assign, ast.AnnAssign)) and node in tree.body
+                  and all(isinstance(t, ast.Name) and t.id.isupper()
+                          for t in (node.targets if isinstance(node, ast.Assign)
+                                    else [node.target]))):
+                allowed |= {id(n) for n in ast.walk(node)}
+            elif (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                  and node.value.id == "Literal"):
+                allowed |= {id(n) for n in ast.walk(node.slice)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and node.value in SOURCE_WORDS
+                    and id(node) not in allowed):
+                found.append(f"{path.relative_to(package).as_posix()}:{node.lineno}")
+    return found
+
+
+def test_sources_are_a_typed_value_not_bare_strings(tmp_path: Path) -> None:
+    """``memmw.config.Source`` is the one spelling of an index source ("memory" and the
+    transcripts' "sessions"); every other "memory" or "sessions" in the code is a named
+    constant saying which other thing it means (a folder, a backend, a JSON key)."""
+    assert bare_source_literals() == []
+    write(tmp_path / "a.py", 'MEMORY_DIR = "memory"\n\ndef f(source):\n'
+          '    """Reads "memory"."""\n    return source == "sessions"\n')
+    assert bare_source_literals(tmp_path) == ["a.py:5"]

@@ -18,7 +18,7 @@ from memmw.agent.prompts import (
     describe_sources,
 )
 from memmw.chat_type import citations_enabled
-from memmw.config import FACT_SEARCH_MAX_RESULTS, MemoryConfig
+from memmw.config import FACT_SEARCH_MAX_RESULTS, MemoryConfig, Source
 from memmw.errors import (
     ConfigError,
     ContentPolicyError,
@@ -55,7 +55,9 @@ from memmw.workspace.layout import (
 
 log = logging.getLogger(__name__)
 
-CORPORA = ("memory", "sessions", "all")
+#: The ``corpus`` argument of ``memory_search``: a source's value, or every source.
+ALL_SOURCES = "all"
+CORPORA = (*(s.value for s in Source), ALL_SOURCES)
 Payload = dict[str, Any]
 
 
@@ -337,7 +339,7 @@ def session_visibility(
     for ``all``) its privacy gate lets it read, marked ``untrusted`` where it does not
     trust the file (:meth:`SessionAccess.shown`). The search fetches more when the gate
     or the corpus may hide hits (another source is indexed beside ``corpus``)."""
-    only = None if corpus == "all" else corpus
+    only = None if corpus == ALL_SOURCES else Source.parse(corpus, "corpus")
 
     def see(hit: SearchHit) -> SearchHit | None:
         if only is not None and hit.source != only:
@@ -371,7 +373,7 @@ def search_tool_payload(
         query = _string(args, "query", required=True)
         max_results = _integer(args, "max_results", minimum=None)
         min_score = _number(args, "min_score")
-        corpus = _string(args, "corpus") or "memory"
+        corpus = _string(args, "corpus") or Source.MEMORY
     except ToolArgumentError as exc:
         return {"results": [], "error": str(exc)}
     if corpus not in CORPORA:
@@ -382,7 +384,7 @@ def search_tool_payload(
     config = memory.config
     if not config.enabled:
         return unavailable_payload("memory search is disabled for this agent (enabled = false)")
-    if corpus == "sessions" and "sessions" not in config.sources:
+    if corpus == Source.TRANSCRIPTS and Source.TRANSCRIPTS not in config.sources:
         payload = unavailable_payload("the sessions corpus is not enabled")
         payload["warning"] = "Session transcripts are not indexed for this agent."
         payload["action"] = "Add 'sessions' to memory sources to search past transcripts."
@@ -458,7 +460,7 @@ def get_tool_payload(
 
 def workspace_is_writable(workspace: Path) -> bool:
     """True when files can be created in the workspace's ``memory/`` folder (or the root)."""
-    memory_dir = Path(workspace) / "memory"
+    memory_dir = Path(workspace) / MEMORY_DIR
     target = memory_dir if memory_dir.is_dir() else Path(workspace)
     return os.access(target, os.W_OK | os.X_OK)
 
@@ -698,7 +700,7 @@ def search_description(config: MemoryConfig) -> str:
     """The ``memory_search`` description, listing the configured sources."""
     where = describe_sources(config.sources, [e.path for e in config.extra_paths])
     corpus = "corpus: memory (default) searches the notes"
-    if "sessions" in config.sources:
+    if Source.TRANSCRIPTS in config.sources:
         corpus += ", sessions searches past transcripts, all searches both"
     return (
         "Required first step before answering anything about prior work, decisions, dates, "

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from memmw.chat_type import chat_type_for, check_principal_id, group_scope, principal_for
-from memmw.config import ExtraPath
+from memmw.config import ExtraPath, Source
 from memmw.errors import ConfigError
 from memmw.text.inert import inert_memory_text
 from memmw.types import SearchHit
@@ -272,14 +272,14 @@ class SessionAccess:
                 st = None
         return real, st, fold_path(lexical), fold_path(_relative(real, self._real_workspace))
 
-    def check(self, path: str, source: str = "memory") -> Verdict:
+    def check(self, path: str, source: str = Source.MEMORY) -> Verdict:
         """Decide whether this session may read ``path`` and whether its text is trusted.
 
         Args:
             path: A path as a tool, a search hit or a graph row spells it.
             source: Index source: ``sessions`` (transcripts) is private and untrusted.
         """
-        if source != "memory":
+        if source != Source.MEMORY:
             mine = transcript_principal(str(path)) == self.principal
             reason = ""
             if not self.private:
@@ -363,11 +363,11 @@ class SessionAccess:
             or (self.workspace / PRINCIPALS_DIR).is_dir()
         )
 
-    def may_read(self, path: str, source: str = "memory") -> bool:
+    def may_read(self, path: str, source: str = Source.MEMORY) -> bool:
         """``check(path, source).readable``."""
         return self.check(path, source).readable
 
-    def injectable(self, path: str, source: str = "memory") -> bool:
+    def injectable(self, path: str, source: str = Source.MEMORY) -> bool:
         """Readable and trusted: may be injected into this session's prompt as memory."""
         verdict = self.check(path, source)
         return verdict.readable and verdict.trusted

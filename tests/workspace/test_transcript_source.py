@@ -15,10 +15,10 @@ from memmw.redaction import REDACTED
 from memmw.workspace.transcript_source import (
     DeltaThresholds,
     SessionDeltaTracker,
-    list_session_files,
-    session_document,
+    list_transcript_files,
+    transcript_document,
 )
-from memmw.workspace.transcripts import TranscriptStore, sessions_dir
+from memmw.workspace.transcripts import TranscriptStore, transcripts_dir
 
 SESSIONS = MemoryConfig(provider="none", sources=("memory", "sessions"))
 
@@ -52,7 +52,7 @@ def test_document_keeps_user_and_assistant_text_with_jsonl_lines(tmp_path: Path)
             msg("user", "token is sk-proj-Abcdefghijklmnopqrstuvwx0123456789"),  # line 8
         ],
     )
-    doc = session_document(path)
+    doc = transcript_document(path)
     assert doc.text.split("\n") == [
         "User: Where does the gateway run?",
         "Assistant: On port 8080.",
@@ -64,8 +64,8 @@ def test_document_keeps_user_and_assistant_text_with_jsonl_lines(tmp_path: Path)
 
 
 def test_hash_covers_text_and_line_map(tmp_path: Path) -> None:
-    a = session_document(jsonl(tmp_path / "a.jsonl", [msg("user", "hello")]))
-    b = session_document(jsonl(tmp_path / "b.jsonl", [{"type": "x"}, msg("user", "hello")]))
+    a = transcript_document(jsonl(tmp_path / "a.jsonl", [msg("user", "hello")]))
+    b = transcript_document(jsonl(tmp_path / "b.jsonl", [{"type": "x"}, msg("user", "hello")]))
     assert a.text == b.text and a.hash != b.hash
 
 
@@ -74,7 +74,7 @@ def test_chunks_map_back_to_jsonl_lines(tmp_path: Path) -> None:
     for i in range(40):
         records.append(msg("user", f"question {i} " + "word " * 30))
         records.append(msg("tool", "ignored"))
-    doc = session_document(jsonl(tmp_path / "long.jsonl", records))
+    doc = transcript_document(jsonl(tmp_path / "long.jsonl", records))
     chunks = doc.chunks(tokens=100, overlap=20)
     assert len(chunks) > 3
     for chunk in chunks:
@@ -93,11 +93,11 @@ def test_session_file_listing(tmp_path: Path) -> None:
                  "e.trajectory.jsonl", "f.jsonl.lock", ".hidden.jsonl"]:
         jsonl(d / name, [msg("user", "x")])
     (d / "link.jsonl").symlink_to(d / "a.jsonl")
-    assert [p.name for p in list_session_files(d)] == [
+    assert [p.name for p in list_transcript_files(d)] == [
         "a.jsonl", "b.jsonl.reset.2026-01-01T00-00-00.000Z",
         "c.jsonl.deleted.2026-01-01T00-00-00.000Z",
     ]
-    assert list_session_files(tmp_path / "missing") == []
+    assert list_transcript_files(tmp_path / "missing") == []
 
 
 # -- delta tracking ----------------------------------------------------------------------
@@ -197,7 +197,7 @@ def test_transcripts_are_indexed_redacted_and_cited(ws: Path, tmp_path: Path) ->
         with pytest.raises(PathPolicyError):
             mem.get("sessions/s1.jsonl")
         with pytest.raises(PathPolicyError):
-            mem.get(str(sessions_dir(state, "main") / "s1.jsonl"))
+            mem.get(str(transcripts_dir(state, "main") / "s1.jsonl"))
 
 
 def test_sessions_are_off_by_default(ws: Path, tmp_path: Path) -> None:

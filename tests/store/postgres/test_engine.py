@@ -144,12 +144,12 @@ def test_a_bad_transcript_line_on_postgres_is_a_listed_skip(
 ) -> None:
     import json
 
-    from memmw.workspace.transcripts import sessions_dir
+    from memmw.workspace.transcripts import transcripts_dir
 
     monkeypatch.setenv("MEMMW_STORE_DSN", pg_database)
     ws = _workspace(tmp_path / "ws")
     state = tmp_path / "state"
-    folder = sessions_dir(state, "bad-lines")
+    folder = transcripts_dir(state, "bad-lines")
     folder.mkdir(parents=True)
     good = {"type": "message", "message": {"role": "user", "content": "the\u2028okapi plan"}}
     (folder / "s1.jsonl").write_bytes(
