@@ -241,7 +241,7 @@ def test_flush_tools_only_write_the_target(memory: Memory) -> None:
 
 def test_disabled_memory_has_no_tools(tmp_path: Path) -> None:
     (tmp_path / "ws").mkdir()
-    mem = Memory(
+    mem = make_memory(
         workspace=tmp_path / "ws",
         state_dir=tmp_path / "s",
         config=MemoryConfig(provider="none", enabled=False),

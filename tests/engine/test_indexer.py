@@ -39,7 +39,7 @@ from memmw.workspace.locks import exclusive_lock
 from memmw.workspace.reading import ReadCaps, read_markdown
 from memmw.workspace.transcripts import transcripts_dir
 
-from ..conftest import write
+from ..conftest import make_memory, write
 
 KEYWORD_ONLY = MemoryConfig(provider="none")
 
@@ -55,7 +55,7 @@ def ws(tmp_path: Path) -> Path:
 
 
 def open_memory(ws: Path, state: Path, config: MemoryConfig = KEYWORD_ONLY) -> Memory:
-    return Memory(workspace=ws, state_dir=state, config=config)
+    return make_memory(workspace=ws, state_dir=state, config=config)
 
 
 def db_rows(db: Path, sql: str) -> list[tuple]:
@@ -973,7 +973,7 @@ def test_indexer_chunks_citations_and_memory_get_count_the_same_lines(
     (root / "memory").mkdir(parents=True)
     (root / rel).write_bytes(text.encode("utf-8"))
     config = MemoryConfig(provider="none", chunking=ChunkingConfig(tokens=40, overlap=10))
-    with Memory(workspace=root, state_dir=root.with_suffix(".state"), config=config) as mem:
+    with make_memory(workspace=root, state_dir=root.with_suffix(".state"), config=config) as mem:
         assert mem.sync().issues == ()
         # memory_get: the oracle's lines, one at a time and as a whole.
         whole = mem.get(rel, 1, len(lines) + 5)
@@ -1122,7 +1122,7 @@ def test_hostile_files_and_lines_never_stop_the_sync(
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(reading_mod, "CAPS", ReadCaps(index=4096))
         mp.setattr(transcripts_mod, "MAX_TRANSCRIPT_LINE_BYTES", 8192)
-        with Memory(workspace=root, state_dir=state, config=SESSIONS) as mem:
+        with make_memory(workspace=root, state_dir=state, config=SESSIONS) as mem:
             report = mem.sync()  # never raises
             listed = {(i.path, i.line) for i in mem.status().issues}
             assert {(i.path, i.line) for i in report.issues} == listed

@@ -15,7 +15,7 @@ from memmw.config import CacheConfig, HybridConfig, QueryConfig, RemoteConfig
 from memmw.errors import ProviderError
 from memmw.testing import FakeEmbeddingProvider
 
-from ..conftest import write
+from ..conftest import make_memory, write
 
 FAKE = MemoryConfig(provider="fake", remote=RemoteConfig(dimensions=32))
 
@@ -316,7 +316,7 @@ def test_one_process_embeds_an_index_at_a_time(ws: Path, tmp_path: Path) -> None
     from memmw.engine.memory import EMBEDDING_BUSY
     from memmw.workspace.locks import exclusive_lock, lock_path_for
 
-    with Memory(workspace=ws, state_dir=tmp_path / "s", config=FAKE) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=FAKE) as mem:
         mem.sync(embeddings="skip")
         holder = lock_path_for(mem.db_path.with_suffix(".embed"))
         done: list[bool] = []
