@@ -14,7 +14,7 @@ import pytest
 
 import memmw
 
-from .conftest import write
+from .conftest import make_memory, write
 
 PACKAGE = Path(memmw.__file__).resolve().parent
 
@@ -410,7 +410,7 @@ def test_a_search_from_the_agent_tool_climbs_back_up_at_most_twice(
 ) -> None:
     """Hybrid search through ``memory_search``: the query goes down once through
     ``search/`` (embedding, every index, the shared namespaces) and comes back up."""
-    from memmw import Memory, MemoryConfig, StoreConfig
+    from memmw import MemoryConfig, StoreConfig
     from memmw.agent.tools import search_tool_payload
 
     ws = tmp_path / "ws"
@@ -421,9 +421,9 @@ def test_a_search_from_the_agent_tool_climbs_back_up_at_most_twice(
     config = MemoryConfig(
         provider="fake", store=StoreConfig(shared=("team",) if shared else ())
     )
-    with Memory(tmp_path / "team", tmp_path / "state", agent_id="team", config=config) as team:
+    with make_memory(workspace=tmp_path / "team", state_dir=tmp_path / "state", agent_id="team", config=config) as team:
         team.sync()
-    with Memory(ws, tmp_path / "state", config=config) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=config) as mem:
         mem.sync()
         first = search_tool_payload(mem, {"query": "gateway port"}, citations=True)
         walks = [search_walk(lambda q=q: search_tool_payload(mem, {"query": q}, citations=True))

@@ -386,10 +386,10 @@ def test_shared_namespaces_are_searched_with_labelled_hits(tmp_path: Path) -> No
     write(alice_ws / "MEMORY.md", "# Alice\n- Alice waters the heron plants on Fridays.\n")
     plain = MemoryConfig(provider="none")
     shared = MemoryConfig(provider="none", store=StoreConfig(shared=("team", "ghost")))
-    with Memory(alice_ws, state, agent_id="alice", config=shared) as alice:
+    with make_memory(workspace=alice_ws, state_dir=state, agent_id="alice", config=shared) as alice:
         # "team" has no index yet (and "ghost" never will): alice's own hits only.
         assert [(h.namespace, h.path) for h in alice.search("heron")] == [("alice", "MEMORY.md")]
-        with Memory(team_ws, state, agent_id="team", config=plain) as team:
+        with make_memory(workspace=team_ws, state_dir=state, agent_id="team", config=plain) as team:
             team.sync()
         found = {(h.namespace, h.snippet.splitlines()[1]) for h in alice.search("heron")}
         assert found == {
@@ -398,7 +398,7 @@ def test_shared_namespaces_are_searched_with_labelled_hits(tmp_path: Path) -> No
         }
         assert search_payload(alice, "staging cluster")["results"][0]["namespace"] == "team"
     # Without store.shared nothing changes: no label, no other agent's hits.
-    with Memory(alice_ws, state, agent_id="alice", config=plain) as alone:
+    with make_memory(workspace=alice_ws, state_dir=state, agent_id="alice", config=plain) as alone:
         assert [(h.namespace, h.path) for h in alone.search("heron")] == [(None, "MEMORY.md")]
     with pytest.raises(ConfigError, match=r"store\.shared"):
         StoreConfig(shared=("../etc",))

@@ -201,7 +201,7 @@ def test_a_hybrid_search_reads_the_entity_names_once(
         return real(self, store)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Searcher, "alias_index", counted)
-    with Memory(workspace(tmp_path), tmp_path / "s", config=MemoryConfig(provider="fake")) as mem:
+    with make_memory(workspace=workspace(tmp_path), state_dir=tmp_path / "s", config=MemoryConfig(provider="fake")) as mem:
         mem.sync()
         calls.clear()
         result = mem.search_result("What did our CTO say about Kafka?")

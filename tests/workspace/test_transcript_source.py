@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memmw import Memory, MemoryConfig
+from memmw import MemoryConfig
 from memmw.agent.tools import search_payload
 from memmw.errors import PathPolicyError
 from memmw.redaction import REDACTED
@@ -19,6 +19,8 @@ from memmw.workspace.transcript_source import (
     transcript_document,
 )
 from memmw.workspace.transcripts import TranscriptStore, transcripts_dir
+
+from ..conftest import make_memory
 
 SESSIONS = MemoryConfig(provider="none", sources=("memory", "sessions"))
 
@@ -178,7 +180,7 @@ def test_transcripts_are_indexed_redacted_and_cited(ws: Path, tmp_path: Path) ->
     store.append("s1", "user", "The wombat sanctuary opens at nine on Sundays")
     store.append("s1", "tool", "wombat tool output must stay out")
     store.append("s1", "assistant", "Noted: wombat sanctuary, api_key=wombat-secret-123")
-    with Memory(ws, state, config=SESSIONS) as mem:
+    with make_memory(workspace=ws, state_dir=state, config=SESSIONS) as mem:
         report = mem.sync()
         assert report.files_added == 2
         hits = mem.search("wombat sanctuary")
@@ -203,7 +205,7 @@ def test_transcripts_are_indexed_redacted_and_cited(ws: Path, tmp_path: Path) ->
 def test_sessions_are_off_by_default(ws: Path, tmp_path: Path) -> None:
     state = tmp_path / "state"
     TranscriptStore(state, "main").append("s1", "user", "the platypus ledger")
-    with Memory(ws, state, config=MemoryConfig(provider="none")) as mem:
+    with make_memory(workspace=ws, state_dir=state, config=MemoryConfig(provider="none")) as mem:
         mem.sync()
         assert mem.search("platypus ledger") == []
         assert "sessions" not in mem.status().source_counts
@@ -213,7 +215,7 @@ def test_incremental_session_sync(ws: Path, tmp_path: Path) -> None:
     state = tmp_path / "state"
     store = TranscriptStore(state, "main")
     store.append("s1", "user", "first note about capybaras")
-    with Memory(ws, state, config=SESSIONS) as mem:
+    with make_memory(workspace=ws, state_dir=state, config=SESSIONS) as mem:
         mem.sync()
         again = mem.sync()
         assert again.files_unchanged == 2 and not again.changed
@@ -235,7 +237,7 @@ def test_full_rebuild_equals_incremental_with_sessions(ws: Path, tmp_path: Path)
     store = TranscriptStore(state, "main")
     for i in range(30):
         store.append("s2", "user" if i % 2 else "assistant", f"turn {i} about the heron colony")
-    with Memory(ws, state, config=SESSIONS) as mem:
+    with make_memory(workspace=ws, state_dir=state, config=SESSIONS) as mem:
         mem.sync()
         store.append("s2", "user", "late addition about herons")
         mem.sync()

@@ -99,9 +99,9 @@ def test_a_shared_namespace_is_searched_alongside_the_agents_own(
     reader = MemoryConfig(
         provider="none", store=StoreConfig(backend="postgres", shared=("team",))
     )
-    with Memory(tmp_path / "team", tmp_path / "host1", agent_id="team", config=owner) as team:
+    with make_memory(workspace=tmp_path / "team", state_dir=tmp_path / "host1", agent_id="team", config=owner) as team:
         team.sync()
-    with Memory(tmp_path / "ops", tmp_path / "host2", agent_id="ops", config=reader) as ops:
+    with make_memory(workspace=tmp_path / "ops", state_dir=tmp_path / "host2", agent_id="ops", config=reader) as ops:
         found = {(h.namespace, h.snippet.splitlines()[1]) for h in ops.search("atlas")}
     assert found == {
         ("ops", "- atlas backups run nightly."),
@@ -177,9 +177,9 @@ def test_memory_get_of_a_shared_hit_reads_that_namespaces_file(
     write(tmp_path / "ops" / "MEMORY.md", "# Ops\n- atlas backups run nightly.\n")
     owner = MemoryConfig(provider="none", store=StoreConfig(backend="postgres"))
     reader = MemoryConfig(provider="none", store=StoreConfig(backend="postgres", shared=("crew",)))
-    with Memory(tmp_path / "team", tmp_path / "host1", agent_id="crew", config=owner) as team:
+    with make_memory(workspace=tmp_path / "team", state_dir=tmp_path / "host1", agent_id="crew", config=owner) as team:
         team.sync()
-    with Memory(tmp_path / "ops", tmp_path / "host2", agent_id="ops2", config=reader) as ops:
+    with make_memory(workspace=tmp_path / "ops", state_dir=tmp_path / "host2", agent_id="ops2", config=reader) as ops:
         hit = next(
             h for h in search_payload(ops, "project-atlas ships")["results"] if h["namespace"] == "crew"
         )
