@@ -19,6 +19,7 @@ from memmw.agent.tools import (
 from memmw.config import MemoryConfig
 from memmw.engine.memory import Memory
 from memmw.errors import ConfigError
+from memmw.graph.telemetry import telemetry_path
 
 from ..conftest import make_memory
 
@@ -115,6 +116,11 @@ def test_a_group_session_gets_the_count_it_asks_for_resolved_once(
     assert len(default) == memory.config.query.max_results == 6
     assert all(r["path"].startswith("memory/topic-") for r in default)
     assert calls == ["results_wanted", "check_min_score"]  # once, though it asked twice
+    # One search event, and it books what the session was shown, not what the gate hid.
+    events = [json.loads(x) for x in telemetry_path(memory.state_dir, "main").read_text().splitlines()]
+    searches = [e for e in events if e.get("event") == "search"]
+    assert len(searches) == 1 and searches[0]["hits"] == 6
+    assert all(c.startswith("memory/topic-") for c in searches[0]["cites"])
     assert len(group.invoke({"query": "ferry schedule", "maxResults": 3})["results"]) == 3
     direct = tools(memory)["memory_search"].invoke({"query": "ferry schedule", "maxResults": 6})
     # The group's gate hid the best hits: the first ask (4 x 6) held none it may see.
