@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memmw.agent.tools import (
     build_memory_tools,
@@ -315,3 +318,33 @@ def test_appended_notes_pass_the_one_redaction(memory: Memory) -> None:
     for secret in ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "hunter2", "chaton42"):
         assert secret not in text
     assert "[REDACTED]" in text and "the badger code word" in text
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    private=st.integers(0, 30),
+    shared=st.integers(0, 8),
+    wanted=st.one_of(st.none(), st.integers(1, 10)),
+)
+def test_every_session_gets_its_count_of_hits_it_may_see(
+    private: int, shared: int, wanted: int | None
+) -> None:
+    """Whatever the gate hides, a session gets ``min(count, hits it may see)`` hits, and
+    only those: the search fetches more for it (``Visibility``), the tool cuts nothing."""
+    today = dt.date.today().isoformat()
+    files = {f"memory/{today}-notes-{n}.md": f"- The ferry schedule changed: ferry {n}.\n"
+             for n in range(private)}
+    files.update({f"memory/topic-{n}.md": f"- Ferry schedule {n} for the office trip.\n"
+                  for n in range(shared)})
+    files.update({f"memory/other-{n}.md": f"- Lunch is at {n} in the canteen.\n" for n in range(20)})
+    count = 6 if wanted is None else wanted
+    args: dict[str, Any] = {"query": "ferry schedule"}
+    if wanted is not None:
+        args["maxResults"] = wanted
+    with tempfile.TemporaryDirectory() as root, make_memory(Path(root), files, sync=True) as mem:
+        group = tools(mem, session_key="agent:main:discord:channel:9")["memory_search"]
+        seen = [r["path"] for r in group.invoke(args)["results"]]
+        assert len(seen) == min(count, shared)
+        assert all(p.startswith("memory/topic-") for p in seen)
+        direct = tools(mem)["memory_search"].invoke(args)["results"]
+        assert len(direct) == min(count, private + shared)
