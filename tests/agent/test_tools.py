@@ -23,6 +23,7 @@ from memmw.config import MemoryConfig
 from memmw.engine.memory import Memory
 from memmw.errors import ConfigError
 from memmw.graph.telemetry import telemetry_path
+from memmw.workspace.transcripts import transcripts_dir
 
 from ..conftest import make_memory
 
@@ -348,3 +349,27 @@ def test_every_session_gets_its_count_of_hits_it_may_see(
         assert all(p.startswith("memory/topic-") for p in seen)
         direct = tools(mem)["memory_search"].invoke(args)["results"]
         assert len(direct) == min(count, private + shared)
+
+
+def test_a_corpus_gets_its_count_when_the_other_source_ranks_higher(tmp_path: Path) -> None:
+    """``corpus = memory`` beside indexed transcripts: the search fetches more (the corpus
+    hides transcript hits), so the owner gets the count of notes asked for."""
+    config = MemoryConfig(provider="none", sources=("memory", "sessions"))
+    files = {f"memory/topic-{n}.md": f"- Ferry schedule {n} for the office trip, parking.\n"
+             for n in range(4)}
+    with make_memory(tmp_path, files, config=config) as mem:
+        folder = transcripts_dir(mem.state_dir, "main")
+        folder.mkdir(parents=True)
+        for n in range(8):
+            line = {"type": "message",
+                    "message": {"role": "user", "content": f"ferry schedule, ferry schedule {n}"}}
+            (folder / f"s{n}.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+        mem.sync()
+        search = tools(mem)["memory_search"]
+        every = search.invoke({"query": "ferry schedule", "maxResults": 3, "corpus": "all"})
+        assert {r["source"] for r in every["results"]} == {"sessions"}  # transcripts rank first
+        notes = search.invoke({"query": "ferry schedule", "maxResults": 3})["results"]
+        assert [r["source"] for r in notes] == ["memory"] * 3
+        talk = search.invoke({"query": "ferry schedule", "maxResults": 3, "corpus": "sessions"})
+        assert [r["source"] for r in talk["results"]] == ["sessions"] * 3
+        assert all(r["untrusted"] for r in talk["results"])
