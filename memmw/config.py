@@ -6,6 +6,7 @@ Internal module: import its public names from ``memmw``.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import os
 import re
 import sys
@@ -47,8 +48,57 @@ def check_agent_id(value: object, what: str = "agent_id") -> str:
 
 ENV_PREFIX = "MEMMW__"
 
+
+
+class Source(str, enum.Enum):
+    """An index source: what the chunks of an index were read from.
+
+    The values are the strings of the config (``sources = ["memory", "sessions"]``, as
+    OpenClaw spells them), of the ``source`` column of every index and of the hits'
+    ``source`` field: a member equals, hashes and prints as its value, so nothing on disk
+    or on the wire changes. Three things are called "session" around memmw; only one is
+    a source (docs/architecture.md, "Words"):
+
+    * :attr:`TRANSCRIPTS` (``"sessions"``): the transcript corpus, the JSONL transcripts
+      of past chat sessions indexed for search;
+    * a *chat session* (a session key, its privacy gate) is not a source;
+    * a *session archive* (``memory/YYYY-MM-DD-<slug>.md``, written on ``/new``) is a
+      note of :attr:`MEMORY`.
+    """
+
+    #: The Markdown notes of the workspace (and extra paths).
+    MEMORY = "memory"
+    #: The chat transcripts (``<state>/agents/<id>/sessions/*.jsonl``).
+    TRANSCRIPTS = "sessions"
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+    @classmethod
+    def parse(cls, value: object, what: str = "sources entries") -> Source:
+        """``value`` as a source.
+
+        Raises:
+            ConfigError: ``value`` names no source.
+        """
+        try:
+            return cls(value)
+        except ValueError:
+            allowed = " or ".join(repr(s.value) for s in cls)
+            raise ConfigError(f"{what} must be {allowed}; got {value!r}") from None
+
+
+#: ``store.backend`` of the store kept in this process (``store/inmemory``).
+IN_MEMORY_STORE = "memory"
+#: ``store.keyword_backend`` that scores BM25 in process over the postings the index stores.
+POSTINGS_KEYWORD_BACKEND = "memory"
+#: The table of a config file its settings may sit under (``[memory]``).
+CONFIG_TABLE = "memory"
+
 Citations = Literal["auto", "on", "off"]
-Source = Literal["memory", "sessions"]
 DmScope = Literal["main", "per-peer"]
 FtsTokenizer = Literal["unicode61", "trigram"]
 KeywordBackend = Literal["auto", "memory", "fts5"]
@@ -122,6 +172,8 @@ def _to_plain(value: Any) -> Any:
         return {str(k): _to_plain(v) for k, v in value.items()}
     if isinstance(value, (tuple, list)):
         return [_to_plain(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return value.value
     return value
 
 
@@ -199,7 +251,7 @@ class StoreConfig(_Section):
 
     def __post_init__(self) -> None:
         self._validate_literals()
-        if self.backend == "memory" and self.keyword_backend == "fts5":
+        if self.backend == IN_MEMORY_STORE and self.keyword_backend == "fts5":
             raise ConfigError(
                 "store.keyword_backend = 'fts5' needs a full-text index; the in-memory store"
                 " has none (use 'memory' or 'auto')"
@@ -755,7 +807,7 @@ class MemoryConfig(_Section):
 
     _section: ClassVar[str] = ""
     enabled: bool = True
-    sources: tuple[Source, ...] = ("memory",)
+    sources: tuple[Source, ...] = (Source.MEMORY,)
     extra_paths: tuple[ExtraPath, ...] = ()
     provider: str = "auto"
     fallback: str = "none"
@@ -783,10 +835,7 @@ class MemoryConfig(_Section):
 
     def __post_init__(self) -> None:
         self._validate_literals()
-        sources = tuple(dict.fromkeys(self.sources or ("memory",)))
-        for s in sources:
-            if s not in ("memory", "sessions"):
-                raise ConfigError(f"sources entries must be 'memory' or 'sessions'; got {s!r}")
+        sources = tuple(dict.fromkeys(map(Source.parse, self.sources or (Source.MEMORY,))))
         object.__setattr__(self, "sources", sources)
         extras: list[ExtraPath] = []
         seen: set[tuple[str, str | None]] = set()
@@ -856,8 +905,8 @@ class MemoryConfig(_Section):
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
                 raise ConfigError(f"cannot read config file {path}: {exc}") from exc
             # Allow the settings to sit under a [memory] table as well as at the top level.
-            if set(data) == {"memory"} and isinstance(data["memory"], dict):
-                data = data["memory"]
+            if set(data) == {CONFIG_TABLE} and isinstance(data[CONFIG_TABLE], dict):
+                data = data[CONFIG_TABLE]
         _merge_env(data, os.environ if environ is None else environ)
         return cls.from_dict(data)
 

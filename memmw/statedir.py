@@ -12,6 +12,12 @@ from pathlib import Path
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
+#: The folder of a state folder holding the agents' SQLite indexes (``<state>/memory/<agent>.sqlite``).
+INDEX_DIR = "memory"
+#: The key of ``flush-state.json`` (and of the status's flush section) that maps each
+#: chat session to its flush record: chat sessions, not the transcript source.
+FLUSH_SESSIONS_KEY = "sessions"
+
 
 def user_state_root() -> Path:
     """The platform's per-user state folder for memmw (``platformdirs``).

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from memmw.config import Source
+
 #: The search mode when only the keyword leg answered (BM25 over the stored postings, or
 #: FTS5 with ``store.keyword_backend = "fts5"``). Before 0.1 payloads said ``fts-only``
 #: whatever the backend.
@@ -48,6 +50,10 @@ class SearchHit:
         importance: ``<!-- importance: N -->`` annotation of the entry, if any.
         namespace: The agent whose index the hit came from, set when shared namespaces
             are searched too (``store.shared``); None otherwise.
+        untrusted: The session that searched does not trust the file's text (notes
+            written from group sessions, extra paths, transcripts:
+            :meth:`memmw.workspace.access.SessionAccess.check`); the payload says
+            ``untrusted: true``.
     """
 
     path: str
@@ -55,7 +61,7 @@ class SearchHit:
     end_line: int
     score: float
     snippet: str
-    source: str = "memory"
+    source: str = Source.MEMORY
     citation: str = ""
     chunk_id: str = ""
     chunk_start_line: int = 0
@@ -64,6 +70,7 @@ class SearchHit:
     vector_score: float | None = None
     importance: int | None = None
     namespace: str | None = None
+    untrusted: bool = False
 
     def to_payload(self, *, citations: bool = True) -> dict[str, Any]:
         """The tool/CLI JSON shape (camelCase keys, as the original's tools)."""
@@ -88,6 +95,8 @@ class SearchHit:
             item["importance"] = self.importance
         if self.namespace is not None:
             item["namespace"] = self.namespace
+        if self.untrusted:
+            item["untrusted"] = True
         return item
 
 
@@ -258,7 +267,7 @@ class Status:
     files: int = 0
     chunks: int = 0
     dirty: bool = False
-    sources: tuple[str, ...] = ("memory",)
+    sources: tuple[str, ...] = (Source.MEMORY,)
     source_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     mode: str = KEYWORD_ONLY
     provider: str = "none"

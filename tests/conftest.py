@@ -36,22 +36,33 @@ KEYWORD_ONLY = MemoryConfig(provider="none")
 
 
 def make_memory(
-    root: Path,
+    root: Path | None = None,
     files: dict[str, str] | None = None,
     *,
     config: MemoryConfig | None = None,
     workspace: Path | None = None,
+    state_dir: Path | None = None,
     agent_id: str = "main",
     sync: bool = False,
 ) -> Memory:
-    """The one way tests build a ``Memory``: workspace ``root/ws`` (or ``workspace``) with
-    ``files`` written (relative path -> text), state in ``root/state``, keyword-only unless
-    ``config`` says otherwise; synced first with ``sync``. Close it (or use ``with``)."""
-    ws = workspace if workspace is not None else root / "ws"
-    (ws / "memory").mkdir(parents=True, exist_ok=True)
+    """The one way tests build a ``Memory``: workspace ``root/ws`` or ``workspace`` (its
+    ``memory/`` folder made, unless both ``workspace`` and ``state_dir`` are given), with
+    ``files`` written (relative path -> text), state in ``root/state`` or ``state_dir``,
+    keyword-only unless ``config`` says otherwise; synced first with ``sync``. Close it
+    (or use ``with``).
+
+    Build a ``Memory`` directly only to test its constructor or special wiring.
+    """
+    if root is None and (workspace is None or state_dir is None):
+        raise TypeError("make_memory needs root, or both workspace and state_dir")
+    if workspace is None or state_dir is None:
+        assert root is not None
+        workspace = workspace if workspace is not None else root / "ws"
+        state_dir = state_dir if state_dir is not None else root / "state"
+        (workspace / "memory").mkdir(parents=True, exist_ok=True)
     for rel, text in (files or {}).items():
-        write(ws / rel, text)
-    mem = Memory(workspace=ws, state_dir=root / "state", agent_id=agent_id,
+        write(workspace / rel, text)
+    mem = Memory(workspace=workspace, state_dir=state_dir, agent_id=agent_id,
                  config=config or KEYWORD_ONLY)
     if sync:
         mem.sync()

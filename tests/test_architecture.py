@@ -14,6 +14,8 @@ import pytest
 
 import memmw
 
+from .conftest import make_memory, write
+
 PACKAGE = Path(memmw.__file__).resolve().parent
 
 #: Layer of each folder (and top-level module), lowest first (docs/architecture.md
@@ -408,7 +410,7 @@ def test_a_search_from_the_agent_tool_climbs_back_up_at_most_twice(
 ) -> None:
     """Hybrid search through ``memory_search``: the query goes down once through
     ``search/`` (embedding, every index, the shared namespaces) and comes back up."""
-    from memmw import Memory, MemoryConfig, StoreConfig
+    from memmw import MemoryConfig, StoreConfig
     from memmw.agent.tools import search_tool_payload
 
     ws = tmp_path / "ws"
@@ -419,9 +421,9 @@ def test_a_search_from_the_agent_tool_climbs_back_up_at_most_twice(
     config = MemoryConfig(
         provider="fake", store=StoreConfig(shared=("team",) if shared else ())
     )
-    with Memory(tmp_path / "team", tmp_path / "state", agent_id="team", config=config) as team:
+    with make_memory(workspace=tmp_path / "team", state_dir=tmp_path / "state", agent_id="team", config=config) as team:
         team.sync()
-    with Memory(ws, tmp_path / "state", config=config) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=config) as mem:
         mem.sync()
         first = search_tool_payload(mem, {"query": "gateway port"}, citations=True)
         walks = [search_walk(lambda q=q: search_tool_payload(mem, {"query": q}, citations=True))
@@ -466,3 +468,74 @@ def test_memory_holds_no_search_or_embedding_logic() -> None:
                 for c in [node.left, *node.comparators])
     ]
     assert backend_branches == []
+
+
+def resolutions_of_count_and_threshold(package: Path = PACKAGE) -> list[str]:
+    """Where a module of ``package`` calls ``results_wanted`` or ``check_min_score``."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("results_wanted", "check_min_score")):
+                found.append(f"{path.relative_to(package).as_posix()}:{node.func.attr}")
+    return found
+
+
+def test_count_and_threshold_are_resolved_in_the_search_alone(tmp_path: Path) -> None:
+    """The search resolves a query's count and threshold (``AgentSearch.resolve``); the
+    agent tool parses and renders, and a session's gate reaches the search as its
+    ``Visibility`` (the over-fetch for hidden hits is the search's)."""
+    assert resolutions_of_count_and_threshold() == [
+        "search/retriever.py:results_wanted", "search/retriever.py:check_min_score"]
+    tools = ast.parse((PACKAGE / "agent" / "tools.py").read_text(encoding="utf-8"))
+    names = {n.id for n in ast.walk(tools) if isinstance(n, ast.Name)}
+    assert not names & {"OVERFETCH_FACTOR", "OVERFETCH_MAX", "asks", "wanted"}
+    # The checker sees a resolution elsewhere.
+    write(tmp_path / "agent" / "tools.py", "def f(config):\n    config.query.check_min_score(2)\n")
+    assert resolutions_of_count_and_threshold(tmp_path) == ["agent/tools.py:check_min_score"]
+
+
+#: The two words that name an index source; anywhere else they are a named constant.
+SOURCE_WORDS = frozenset({"memory", "sessions"})
+
+
+def bare_source_literals(package: Path = PACKAGE) -> list[str]:
+    """Where a module of ``package`` spells ``"memory"`` or ``"sessions"`` as a bare string.
+
+    Allowed: the ``Source`` members (``memmw.config.Source``), a module constant
+    (``UPPER_CASE = "memory"``: a folder, a setting's value, a JSON key, each named for
+    what it means), a ``Literal[...]`` of a setting's values, and docstrings.
+    """
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        allowed: set[int] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                allowed.add(id(node.value))  # a docstring
+            elif isinstance(node, ast.ClassDef) and node.name == "Source":
+                allowed |= {id(n) for n in ast.walk(node)}
+            elif (isinstance(node, (ast.Assign, ast.AnnAssign)) and node in tree.body
+                  and all(isinstance(t, ast.Name) and t.id.isupper()
+                          for t in (node.targets if isinstance(node, ast.Assign)
+                                    else [node.target]))):
+                allowed |= {id(n) for n in ast.walk(node)}
+            elif (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                  and node.value.id == "Literal"):
+                allowed |= {id(n) for n in ast.walk(node.slice)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and node.value in SOURCE_WORDS
+                    and id(node) not in allowed):
+                found.append(f"{path.relative_to(package).as_posix()}:{node.lineno}")
+    return found
+
+
+def test_sources_are_a_typed_value_not_bare_strings(tmp_path: Path) -> None:
+    """``memmw.config.Source`` is the one spelling of an index source ("memory" and the
+    transcripts' "sessions"); every other "memory" or "sessions" in the code is a named
+    constant saying which other thing it means (a folder, a backend, a JSON key)."""
+    assert bare_source_literals() == []
+    write(tmp_path / "a.py", 'MEMORY_DIR = "memory"\n\ndef f(source):\n'
+          '    """Reads "memory"."""\n    return source == "sessions"\n')
+    assert bare_source_literals(tmp_path) == ["a.py:5"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from hypothesis import given, settings
@@ -21,6 +22,7 @@ from memmw.config import (
     ReadConfig,
     RemoteConfig,
     SessionSyncConfig,
+    Source,
     StoreConfig,
     SyncConfig,
     TemporalDecayConfig,
@@ -162,6 +164,24 @@ def test_sources_and_extra_paths_are_normalised() -> None:
     assert cfg.sources == ("memory", "sessions")
     assert cfg.extra_paths == (ExtraPath(path="notes"), ExtraPath(path="docs", pattern="*.md"))
     assert MemoryConfig(sources=()).sources == ("memory",)
+
+
+
+def test_sources_are_a_typed_value_with_the_same_strings() -> None:
+    """``sources`` holds ``Source`` members; they equal, hash, print and serialise as the
+    config's strings (so an index built before keeps its identity)."""
+    cfg = MemoryConfig.from_dict({"sources": ["sessions", "memory"]})
+    assert cfg.sources == (Source.TRANSCRIPTS, Source.MEMORY)
+    assert all(isinstance(s, Source) for s in cfg.sources)
+    assert cfg.to_dict()["sources"] == ["sessions", "memory"]
+    assert [type(s) for s in cfg.to_dict()["sources"]] == [str, str]
+    assert json.dumps(sorted(cfg.sources)) == '["memory", "sessions"]'
+    assert f"{Source.TRANSCRIPTS}/x.jsonl" == "sessions/x.jsonl" == f"{Source.TRANSCRIPTS.value}/x.jsonl"
+    assert {"memory": 1}[Source.MEMORY] == 1 and Source("sessions") is Source.TRANSCRIPTS
+    with pytest.raises(ConfigError, match="sources entries must be 'memory' or 'sessions'; got 'wiki'"):
+        MemoryConfig.from_dict({"sources": ["memory", "wiki"]})
+    with pytest.raises(ConfigError, match="got 'transcripts'"):  # the member's name is no value
+        MemoryConfig(sources=("transcripts",))
 
 
 # -- validation -------------------------------------------------------------------------

@@ -27,6 +27,8 @@ from memmw.middleware import (
 )
 from memmw.text.tokens import TokenCounter
 
+from .conftest import make_memory
+
 NOW = dt.datetime(2026, 3, 10, 14, 5, tzinfo=dt.timezone.utc)
 
 
@@ -42,7 +44,7 @@ def memory(tmp_path: Path) -> Iterator[Memory]:
             context_window=3000, reserve_tokens_floor=1000, soft_threshold_tokens=500
         ),
     )
-    mem = Memory(workspace=ws, state_dir=tmp_path / "state", config=config)
+    mem = make_memory(workspace=ws, state_dir=tmp_path / "state", config=config)
     yield mem
     mem.close()
 
@@ -178,7 +180,7 @@ def test_transcript_delta_thresholds_request_a_sync(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     config = MemoryConfig(provider="none", sources=("memory", "sessions"))
-    with Memory(workspace=ws, state_dir=tmp_path / "state", config=config) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=config) as mem:
         mw = make(mem, watch=False)
         session = mw.start_session("main")
         assert mem.wait_for_sync(30)

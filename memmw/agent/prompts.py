@@ -10,6 +10,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
+from memmw.config import Source
 from memmw.workspace.layout import daily_note_path
 
 log = logging.getLogger(__name__)
@@ -22,12 +23,12 @@ RECALL_HEADING = "## Memory Recall"
 NO_REPLY = "NO_REPLY"
 
 
-def describe_sources(sources: Sequence[str] = ("memory",), extra_paths: Sequence[str] = ()) -> str:
+def describe_sources(sources: Sequence[str] = (Source.MEMORY,), extra_paths: Sequence[str] = ()) -> str:
     """Human wording of what memory search covers, generated from the configuration."""
     parts = ["MEMORY.md", "USER.md", "the Markdown notes under memory/"]
     if extra_paths:
         parts.append("extra paths (" + ", ".join(extra_paths) + ")")
-    if "sessions" in sources:
+    if Source.TRANSCRIPTS in sources:
         parts.append("past session transcripts")
     return ", ".join(parts[:-1]) + " and " + parts[-1]
 
@@ -36,7 +37,7 @@ def memory_recall_section(
     tool_names: Iterable[str],
     *,
     citations: bool = True,
-    sources: Sequence[str] = ("memory",),
+    sources: Sequence[str] = (Source.MEMORY,),
     extra_paths: Sequence[str] = (),
 ) -> str:
     """The ``## Memory Recall`` system-prompt section for the tools the agent has.

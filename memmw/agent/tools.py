@@ -18,7 +18,7 @@ from memmw.agent.prompts import (
     describe_sources,
 )
 from memmw.chat_type import citations_enabled
-from memmw.config import FACT_SEARCH_MAX_RESULTS, MemoryConfig
+from memmw.config import FACT_SEARCH_MAX_RESULTS, MemoryConfig, Source
 from memmw.errors import (
     ConfigError,
     ContentPolicyError,
@@ -30,8 +30,9 @@ from memmw.errors import (
     ToolArgumentError,
 )
 from memmw.redaction import redact_secrets
+from memmw.search.retriever import Visibility
 from memmw.timeutil import Clock, user_now
-from memmw.types import ReadResult, SearchResult
+from memmw.types import ReadResult, SearchHit, SearchResult
 from memmw.workspace.access import SessionAccess
 from memmw.workspace.active_context import ACTIVE_CONTEXT, write_active_context
 from memmw.workspace.files import (
@@ -41,7 +42,6 @@ from memmw.workspace.files import (
 )
 from memmw.workspace.layout import (
     MEMORY_DIR,
-    PRINCIPALS_DIR,
     daily_note_path,
     fold_path,
     group_note_dir,
@@ -55,7 +55,9 @@ from memmw.workspace.layout import (
 
 log = logging.getLogger(__name__)
 
-CORPORA = ("memory", "sessions", "all")
+#: The ``corpus`` argument of ``memory_search``: a source's value, or every source.
+ALL_SOURCES = "all"
+CORPORA = (*(s.value for s in Source), ALL_SOURCES)
 Payload = dict[str, Any]
 
 
@@ -72,9 +74,14 @@ class MemoryBackend(Protocol):
         ...
 
     def search_result(
-        self, query: str, max_results: int | None = None, min_score: float | None = None
+        self,
+        query: str,
+        max_results: int | None = None,
+        min_score: float | None = None,
+        *,
+        visible: Visibility | None = None,
     ) -> SearchResult:
-        """Search; the hits plus mode, provider, fallback and warning."""
+        """Search; the hits (those ``visible`` keeps) plus mode, provider, fallback, warning."""
         ...
 
     def get(
@@ -239,12 +246,12 @@ def _number(args: Mapping[str, Any], *names: str) -> float | None:
     return number
 
 
-def _integer(args: Mapping[str, Any], *names: str, minimum: int = 1) -> int | None:
+def _integer(args: Mapping[str, Any], *names: str, minimum: int | None = 1) -> int | None:
     number = _number(args, *names)
     if number is None:
         return None
     value = int(number)  # integers are truncated, as the reference does
-    if value < minimum:
+    if minimum is not None and value < minimum:
         raise ToolArgumentError(f"{names[0]} must be >= {minimum}; got {value}")
     return value
 
@@ -297,13 +304,15 @@ def search_payload(
     min_score: float | None = None,
     *,
     citations: bool = True,
+    visible: Visibility | None = None,
 ) -> Payload:
     """Search ``memory`` and render the ``memory_search`` success payload.
 
     ``{results, provider, model, fallback, citations, mode, warning?, partial?}``, the
-    reference's shape; ``memmw search --json`` prints it too.
+    reference's shape; ``memmw search --json`` prints it too. ``visible``: what the
+    searching session may be shown (:class:`~memmw.search.retriever.Visibility`).
     """
-    result = memory.search_result(query, max_results, min_score)
+    result = memory.search_result(query, max_results, min_score, visible=visible)
     payload: Payload = {
         "results": [h.to_payload(citations=citations) for h in result.hits],
         "provider": result.provider,
@@ -323,6 +332,24 @@ def search_payload(
     return payload
 
 
+def session_visibility(
+    gate: SessionAccess, corpus: str, sources: Sequence[str]
+) -> Visibility:
+    """What a session searching ``corpus`` is shown: the hits of that corpus (every one
+    for ``all``) its privacy gate lets it read, marked ``untrusted`` where it does not
+    trust the file (:meth:`SessionAccess.shown`). The search fetches more when the gate
+    or the corpus may hide hits (another source is indexed beside ``corpus``)."""
+    only = None if corpus == ALL_SOURCES else Source.parse(corpus, "corpus")
+
+    def see(hit: SearchHit) -> SearchHit | None:
+        if only is not None and hit.source != only:
+            return None
+        return gate.shown(hit)
+
+    hides = gate.may_hide() or (only is not None and any(s != only for s in sources))
+    return Visibility(see, hides)
+
+
 def search_tool_payload(
     memory: MemoryBackend,
     args: Mapping[str, Any],
@@ -337,15 +364,16 @@ def search_tool_payload(
     a group or channel session gets no hit from a file private to direct sessions, under
     any name or link (:meth:`memmw.workspace.access.SessionAccess.check`). Hits from
     untrusted files (notes written from group sessions, extra paths, transcripts) carry
-    ``untrusted: true``.
+    ``untrusted: true``. The search itself resolves the count and threshold and fetches
+    more for a session that may not see every hit (:class:`Visibility`); this function
+    parses the arguments and renders the answer.
     """
     gate = _gate(memory, access, private)
-    private = gate.private
     try:
         query = _string(args, "query", required=True)
-        max_results = _integer(args, "max_results")
+        max_results = _integer(args, "max_results", minimum=None)
         min_score = _number(args, "min_score")
-        corpus = _string(args, "corpus") or "memory"
+        corpus = _string(args, "corpus") or Source.MEMORY
     except ToolArgumentError as exc:
         return {"results": [], "error": str(exc)}
     if corpus not in CORPORA:
@@ -356,53 +384,23 @@ def search_tool_payload(
     config = memory.config
     if not config.enabled:
         return unavailable_payload("memory search is disabled for this agent (enabled = false)")
-    if corpus == "sessions" and "sessions" not in config.sources:
+    if corpus == Source.TRANSCRIPTS and Source.TRANSCRIPTS not in config.sources:
         payload = unavailable_payload("the sessions corpus is not enabled")
         payload["warning"] = "Session transcripts are not indexed for this agent."
         payload["action"] = "Add 'sessions' to memory sources to search past transcripts."
         return payload
-    try:
-        config.query.check_min_score(min_score)
-    except ConfigError:
-        return {"results": [], "error": f"minScore must be between 0 and 1; got {min_score:g}"}
     assert query is not None
-    wanted = config.query.results_wanted(max_results)
-    # Over-fetch where the gate drops hits (groups, principals, an owner beside principals'
-    # folders), and fetch once more, wider, when too few are left; the owner of a workspace
-    # without principals asks for exactly what it wants, as before.
-    exact = private and gate.principal is None and not (
-        Path(memory.workspace) / PRINCIPALS_DIR
-    ).is_dir()
-    asks = [wanted] if exact else [min(wanted * 4, 200), 200]
-    for n, ask in enumerate(asks):
-        try:
-            payload = search_payload(
-                memory, query, max_results=ask, min_score=min_score, citations=citations
-            )
-        except Exception as exc:
-            log.warning("memory_search failed: %s", type(exc).__name__)
-            log.debug("memory_search failure", exc_info=True)
-            return unavailable_payload(exc)
-        results = payload.get("results") or []
-        fetched = len(results)
-        if corpus != "all":
-            results = [
-                r
-                for r in results
-                if not isinstance(r, Mapping) or r.get("source", "memory") == corpus
-            ]
-        shown: list[Any] = []
-        for r in results:
-            if not isinstance(r, Mapping):
-                continue
-            verdict = gate.check(str(r.get("path", "")), str(r.get("source", "memory")))
-            if not verdict.readable:
-                continue
-            shown.append(r if verdict.trusted else {**r, "untrusted": True})
-        if len(shown) >= wanted or fetched < ask or n + 1 == len(asks) or ask >= asks[-1]:
-            break
-    payload["results"] = shown[:wanted]
-    return payload
+    visible = session_visibility(gate, corpus, config.sources)
+    try:
+        return search_payload(
+            memory, query, max_results, min_score, citations=citations, visible=visible
+        )
+    except ConfigError as exc:  # the count or threshold, checked once by the search
+        return {"results": [], "error": str(exc)}
+    except Exception as exc:
+        log.warning("memory_search failed: %s", type(exc).__name__)
+        log.debug("memory_search failure", exc_info=True)
+        return unavailable_payload(exc)
 
 
 def get_tool_payload(
@@ -462,7 +460,7 @@ def get_tool_payload(
 
 def workspace_is_writable(workspace: Path) -> bool:
     """True when files can be created in the workspace's ``memory/`` folder (or the root)."""
-    memory_dir = Path(workspace) / "memory"
+    memory_dir = Path(workspace) / MEMORY_DIR
     target = memory_dir if memory_dir.is_dir() else Path(workspace)
     return os.access(target, os.W_OK | os.X_OK)
 
@@ -702,7 +700,7 @@ def search_description(config: MemoryConfig) -> str:
     """The ``memory_search`` description, listing the configured sources."""
     where = describe_sources(config.sources, [e.path for e in config.extra_paths])
     corpus = "corpus: memory (default) searches the notes"
-    if "sessions" in config.sources:
+    if Source.TRANSCRIPTS in config.sources:
         corpus += ", sessions searches past transcripts, all searches both"
     return (
         "Required first step before answering anything about prior work, decisions, dates, "

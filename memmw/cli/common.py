@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from memmw.config import Source
 from memmw.redaction import RedactingFilter
 
 if TYPE_CHECKING:
@@ -259,7 +260,7 @@ def _quick_unchanged(mem: Memory) -> bool:
     if mem.config.extra_paths:
         return False
     with mem.store.read() as reader:
-        records = reader.file_records("memory")
+        records = reader.file_records(Source.MEMORY)
     indexed = {path: (mtime, size) for path, (_hash, mtime, size) in records.items()}
     seen = 0
     root = str(mem.workspace)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from memmw.config import CONFIG_FILE_NAME, MemoryConfig
+from memmw.config import CONFIG_FILE_NAME, MemoryConfig, Source
 from memmw.errors import ArchiveError as ArchiveError
 from memmw.errors import ConfigError
 from memmw.store.vectors import blob_ok
@@ -125,8 +125,8 @@ def _chunk_vectors(mem: Memory) -> tuple[dict[str, bytes], int]:
     vectors: dict[str, bytes] = {}
     without: list[str] = []
     with mem.store.read() as reader:
-        by_rowid = dict(reader.vector_rows(["memory"]))
-        ids = reader.chunk_rowids(["memory"])
+        by_rowid = dict(reader.vector_rows([Source.MEMORY]))
+        ids = reader.chunk_rowids([Source.MEMORY])
         for start in range(0, len(ids), _READ_BATCH):
             rows = reader.chunks(ids[start : start + _READ_BATCH])
             for rowid, row in rows.items():

@@ -16,7 +16,7 @@ from memmw.types import SyncReport
 from memmw.workspace.transcript_source import (
     DeltaThresholds,
     SessionDeltaTracker,
-    list_session_files,
+    list_transcript_files,
 )
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class Freshness:
             :meth:`sync_finished` itself, as ``Memory.sync`` does).
         workspace: The agent workspace (watched).
         extra_paths: Extra paths (watched).
-        sessions_dir: Transcript folder, when the ``sessions`` source is on.
+        transcripts_dir: Transcript folder, when ``Source.TRANSCRIPTS`` is on.
         config: The ``sync`` settings.
         name: Thread name suffix.
     """
@@ -59,14 +59,14 @@ class Freshness:
         run_sync: Callable[[], SyncReport],
         workspace: Path,
         extra_paths: Iterable[ExtraPath] = (),
-        sessions_dir: Path | None = None,
+        transcripts_dir: Path | None = None,
         config: SyncConfig | None = None,
         name: str = "main",
     ) -> None:
         self.config = config or SyncConfig()
         self.workspace = workspace
         self.extra_paths = tuple(extra_paths)
-        self.sessions_dir = sessions_dir
+        self.transcripts_dir = transcripts_dir
         self.name = name
         self._run_sync = run_sync
         self.tracker = SessionDeltaTracker(
@@ -164,7 +164,7 @@ class Freshness:
         Returns:
             True when the thresholds were crossed and a sync was requested.
         """
-        if self.sessions_dir is None:
+        if self.transcripts_dir is None:
             return False
         if self.tracker.observe(path):
             self.mark_dirty()
@@ -173,7 +173,7 @@ class Freshness:
 
     def notify_compaction(self) -> bool:
         """A session was compacted: sync now when ``sync.sessions.post_compaction_force``."""
-        if self.sessions_dir is None or not self.config.sessions.post_compaction_force:
+        if self.transcripts_dir is None or not self.config.sessions.post_compaction_force:
             return False
         self.mark_dirty()
         return self.request()
@@ -267,14 +267,14 @@ class Freshness:
         """
         if self._watcher is not None and self._watcher.state == "watching":
             return "watching"
-        if self.sessions_dir is not None:
-            self.sessions_dir.mkdir(parents=True, exist_ok=True)
-            self.tracker.prime(list_session_files(self.sessions_dir))
+        if self.transcripts_dir is not None:
+            self.transcripts_dir.mkdir(parents=True, exist_ok=True)
+            self.tracker.prime(list_transcript_files(self.transcripts_dir))
         watcher = MemoryWatcher(
             self.workspace,
             self._on_batch,
             extra_paths=self.extra_paths,
-            sessions_dir=self.sessions_dir,
+            transcripts_dir=self.transcripts_dir,
             debounce_ms=self.config.watch_debounce_ms,
             on_fallback=self._on_fallback,
         )
@@ -294,7 +294,7 @@ class Freshness:
     def _on_batch(self, batch: WatchBatch) -> None:
         wanted = batch.memory_changed
         # observe() every transcript: each one keeps its own counters.
-        hits = [self.tracker.observe(p) for p in sorted(batch.session_paths)]
+        hits = [self.tracker.observe(p) for p in sorted(batch.transcript_paths)]
         if any(hits):
             wanted = True
         if wanted:

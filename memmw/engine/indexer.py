@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memmw.config import MemoryConfig
+from memmw.config import MemoryConfig, Source
 from memmw.errors import FileReadError, IndexBusyError, IndexCorruptError, IndexStoreError
 from memmw.notes.syntax import GRAPH_VERSION, ParsedNote, mask_retracted, parse_note
 from memmw.store.factory import create_store
@@ -32,9 +32,9 @@ from memmw.workspace.files import (
 from memmw.workspace.locks import lock_path_for
 from memmw.workspace.reading import decode_note, read_note_bytes
 from memmw.workspace.transcript_source import (
-    list_session_files,
-    session_document,
-    session_index_path,
+    list_transcript_files,
+    transcript_document,
+    transcript_index_path,
 )
 from memmw.workspace.transcripts import SkippedLine
 
@@ -49,11 +49,11 @@ SCAN_ISSUES_KEY = "scan_issues"
 #: Meta key: when the last sync that looked at every note started (epoch seconds).
 SCANNED_AT_KEY = "scanned_at"
 #: Meta key with the transcript reader's version the session rows were made with; when it
-#: differs from :data:`SESSIONS_VERSION` every transcript is read again (no stat shortcut).
-SESSIONS_VERSION_KEY = "sessions_version"
+#: differs from :data:`TRANSCRIPTS_VERSION` every transcript is read again (no stat shortcut).
+TRANSCRIPTS_VERSION_KEY = "sessions_version"
 #: 2: JSONL lines are cut as :func:`memmw.text.lines.split_lines` cuts (U+2028 and U+0085
 #: inside a record no longer split it); unreadable lines are reported.
-SESSIONS_VERSION = "2"
+TRANSCRIPTS_VERSION = "2"
 #: Skipped lines reported per transcript (the last one counts the rest).
 MAX_LINE_ISSUES = 10
 #: A note whose recorded mtime is this close to (or after) the sync that recorded it is
@@ -153,7 +153,7 @@ class Indexer:
         workspace: The workspace root.
         config: Settings.
         provider: What of the embedding provider goes into the identity.
-        sessions_dir: Transcript folder indexed when ``sessions`` is a source.
+        transcripts_dir: Transcript folder, indexed when ``Source.TRANSCRIPTS`` is a source.
     """
 
     def __init__(
@@ -164,7 +164,7 @@ class Indexer:
         db_path: Path | None = None,
         store: Store | None = None,
         provider: ProviderIdentity | None = None,
-        sessions_dir: Path | None = None,
+        transcripts_dir: Path | None = None,
     ) -> None:
         if store is None:
             if db_path is None:
@@ -175,8 +175,8 @@ class Indexer:
         self.workspace = workspace
         self.config = config
         self.provider = provider or ProviderIdentity()
-        #: Transcript folder indexed when ``sessions`` is among ``config.sources``.
-        self.sessions_dir = sessions_dir
+        #: Transcript folder, indexed when ``Source.TRANSCRIPTS`` is among ``config.sources``.
+        self.transcripts_dir = transcripts_dir
 
     @property
     def lock_path(self) -> Path:
@@ -339,9 +339,9 @@ class Indexer:
         for path in existing.keys() - seen:
             if found.may_have(path):
                 continue  # its folder could not be listed: not known to be deleted
-            store.delete_file(path, "memory")
+            store.delete_file(path, Source.MEMORY)
             counts.removed += 1
-        self._index_sessions(store, counts)
+        self._index_transcripts(store, counts)
         store.set_meta(SCANNED_AT_KEY, repr(started))
         if counts.modified or graph_stale:
             store.refresh_graph()
@@ -381,21 +381,21 @@ class Indexer:
         note = _note(file.source, text, file.path)
         return _NoteRead(digest=digest, mtime=mtime, size=size, chunks=chunks, note=note)
 
-    def _index_sessions(self, store: StoreWriter, counts: _Counts) -> None:
-        """Index the JSONL transcripts as source ``sessions`` (paths ``sessions/<name>``).
+    def _index_transcripts(self, store: StoreWriter, counts: _Counts) -> None:
+        """Index the JSONL transcripts as ``Source.TRANSCRIPTS`` (paths ``sessions/<name>``).
 
         A transcript whose size and mtime match its record is not read again; one whose
         indexed text did not change (tool lines appended) only gets its record updated.
         """
-        if "sessions" not in self.config.sources or self.sessions_dir is None:
+        if Source.TRANSCRIPTS not in self.config.sources or self.transcripts_dir is None:
             return
-        existing = store.file_records("sessions")
+        existing = store.file_records(Source.TRANSCRIPTS)
         # Skipped lines of transcripts not read again this time are still skipped.
         previous = _line_issues(store.get_meta(SCAN_ISSUES_KEY))
-        trust_stat = store.get_meta(SESSIONS_VERSION_KEY) == SESSIONS_VERSION
+        trust_stat = store.get_meta(TRANSCRIPTS_VERSION_KEY) == TRANSCRIPTS_VERSION
         seen: set[str] = set()
-        for file in list_session_files(self.sessions_dir):
-            path = session_index_path(file)
+        for file in list_transcript_files(self.transcripts_dir):
+            path = transcript_index_path(file)
             seen.add(path)
             try:
                 st = os.stat(file)  # before reading: a write during the read shows next time
@@ -412,7 +412,7 @@ class Indexer:
                 counts.issues.extend(previous.get(path, ()))
                 continue
             try:  # the one place a transcript is read and parsed: bad input is a skip
-                doc = session_document(file)
+                doc = transcript_document(file)
                 chunks = doc.chunks(
                     tokens=self.config.chunking.tokens, overlap=self.config.chunking.overlap
                 )
@@ -422,12 +422,14 @@ class Indexer:
                 continue
             counts.issues.extend(_skipped_lines(path, doc.skipped))
             if known is not None and known[0] == doc.hash:
-                store.update_file_stat(path, "sessions", mtime=st.st_mtime, size=st.st_size)
+                store.update_file_stat(
+                    path, Source.TRANSCRIPTS, mtime=st.st_mtime, size=st.st_size
+                )
                 counts.unchanged += 1
                 continue
             written = store.replace_file(
                 path=path,
-                source="sessions",
+                source=Source.TRANSCRIPTS,
                 file_hash=doc.hash,
                 mtime=st.st_mtime,
                 size=st.st_size,
@@ -441,14 +443,14 @@ class Indexer:
             else:
                 counts.changed += 1
         for path in existing.keys() - seen:
-            store.delete_file(path, "sessions")
+            store.delete_file(path, Source.TRANSCRIPTS)
             counts.removed += 1
         if not trust_stat:
-            store.set_meta(SESSIONS_VERSION_KEY, SESSIONS_VERSION)
+            store.set_meta(TRANSCRIPTS_VERSION_KEY, TRANSCRIPTS_VERSION)
 
     def _incremental(self, store: StoreWriter, progress: Progress | None) -> _Counts:
         with store.transaction():
-            counts = self._index(store, store.file_records("memory"), progress)
+            counts = self._index(store, store.file_records(Source.MEMORY), progress)
             if counts.modified:
                 store.bump_generation()
         return counts
@@ -555,7 +557,7 @@ def _stat_unchanged(
 
 def _note(source: str, text: str, path: str) -> ParsedNote | None:
     """The parsed graph of a note (only ``memory`` files carry graph entries)."""
-    return parse_note(text, path) if source == "memory" else None
+    return parse_note(text, path) if source == Source.MEMORY else None
 
 
 def _total_chunks(reader: StoreWriter) -> int:

@@ -17,7 +17,9 @@ from typing import Any, Literal
 from memmw import observability
 from memmw.config import (
     FACT_SEARCH_MAX_RESULTS,
+    POSTINGS_KEYWORD_BACKEND,
     MemoryConfig,
+    Source,
     check_agent_id,
     resolve_state_dir,
     resolve_workspace,
@@ -57,8 +59,8 @@ from memmw.errors import (
 from memmw.graph.engine import ForgetResult, GraphEngine
 from memmw.graph.search import FactHit
 from memmw.graph.telemetry import TelemetryLog, telemetry_path
-from memmw.search.retriever import AgentSearch, Retriever, SearchRun
-from memmw.statedir import flush_state_path
+from memmw.search.retriever import AgentSearch, Retriever, SearchRun, Visibility
+from memmw.statedir import FLUSH_SESSIONS_KEY, INDEX_DIR, flush_state_path
 from memmw.store.factory import create_store, vector_backend_status
 from memmw.store.protocol import StoreReader
 from memmw.store.vectors import provider_key
@@ -75,7 +77,7 @@ from memmw.types import (
 from memmw.workspace.files import discover, display_path, resolve_read_path
 from memmw.workspace.reading import read_markdown
 from memmw.workspace.reads import read_window
-from memmw.workspace.transcripts import sessions_dir
+from memmw.workspace.transcripts import transcripts_dir
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +92,7 @@ def default_db_path(state_dir: Path, agent_id: str, template: str | None) -> Pat
     """``store.path`` with ``{agentId}`` replaced, else ``<state_dir>/memory/<agent>.sqlite``."""
     if template:
         return Path(os.path.expanduser(template.replace("{agentId}", agent_id)))
-    return state_dir / "memory" / f"{agent_id}.sqlite"
+    return state_dir / INDEX_DIR / f"{agent_id}.sqlite"
 
 
 class Memory:
@@ -134,7 +136,7 @@ class Memory:
         self.state_dir = resolve_state_dir(state_dir, self.workspace).absolute()
         self.db_path = default_db_path(self.state_dir, agent_id, self.config.store.path)
         transcripts = (
-            sessions_dir(self.state_dir, agent_id) if "sessions" in self.config.sources else None
+            transcripts_dir(self.state_dir, agent_id) if Source.TRANSCRIPTS in self.config.sources else None
         )
         own = VectorCache()
         #: The index of this agent, reached only through the store protocol.
@@ -150,7 +152,7 @@ class Memory:
             db_path=self.db_path,
             workspace=self.workspace,
             config=self.config,
-            sessions_dir=transcripts,
+            transcripts_dir=transcripts,
         )
         self._lock = threading.RLock()
         self._workspace_ok = False
@@ -177,7 +179,7 @@ class Memory:
             run_sync=lambda: self.sync(embeddings="background"),
             workspace=self.workspace,
             extra_paths=self.config.extra_paths,
-            sessions_dir=transcripts,
+            transcripts_dir=transcripts,
             config=self.config.sync,
             name=agent_id,
         )
@@ -554,6 +556,7 @@ class Memory:
         min_score: float | None,
         *,
         report: bool = False,
+        visible: Visibility | None = None,
     ) -> SearchRun:
         with observability.span("search", self.agent_id) as sp:
             sp.query_text(query, self.config.tracing.capture_query_text)
@@ -561,7 +564,9 @@ class Memory:
                 result = SearchRun([], KEYWORD_ONLY, None)
             else:
                 started = time.perf_counter()
-                result = self._search_locked(query, max_results, min_score, report=report)
+                result = self._search_locked(
+                    query, max_results, min_score, report=report, visible=visible
+                )
                 sp.set(search_max_results=result.limit)
                 try:  # telemetry and activation never fail a search
                     self.graph_engine.on_search(
@@ -578,7 +583,13 @@ class Memory:
             return result
 
     def _search_locked(
-        self, query: str, max_results: int | None, min_score: float | None, *, report: bool
+        self,
+        query: str,
+        max_results: int | None,
+        min_score: float | None,
+        *,
+        report: bool,
+        visible: Visibility | None,
     ) -> SearchRun:
         with self._lock:
             if not self._published():
@@ -590,13 +601,17 @@ class Memory:
                 self._freshness.on_search()  # a background sync if dirty; never waits
             try:
                 self._open_store()
-                return self._agent_search.run(query, max_results, min_score, report=report)
+                return self._agent_search.run(
+                    query, max_results, min_score, report=report, visible=visible
+                )
             except IndexCorruptError as exc:
                 # Damage found past the header (a torn page): rebuild, then answer.
                 log.warning("the index is damaged (%s); rebuilding it from the notes", exc)
                 self._heal()
                 self._open_store()
-                return self._agent_search.run(query, max_results, min_score, report=report)
+                return self._agent_search.run(
+                    query, max_results, min_score, report=report, visible=visible
+                )
 
     def _heal(self) -> None:
         """Rebuild a damaged index from the Markdown files (moved aside if unreadable)."""
@@ -643,14 +658,21 @@ class Memory:
                 self._agent_search.own.warm(store)
 
     def search_result(
-        self, query: str, max_results: int | None = None, min_score: float | None = None
+        self,
+        query: str,
+        max_results: int | None = None,
+        min_score: float | None = None,
+        *,
+        visible: Visibility | None = None,
     ) -> SearchResult:
         """Search like :meth:`search`, and also report how: mode, provider, fallback, warning.
 
         :func:`memmw.agent.tools.search_payload` renders it as the ``memory_search``
-        payload (what ``memmw search --json`` prints).
+        payload (what ``memmw search --json`` prints). ``visible`` is what the searching
+        session may be shown (:class:`memmw.search.retriever.Visibility`, from its privacy
+        gate): the hits are those it keeps, as many as the count asks when there are.
         """
-        run = self._search(query, max_results, min_score, report=True)
+        run = self._search(query, max_results, min_score, report=True, visible=visible)
         return run.report or self._agent_search.result(run)
 
     def get(
@@ -751,7 +773,9 @@ class Memory:
                         "available": self.store.features().get("fts5", False),
                         "tokenizer": self.config.store.fts_tokenizer,
                         "keywordBackend": (
-                            "fts5" if self.config.store.keyword_backend == "fts5" else "memory"
+                            "fts5"
+                            if self.config.store.keyword_backend == "fts5"
+                            else POSTINGS_KEYWORD_BACKEND
                         ),
                     }
                     n_docs, total_terms = store.keyword_stats(self.config.sources)
@@ -792,7 +816,7 @@ class Memory:
             )
         except (OSError, ValueError):
             raw = {}
-        sessions = raw.get("sessions") if isinstance(raw, dict) else None
+        sessions = raw.get(FLUSH_SESSIONS_KEY) if isinstance(raw, dict) else None
         total = 0
         last: str | None = None
         hit: list[str] = []
@@ -804,7 +828,7 @@ class Memory:
                 when = entry.get("lastUnsavedAt")
                 if isinstance(when, str) and (last is None or when > last):
                     last = when
-        return {"unsavedEvictions": total, "lastUnsavedAt": last, "sessions": sorted(hit)}
+        return {"unsavedEvictions": total, "lastUnsavedAt": last, FLUSH_SESSIONS_KEY: sorted(hit)}
 
     def _files_changed(self) -> bool:
         """True when memory files were added, removed or modified since they were indexed.
@@ -813,7 +837,7 @@ class Memory:
         """
         files, _issues = discover(self.workspace, self.config.extra_paths)
         with self._lock, self._read() as store:
-            indexed = store.file_records("memory")
+            indexed = store.file_records(Source.MEMORY)
         if {f.path for f in files} != set(indexed):
             return True
         for f in files:

@@ -12,7 +12,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from memmw.chat_type import PRINCIPAL_PATTERN, check_principal_id
 from memmw.config import Source
@@ -91,7 +91,7 @@ class PrincipalDeletion:
 
 
 def _owner_of(path: str, source: str) -> str | None:
-    if source == "memory":
+    if source == Source.MEMORY:
         return principal_of(fold_path(path))
     return transcript_principal(path)
 
@@ -113,7 +113,7 @@ def _index_rows(memory: Memory) -> dict[str, list[int]]:
     """``{principal: [files, chunks, facts]}`` from the index (every source)."""
     out: dict[str, list[int]] = {}
     with memory.store.read() as reader:
-        for source in get_args(Source):  # whatever this config indexes now
+        for source in Source:  # whatever this config indexes now
             for path in reader.file_records(source):
                 who = _owner_of(path, source)
                 if who is not None:
@@ -123,7 +123,7 @@ def _index_rows(memory: Memory) -> dict[str, list[int]]:
             who = principal_of(fold_path(str(fact[6])))
             if who is not None:
                 out.setdefault(who, [0, 0, 0])[2] += 1
-        for source in get_args(Source):
+        for source in Source:
             ids = reader.chunk_rowids([source])
             for chunk in reader.chunks(ids).values():
                 who = _owner_of(chunk.path, source)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from memmw.config import MemoryConfig
 from memmw.errors import IndexBusyError, MemmwError
-from memmw.statedir import user_state_root
+from memmw.statedir import INDEX_DIR, user_state_root
 from memmw.store.factory import create_store
 from memmw.store.protocol import Store
 
@@ -80,7 +80,7 @@ def workspaces_root(root: Path | None = None) -> Path:
 
 
 def _indexes(folder: Path) -> list[Path]:
-    return sorted(p for p in (folder / "memory").glob("*.sqlite") if p.is_file())
+    return sorted(p for p in (folder / INDEX_DIR).glob("*.sqlite") if p.is_file())
 
 
 def _size(folder: Path) -> int:

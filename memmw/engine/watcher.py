@@ -13,15 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from memmw.config import ExtraPath
+from memmw.config import ExtraPath, Source
 from memmw.errors import ConfigError
 from memmw.workspace.files import MEMORY_DIR, ROOT_FILES, is_ignored_dir, resolve_extra_path
-from memmw.workspace.transcript_source import is_session_file
+from memmw.workspace.transcript_source import is_transcript_file
 
 log = logging.getLogger(__name__)
 
 WatcherState = Literal["stopped", "watching", "fallback", "failed"]
-TargetKind = Literal["memory", "sessions"]
 
 #: ``errno`` values meaning "the OS cannot give us more watches" (limit of watches or
 #: of inotify instances): the watcher gives up and the caller syncs on search instead.
@@ -38,13 +37,14 @@ class WatchTarget:
         path: Absolute directory.
         recursive: Watch the whole tree (``memory/``, extra directories) or only the
             directory itself (the workspace root, the parent of an extra file).
-        kind: ``memory`` (Markdown files) or ``sessions`` (JSONL transcripts).
+        kind: :attr:`Source.MEMORY` (Markdown files) or :attr:`Source.TRANSCRIPTS` (JSONL
+            transcripts).
         names: When set, only these file names directly inside ``path`` matter.
     """
 
     path: Path
     recursive: bool
-    kind: TargetKind = "memory"
+    kind: Source = Source.MEMORY
     names: frozenset[str] | None = None
 
 
@@ -54,14 +54,14 @@ class WatchBatch:
 
     Attributes:
         memory_paths: Absolute paths of Markdown files created, changed, moved or deleted.
-        session_paths: Absolute paths of transcript files that changed.
+        transcript_paths: Absolute paths of transcript files that changed.
         rescan: A directory appeared, moved or vanished (a full discovery is needed:
             files moved in with it may not have produced events of their own).
         events: Number of relevant raw events folded into this batch.
     """
 
     memory_paths: frozenset[str] = frozenset()
-    session_paths: frozenset[str] = frozenset()
+    transcript_paths: frozenset[str] = frozenset()
     rescan: bool = False
     events: int = 0
 
@@ -74,7 +74,7 @@ class WatchBatch:
 def watch_targets(
     workspace: Path,
     extra_paths: Iterable[ExtraPath] = (),
-    sessions_dir: Path | None = None,
+    transcripts_dir: Path | None = None,
 ) -> list[WatchTarget]:
     """The directories to watch for a workspace.
 
@@ -102,9 +102,9 @@ def watch_targets(
             targets.append(
                 WatchTarget(path=target.parent, recursive=False, names=frozenset({target.name}))
             )
-    if sessions_dir is not None and sessions_dir.is_dir():
+    if transcripts_dir is not None and transcripts_dir.is_dir():
         targets.append(
-            WatchTarget(path=Path(os.path.abspath(sessions_dir)), recursive=False, kind="sessions")
+            WatchTarget(path=Path(os.path.abspath(transcripts_dir)), recursive=False, kind=Source.TRANSCRIPTS)
         )
     return _merge_targets(targets)
 
@@ -146,7 +146,8 @@ def classify(path: str, target: WatchTarget, *, is_directory: bool) -> str | Non
     """How an event path matters for ``target``.
 
     Returns:
-        ``"memory"`` for a Markdown file, ``"sessions"`` for a transcript, ``"rescan"`` for
+        :attr:`Source.MEMORY` for a Markdown file, :attr:`Source.TRANSCRIPTS` for a
+        transcript, ``"rescan"`` for
         a relevant directory, or None when the event is to be ignored (other files,
         ignored tool folders, paths outside the target).
     """
@@ -166,11 +167,11 @@ def classify(path: str, target: WatchTarget, *, is_directory: bool) -> str | Non
     name = parts[-1]
     if target.names is not None and name not in target.names:
         return None
-    if target.kind == "sessions":
-        return None if is_directory else ("sessions" if is_session_file(name) else None)
+    if target.kind == Source.TRANSCRIPTS:
+        return None if is_directory else (Source.TRANSCRIPTS if is_transcript_file(name) else None)
     if is_directory:
         return None if is_ignored_dir(name) else "rescan"
-    return "memory" if name.lower().endswith(".md") else None
+    return Source.MEMORY if name.lower().endswith(".md") else None
 
 
 def _load_watchdog() -> tuple[Any, Any]:
@@ -211,7 +212,7 @@ class MemoryWatcher:
         workspace: The agent workspace.
         callback: Receives each :class:`WatchBatch`; exceptions are logged and swallowed.
         extra_paths: Configured extra paths (watched too).
-        sessions_dir: Transcript folder to watch, if the sessions source is on.
+        transcripts_dir: Transcript folder to watch, if the sessions source is on.
         debounce_ms: Quiet time before a batch is delivered.
         max_wait_ms: Longest delay of a batch under a continuous stream of events
             (default four times ``debounce_ms``).
@@ -224,7 +225,7 @@ class MemoryWatcher:
         callback: Callable[[WatchBatch], None],
         *,
         extra_paths: Iterable[ExtraPath] = (),
-        sessions_dir: str | os.PathLike[str] | None = None,
+        transcripts_dir: str | os.PathLike[str] | None = None,
         debounce_ms: int = 1500,
         max_wait_ms: int | None = None,
         on_fallback: Callable[[OSError], None] | None = None,
@@ -233,7 +234,7 @@ class MemoryWatcher:
             raise ConfigError(f"debounce_ms must be >= 0; got {debounce_ms}")
         self.workspace = Path(os.path.abspath(workspace))
         self.extra_paths = tuple(extra_paths)
-        self.sessions_dir = Path(os.path.abspath(sessions_dir)) if sessions_dir else None
+        self.transcripts_dir = Path(os.path.abspath(transcripts_dir)) if transcripts_dir else None
         self.debounce_s = debounce_ms / 1000.0
         self.max_wait_s = (
             max(self.debounce_s, max_wait_ms / 1000.0) if max_wait_ms is not None
@@ -247,7 +248,7 @@ class MemoryWatcher:
         self._targets: list[WatchTarget] = []
         self._cond = threading.Condition()
         self._memory: set[str] = set()
-        self._sessions: set[str] = set()
+        self._transcripts: set[str] = set()
         self._rescan = False
         self._replan = False
         self._events = 0
@@ -383,10 +384,10 @@ class MemoryWatcher:
         now = time.monotonic()
         with self._cond:
             for kind, path in found:
-                if kind == "memory":
+                if kind == Source.MEMORY:
                     self._memory.add(path)
-                elif kind == "sessions":
-                    self._sessions.add(path)
+                elif kind == Source.TRANSCRIPTS:
+                    self._transcripts.add(path)
                 else:
                     self._rescan = True
             self._events += 1
@@ -413,7 +414,7 @@ class MemoryWatcher:
                     return
                 batch = WatchBatch(
                     memory_paths=frozenset(self._memory),
-                    session_paths=frozenset(self._sessions),
+                    transcript_paths=frozenset(self._transcripts),
                     rescan=self._rescan,
                     events=self._events,
                 )
@@ -430,7 +431,7 @@ class MemoryWatcher:
                 log.warning("memory watcher callback failed", exc_info=True)
 
     def _reset_pending(self) -> None:
-        self._memory, self._sessions = set(), set()
+        self._memory, self._transcripts = set(), set()
         self._rescan = self._replan = False
         self._events = 0
         self._first_at = None
@@ -446,7 +447,7 @@ class MemoryWatcher:
                 watcher._on_event(event)
 
         handler = _Handler()
-        self._targets = watch_targets(self.workspace, self.extra_paths, self.sessions_dir)
+        self._targets = watch_targets(self.workspace, self.extra_paths, self.transcripts_dir)
         for target in self._targets:
             try:
                 self._observer.schedule(handler, str(target.path), recursive=target.recursive)
@@ -464,7 +465,7 @@ class MemoryWatcher:
         with self._start_stop:
             if self._state != "watching" or self._observer is None:
                 return
-            wanted = watch_targets(self.workspace, self.extra_paths, self.sessions_dir)
+            wanted = watch_targets(self.workspace, self.extra_paths, self.transcripts_dir)
             if wanted == self._targets:
                 return
             log.debug("re-planning watches under %s", self.workspace)

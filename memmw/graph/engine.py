@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memmw.config import FACT_MATCH_THRESHOLD, FACT_SEARCH_MAX_RESULTS, ExtraPath
+from memmw.config import FACT_MATCH_THRESHOLD, FACT_SEARCH_MAX_RESULTS, ExtraPath, Source
 from memmw.errors import (
     FileBusyError,
     ForgetError,
@@ -381,7 +381,7 @@ class GraphEngine:
             with self._lock:
                 self._open_store()
                 with self.store.read() as reader:
-                    return reader.file_records("memory")
+                    return reader.file_records(Source.MEMORY)
         except MemmwError as exc:  # no index to compare with: the line is taken as is
             log.debug("forget: no indexed file records (%s)", exc)
             return {}

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from memmw.config import Source
 from memmw.redaction import redact_secrets
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ def recall_fields(hits: Iterable[Any], query: str) -> dict[str, Any]:
         (f"{h.namespace}:" if getattr(h, "namespace", None) else "")
         + f"{h.path}#L{h.start_line}-L{h.end_line}"
         for h in hits
-        if getattr(h, "source", "memory") == "memory"
+        if getattr(h, "source", Source.MEMORY) == Source.MEMORY
     ]
     return {"q": query_key(query), "cites": cites}
 

@@ -17,6 +17,7 @@ from memmw.text.analysis import cut_utf16, utf16_len
 from memmw.timeutil import Clock, user_now
 from memmw.workspace.access import SessionAccess
 from memmw.workspace.layout import (
+    MEMORY_DIR,
     USER_FILE,
     curated_files,
     dated_notes,
@@ -145,7 +146,7 @@ def bootstrap_candidates(
     if not private and scope is None:
         return out
     if private:
-        folder = "memory" if principal is None else principal_dir(principal)
+        folder = MEMORY_DIR if principal is None else principal_dir(principal)
     else:
         folder = group_note_dir(scope or "")
     for offset in range(daily_days):
@@ -427,7 +428,7 @@ STARTUP_PREAMBLE = (
 )
 
 
-def startup_files(workspace: Path, dates: list[dt.date], folder: str = "memory") -> list[str]:
+def startup_files(workspace: Path, dates: list[dt.date], folder: str = MEMORY_DIR) -> list[str]:
     """``<folder>/<date>.md`` plus up to four ``<folder>/<date>-*.md`` (newest first) per date.
 
     ``folder`` is ``memory`` (the owner's) or a principal's ``memory/principals/<id>``.
@@ -477,7 +478,7 @@ def build_startup_context(
     blocks: list[str] = []
     used = 0
     more = False
-    for rel in startup_files(Path(workspace), dates, gate.notes_dir if gate.private else "memory"):
+    for rel in startup_files(Path(workspace), dates, gate.notes_dir if gate.private else MEMORY_DIR):
         try:
             read = gate.prompt_text(rel, max_bytes=max_file_bytes)
         except OSError as exc:

@@ -16,7 +16,7 @@ from memmw.agent.chat import ChatModel, Message, call_model, tool_message
 from memmw.agent.prompts import is_silent_reply
 from memmw.agent.tools import MemoryTool, payload_text, tools_by_name
 from memmw.config import FlushConfig
-from memmw.statedir import FLUSH_STATE_FILE
+from memmw.statedir import FLUSH_SESSIONS_KEY, FLUSH_STATE_FILE
 from memmw.text.tokens import content_text
 from memmw.workspace.files import atomic_write_text
 from memmw.workspace.locks import exclusive_lock, lock_path_for
@@ -284,7 +284,7 @@ class FlushStateStore:
         except (OSError, ValueError) as exc:
             log.warning("flush state %s unreadable (%s); starting fresh", self.path, exc)
             return {}
-        sessions = data.get("sessions") if isinstance(data, dict) else None
+        sessions = data.get(FLUSH_SESSIONS_KEY) if isinstance(data, dict) else None
         return sessions if isinstance(sessions, dict) else {}
 
     def load(self, session_id: str) -> SessionFlushState:
@@ -308,7 +308,7 @@ class FlushStateStore:
             sessions[session_id] = new.to_dict()
             atomic_write_text(
                 self.path,
-                json.dumps({"version": 1, "sessions": sessions}, indent=2, sort_keys=True),
+                json.dumps({"version": 1, FLUSH_SESSIONS_KEY: sessions}, indent=2, sort_keys=True),
             )
         return new  # type: ignore[no-any-return]
 
@@ -379,7 +379,7 @@ class FlushStateStore:
             if sessions.pop(session_id, None) is not None:
                 atomic_write_text(
                     self.path,
-                    json.dumps({"version": 1, "sessions": sessions}, indent=2, sort_keys=True),
+                    json.dumps({"version": 1, FLUSH_SESSIONS_KEY: sessions}, indent=2, sort_keys=True),
                 )
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 
+from memmw.config import Source
 from memmw.workspace.files import (
     MEMORY_DIR,
     ROOT_FILES,
@@ -46,7 +47,7 @@ class Provenance:
         return self.origin in ("owner", "agent")
 
 
-def provenance_for(path: str, source: str = "memory") -> Provenance:
+def provenance_for(path: str, source: str = Source.MEMORY) -> Provenance:
     """The provenance of a workspace file by its path and source.
 
     Args:
@@ -55,7 +56,7 @@ def provenance_for(path: str, source: str = "memory") -> Provenance:
     """
     date = file_date(path)
     observed = float(calendar.timegm((*date, 0, 0, 0))) if date else None
-    if source != "memory" or path.startswith("../"):
+    if source != Source.MEMORY or path.startswith("../"):
         return Provenance(origin="untrusted", session_kind="unknown", observed_at=observed, private=True)
     if path in ROOT_FILES:
         return Provenance(origin="owner", session_kind="unknown", observed_at=None, private=True)

@@ -1,7 +1,8 @@
 """Search owns the query: one retriever per index, and one agent's fan-out over its indexes.
 
 A search's whole walk below the engine happens here: the count and threshold are resolved
-once (:meth:`AgentSearch.resolve`), the query is embedded once through the embedding
+once (:meth:`AgentSearch.resolve`), a session's :class:`Visibility` decides which hits it
+is shown (the search fetches more to make up for the ones it hides), the query is embedded once through the embedding
 service (:class:`~memmw.embeddings.service.QueryVector`), each index answers through its
 :class:`Retriever` (the store picks how its vectors are searched, the
 :class:`~memmw.search.searcher.Searcher` ranks), the ``store.shared`` namespaces are read
@@ -27,6 +28,34 @@ from memmw.store.vectorsearch import VectorCache, VectorLeg
 from memmw.types import SearchHit, SearchResult
 
 log = logging.getLogger(__name__)
+
+#: A search for a session that may not see every hit first asks for this many times the
+#: results it returns, at most :data:`OVERFETCH_MAX`, then once more for
+#: :data:`OVERFETCH_MAX` when too few hits were left.
+OVERFETCH_FACTOR = 4
+OVERFETCH_MAX = 200
+
+
+@dataclasses.dataclass(frozen=True)
+class Visibility:
+    """What one session is shown of a search's hits (its privacy gate, a corpus).
+
+    Attributes:
+        see: The hit as the session is shown it (marked ``untrusted``, say), or None for
+            a hit it may not see (:meth:`memmw.workspace.access.SessionAccess.shown`).
+        hides: Whether ``see`` may return None: then the search fetches more hits than
+            it returns (:data:`OVERFETCH_FACTOR`), so hidden hits do not cost the session
+            results it may see.
+    """
+
+    see: Callable[[SearchHit], SearchHit | None]
+    hides: bool = True
+
+    def asks(self, limit: int) -> list[int]:
+        """How many hits to ask for, in turn, to return ``limit`` the session may see."""
+        if not self.hides:
+            return [limit]
+        return [min(limit * OVERFETCH_FACTOR, OVERFETCH_MAX), OVERFETCH_MAX]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,14 +241,42 @@ class AgentSearch:
         min_score: float | None,
         *,
         report: bool = False,
+        visible: Visibility | None = None,
     ) -> SearchRun:
         """Search the agent's index and the shared namespaces; the best hits.
 
         Resolves the count and threshold (:meth:`resolve`), embeds the query once, reads
         every index, merges; with ``report`` also says how (:meth:`result`). The caller
         made the agent's store current (opened, rebuilt if damaged).
+
+        ``visible`` is what the searching session is shown: each hit passes through its
+        ``see`` and, when it ``hides`` hits, the search asks the indexes for more
+        (:meth:`Visibility.asks`) and, when too few visible ones are left, once more,
+        wider. The result holds at most the resolved count of hits ``see`` returned.
+
+        Raises:
+            ConfigError: ``max_results`` below 1 or ``min_score`` outside 0..1.
         """
         limit, min_score = self.resolve(max_results, min_score)
+        asks = [limit] if visible is None else visible.asks(limit)
+        query: QueryVector | None = None
+        for n, ask in enumerate(asks):
+            run, query = self._run_once(text, ask, min_score, query)
+            if visible is None:
+                break
+            fetched = len(run.hits)
+            shown = [seen for seen in map(visible.see, run.hits) if seen is not None]
+            run = dataclasses.replace(run, hits=shown[:limit])
+            if len(shown) >= limit or fetched < ask or n + 1 == len(asks) or ask >= asks[-1]:
+                break
+        run = dataclasses.replace(run, limit=limit)
+        return dataclasses.replace(run, report=self.result(run)) if report else run
+
+    def _run_once(
+        self, text: str, limit: int, min_score: float | None, query: QueryVector | None
+    ) -> tuple[SearchRun, QueryVector | None]:
+        """One pass over every index for ``limit`` hits (``query``: the query vector of an
+        earlier pass of this search, embedded at most once)."""
         # One query embedding per search, shared by this agent's index and every
         # store.shared namespace (same provider and model by the identity check).
         with self.own.store.read() as reader:
@@ -229,7 +286,8 @@ class AgentSearch:
                 if self.embeddings.for_vectors is None
                 else self.own.searcher.vector_text(reader, text)
             )
-            query = self.embeddings.for_search(vector_text)
+            if query is None:
+                query = self.embeddings.for_search(vector_text)
             outcome, warning = self.own.search(
                 reader, text, query, limit=limit, min_score=min_score, aliases=aliases
             )
@@ -243,8 +301,7 @@ class AgentSearch:
             hits.sort(key=lambda h: (-h.score, h.namespace or "", h.path, h.start_line))
             hits = hits[:limit]
             partial = partial or (query is not None and query.timed_out)
-        run = SearchRun(hits, outcome.mode, warning, partial, limit)
-        return dataclasses.replace(run, report=self.result(run)) if report else run
+        return SearchRun(hits, outcome.mode, warning, partial, limit), query
 
     def _search_shared(
         self, text: str, query: QueryVector | None, limit: int, min_score: float | None

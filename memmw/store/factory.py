@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memmw.config import MemoryConfig
+from memmw.config import IN_MEMORY_STORE, MemoryConfig
 from memmw.store.protocol import Store
 
 
@@ -26,7 +26,7 @@ def create_store(
         from memmw.store.postgres.backend import create_postgres_store
 
         return create_postgres_store(config, agent_id=agent_id)
-    if config.store.backend == "memory":
+    if config.store.backend == IN_MEMORY_STORE:
         from memmw.store.inmemory import InMemoryStore, process_backend
 
         # The agents of one state folder share one in-process "database".

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memmw.config import Source
 from memmw.errors import ConfigError, IndexBusyError
 from memmw.store.arena import FRESH, Arena
 from memmw.store.graphrows import (
@@ -621,7 +622,7 @@ class InMemoryWriter(InMemoryReader):
                 return
             if not fresh:
                 self._drop_graph(s, key)
-            if source != "memory" or note is None:
+            if source != Source.MEMORY or note is None:
                 return
             rows = note_rows(path, source, note)
             s.graph["entities"] += [(key, r) for r in rows.entities]
@@ -648,7 +649,7 @@ class InMemoryWriter(InMemoryReader):
             )
             pairs: set[tuple[int, str, str]] = set()
             for rowid, chunk in s.chunks.items():
-                if chunk.row.source == "memory":
+                if chunk.row.source == Source.MEMORY:
                     pairs.update((rowid, a, b) for a, b in matcher.pairs(chunk.row.text))
             counted: dict[tuple[str, str], int] = {}
             for _rowid, a, b in pairs:

@@ -30,16 +30,18 @@ import os
 import stat
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from memmw.chat_type import chat_type_for, check_principal_id, group_scope, principal_for
-from memmw.config import ExtraPath
+from memmw.config import ExtraPath, Source
 from memmw.errors import ConfigError
 from memmw.text.inert import inert_memory_text
+from memmw.types import SearchHit
 from memmw.workspace.files import is_ignored_dir, resolve_extra_path
 from memmw.workspace.layout import (
     MEMORY_DIR,
+    PRINCIPALS_DIR,
     fold_path,
     group_note_dir,
     group_scope_of,
@@ -270,14 +272,14 @@ class SessionAccess:
                 st = None
         return real, st, fold_path(lexical), fold_path(_relative(real, self._real_workspace))
 
-    def check(self, path: str, source: str = "memory") -> Verdict:
+    def check(self, path: str, source: str = Source.MEMORY) -> Verdict:
         """Decide whether this session may read ``path`` and whether its text is trusted.
 
         Args:
             path: A path as a tool, a search hit or a graph row spells it.
             source: Index source: ``sessions`` (transcripts) is private and untrusted.
         """
-        if source != "memory":
+        if source != Source.MEMORY:
             mine = transcript_principal(str(path)) == self.principal
             reason = ""
             if not self.private:
@@ -340,11 +342,32 @@ class SessionAccess:
             )
         return Verdict(readable=True, trusted=trusted, private=False)
 
-    def may_read(self, path: str, source: str = "memory") -> bool:
+    def shown(self, hit: SearchHit) -> SearchHit | None:
+        """``hit`` as this session is shown it: None when :meth:`check` refuses its file,
+        marked ``untrusted`` when the session does not trust the file's text."""
+        verdict = self.check(hit.path, hit.source)
+        if not verdict.readable:
+            return None
+        return hit if verdict.trusted else replace(hit, untrusted=True)
+
+    def may_hide(self) -> bool:
+        """Whether :meth:`shown` may hide a hit of this agent's memory from this session.
+
+        False only for the owner's direct session in a workspace without principals'
+        folders (it reads every memory file); a search for any other session fetches
+        more than it returns, to make up for the hits this gate hides.
+        """
+        return (
+            not self.private
+            or self.principal is not None
+            or (self.workspace / PRINCIPALS_DIR).is_dir()
+        )
+
+    def may_read(self, path: str, source: str = Source.MEMORY) -> bool:
         """``check(path, source).readable``."""
         return self.check(path, source).readable
 
-    def injectable(self, path: str, source: str = "memory") -> bool:
+    def injectable(self, path: str, source: str = Source.MEMORY) -> bool:
         """Readable and trusted: may be injected into this session's prompt as memory."""
         verdict = self.check(path, source)
         return verdict.readable and verdict.trusted

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from memmw.config import ExtraPath
+from memmw.config import ExtraPath, Source
 from memmw.errors import ContentPolicyError, FileBusyError, NoteEditError, PathPolicyError
 from memmw.text.lines import LINE_BREAK, line_spans
 from memmw.types import FileIssue
@@ -61,7 +61,7 @@ class WorkspaceFile:
 
     path: str
     abs_path: Path
-    source: str = "memory"
+    source: str = Source.MEMORY
 
 
 def is_ignored_dir(name: str) -> bool:

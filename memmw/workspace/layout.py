@@ -9,6 +9,8 @@ import stat
 import unicodedata
 from pathlib import Path, PurePosixPath
 
+from memmw.config import Source
+
 #: The curated root files (chunked per entry, never decayed, private to direct sessions).
 ROOT_FILES = ("MEMORY.md", "memory.md", "USER.md")
 #: The long-term memory file, in order of preference (``memory.md`` only without ``MEMORY.md``).
@@ -154,7 +156,7 @@ def fold_path(rel: str) -> str:
     return "/".join(p for p in parts if p not in ("", "."))
 
 
-def is_private_path(path: str, source: str = "memory") -> bool:
+def is_private_path(path: str, source: str = Source.MEMORY) -> bool:
     """True for what only direct (private) sessions may see, by name (folded, fail closed).
 
     That is ``MEMORY.md``/``memory.md``/``USER.md``, ``active-context.md``, the dated
@@ -167,7 +169,7 @@ def is_private_path(path: str, source: str = "memory") -> bool:
     ``memory/groups/`` (only to the group that wrote them). This is the rule by name;
     :meth:`memmw.workspace.access.SessionAccess.check` applies it to the resolved file.
     """
-    if source != "memory":
+    if source != Source.MEMORY:
         return True
     folded = fold_path(path)
     if folded.startswith("sessions/") or folded in _PRIVATE_ROOT:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memmw.config import Source
 from memmw.redaction import StreamRedactor
 from memmw.text.chunking import Chunk, chunk_text
 from memmw.workspace.transcripts import SkippedLine, scan_transcript
@@ -18,7 +19,7 @@ from memmw.workspace.transcripts import SkippedLine, scan_transcript
 log = logging.getLogger(__name__)
 
 #: Indexed paths of transcripts are ``sessions/<file name>``.
-SESSIONS_PREFIX = "sessions"
+TRANSCRIPTS_PREFIX = Source.TRANSCRIPTS.value
 
 _ROLES = {"user": "User", "assistant": "Assistant"}
 _WS = re.compile(r"\s+")
@@ -33,7 +34,7 @@ def collapse_whitespace(text: str) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SessionDocument:
+class TranscriptDocument:
     """A transcript as indexable text.
 
     Attributes:
@@ -57,8 +58,8 @@ class SessionDocument:
         return map_chunks(chunk_text(self.text, tokens=tokens, overlap=overlap), self.line_map)
 
 
-def session_document(path: str | os.PathLike[str]) -> SessionDocument:
-    """Read a JSONL transcript into a :class:`SessionDocument` (a missing file is empty)."""
+def transcript_document(path: str | os.PathLike[str]) -> TranscriptDocument:
+    """Read a JSONL transcript into a :class:`TranscriptDocument` (a missing file is empty)."""
     lines: list[str] = []
     line_map: list[int] = []
     # One redactor for the whole transcript: a key pasted over two messages is hidden
@@ -78,7 +79,7 @@ def session_document(path: str | os.PathLike[str]) -> SessionDocument:
     digest = hashlib.sha256(
         (body + "\n" + ",".join(map(str, line_map))).encode("utf-8")
     ).hexdigest()
-    return SessionDocument(
+    return TranscriptDocument(
         text=body,
         line_map=tuple(line_map),
         hash=digest,
@@ -109,13 +110,13 @@ def map_chunks(chunks: Iterable[Chunk], line_map: tuple[int, ...]) -> list[Chunk
     return out
 
 
-def session_index_path(file: Path) -> str:
+def transcript_index_path(file: Path) -> str:
     """The indexed path of a transcript: ``sessions/<file name>``."""
-    return f"{SESSIONS_PREFIX}/{file.name}"
+    return f"{TRANSCRIPTS_PREFIX}/{file.name}"
 
 
-def is_session_file(name: str) -> bool:
-    """True for transcript file names the sessions source indexes (see ``list_session_files``)."""
+def is_transcript_file(name: str) -> bool:
+    """True for transcript file names the sessions source indexes (see ``list_transcript_files``)."""
     if name.startswith(".") or ".bak." in name or name.endswith((".tmp", ".lock")):
         return False
     if not name.isprintable() or any("\udc80" <= c <= "\udcff" for c in name):
@@ -126,7 +127,7 @@ def is_session_file(name: str) -> bool:
     return name.endswith(".jsonl") or ".jsonl.reset." in name or ".jsonl.deleted." in name
 
 
-def list_session_files(directory: Path) -> list[Path]:
+def list_transcript_files(directory: Path) -> list[Path]:
     """Transcripts to index: ``*.jsonl`` plus ``.reset.<ts>``/``.deleted.<ts>`` archives.
 
     ``sessions.json``, ``.bak.`` copies, trajectory and checkpoint files, symlinks and
@@ -138,7 +139,7 @@ def list_session_files(directory: Path) -> list[Path]:
         return []
     out = [
         Path(e.path) for e in entries
-        if is_session_file(e.name) and e.is_file(follow_symlinks=False)
+        if is_transcript_file(e.name) and e.is_file(follow_symlinks=False)
     ]
     return sorted(out, key=lambda p: p.name)
 

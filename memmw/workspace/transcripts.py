@@ -57,6 +57,11 @@ def principal_session_id(session_id: str, principal: str | None) -> str:
     return check_session_id(f"{session_id}{PRINCIPAL_MARK}{principal}")
 
 
+#: The folder of an agent's transcripts in the state folder (``agents/<id>/sessions``;
+#: OpenClaw's name, and the value of :attr:`memmw.config.Source.TRANSCRIPTS`).
+TRANSCRIPTS_DIR = "sessions"
+
+
 def transcript_principal(name: str) -> str | None:
     """The principal whose session a transcript file (or session id) belongs to, else None.
 
@@ -69,9 +74,10 @@ def transcript_principal(name: str) -> str | None:
     return base.rsplit(PRINCIPAL_MARK, 1)[1].lower() or None
 
 
-def sessions_dir(state_dir: str | os.PathLike[str], agent_id: str) -> Path:
-    """``<state_dir>/agents/<agent_id>/sessions``."""
-    return Path(state_dir) / "agents" / check_session_id(agent_id) / "sessions"
+def transcripts_dir(state_dir: str | os.PathLike[str], agent_id: str) -> Path:
+    """``<state_dir>/agents/<agent_id>/sessions``: the transcripts of this agent's chat
+    sessions (the transcript source)."""
+    return Path(state_dir) / "agents" / check_session_id(agent_id) / TRANSCRIPTS_DIR
 
 
 def _utc_now_iso() -> str:
@@ -246,7 +252,7 @@ class TranscriptStore:
     """
 
     def __init__(self, state_dir: str | os.PathLike[str], agent_id: str) -> None:
-        self.dir = sessions_dir(state_dir, agent_id)
+        self.dir = transcripts_dir(state_dir, agent_id)
 
     def path(self, session_id: str) -> Path:
         """The transcript file of ``session_id`` (it may not exist yet)."""

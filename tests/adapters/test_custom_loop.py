@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 from memmw.adapters.custom_loop import NEW_SESSION_REPLY, MemoryAgent
 from memmw.agent.prompts import visible_text
 from memmw.config import FlushConfig, MemoryConfig
-from memmw.engine.memory import Memory
 from memmw.errors import ConfigError
 from memmw.hooks.registry import Event, HookContext
 from memmw.middleware import MemoryMiddleware
 from memmw.text.tokens import TokenCounter
 
 from ..agent.noreply_strategies import chunked, mixed_replies, ordinary_sentences, silent_forms
+from ..conftest import make_memory
 from .conftest import (
     FILLER,
     NO_REPLY_FORMS,
@@ -220,7 +220,7 @@ def window_agent(tmp_path: Path, window: int, events: list[HookContext]) -> Memo
         user_timezone="Europe/Paris",
         flush=FlushConfig(context_window=window),  # default reserve 20000, soft 4000
     )
-    memory = Memory(workspace=ws, state_dir=tmp_path / f"w{window}" / "state", config=config)
+    memory = make_memory(workspace=ws, state_dir=tmp_path / f"w{window}" / "state", config=config)
     mw = MemoryMiddleware(memory, clock=fixed_clock, token_counter=TokenCounter(use_tiktoken=False))
     for event in Event:
         mw.hooks.on(event, events.append)
@@ -373,7 +373,7 @@ def test_a_window_the_bootstrap_fills_is_refused_up_front(tmp_path: Path) -> Non
     ws = make_workspace(tmp_path)
     (ws / "MEMORY.md").write_text("# Memory\n" + "- a long curated line\n" * 1200, encoding="utf-8")
     config = MemoryConfig(provider="none", flush=FlushConfig(context_window=8000))
-    memory = Memory(workspace=ws, state_dir=tmp_path / "state", config=config)
+    memory = make_memory(workspace=ws, state_dir=tmp_path / "state", config=config)
     mw = MemoryMiddleware(memory, clock=fixed_clock, token_counter=TokenCounter(use_tiktoken=False))
     try:
         with pytest.raises(ConfigError, match=r"context window 8000 with reserve 4000 .*bootstrap"):

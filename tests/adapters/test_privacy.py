@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from memmw import Memory, MemoryConfig
+from memmw import MemoryConfig
 from memmw.adapters.custom_loop import MemoryAgent
 from memmw.config import ActiveMemoryConfig, ExtraPath
 from memmw.middleware import MemoryMiddleware
 from memmw.text.tokens import TokenCounter
 
-from ..conftest import write
+from ..conftest import make_memory, write
 from .conftest import TODAY, Scenario, fixed_clock, scripted_reply
 
 GROUP_KEYS = [
@@ -173,7 +173,7 @@ def graph_sc(tmp_path: Path) -> Scenario:
         provider="none", citations="on", extra_paths=(ExtraPath(path="memory/inbox"),),
         active_memory=ActiveMemoryConfig(deadline_ms=60_000),
     )
-    memory = Memory(workspace=ws, state_dir=tmp_path / "state", config=config)
+    memory = make_memory(workspace=ws, state_dir=tmp_path / "state", config=config)
     memory.sync()
     mw = MemoryMiddleware(memory, clock=fixed_clock, token_counter=TokenCounter(use_tiktoken=False))
     return Scenario(workspace=ws, state_dir=tmp_path / "state", memory=memory, middleware=mw)

@@ -29,7 +29,7 @@ from memmw.middleware import MemoryMiddleware
 from memmw.notes.provenance import provenance_for
 from memmw.text.tokens import TokenCounter
 
-from ..conftest import write
+from ..conftest import make_memory, write
 
 NOW = dt.datetime(2026, 3, 10, 12, 0, tzinfo=dt.timezone.utc)
 _counter = itertools.count()
@@ -48,7 +48,7 @@ def mem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
     config = MemoryConfig(
         provider="none", user_timezone="UTC", active_memory=ActiveMemoryConfig(deadline_ms=60_000)
     )
-    m = Memory(workspace=ws, state_dir=root / "state", config=config)
+    m = make_memory(workspace=ws, state_dir=root / "state", config=config)
     m.sync()
     yield m
     m.close()

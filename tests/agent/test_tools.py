@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memmw.agent.tools import (
     build_memory_tools,
@@ -18,6 +21,9 @@ from memmw.agent.tools import (
 )
 from memmw.config import MemoryConfig
 from memmw.engine.memory import Memory
+from memmw.errors import ConfigError
+from memmw.graph.telemetry import telemetry_path
+from memmw.workspace.transcripts import transcripts_dir
 
 from ..conftest import make_memory
 
@@ -81,6 +87,59 @@ def test_search_argument_errors(memory: Memory) -> None:
     assert "corpus" in search.invoke({"query": "x", "corpus": "wiki"})["error"]
     sessions = search.invoke({"query": "x", "corpus": "sessions"})
     assert sessions["unavailable"] is True and sessions["action"]
+
+
+def test_a_group_session_gets_the_count_it_asks_for_resolved_once(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search resolves count and threshold once, and fetches more for a session whose
+    gate hides hits: a group session gets the default or asked count of hits it may see
+    while private dated notes outrank them; the tool resolves nothing itself."""
+    ws = memory.workspace
+    today = dt.date.today().isoformat()
+    for n in range(30):  # today's session archives: private, and the best matches
+        (ws / "memory" / f"{today}-notes-{n}.md").write_text(
+            f"- The ferry schedule changed again: ferry schedule {n}.\n"
+        )
+    for n in range(10):  # shared topic notes: a group may read them
+        (ws / "memory" / f"topic-{n}.md").write_text(
+            f"- Ferry schedule {n} for the office trip, the parking, lunch and the rest of the day.\n"
+        )
+    memory.sync()
+    calls: list[str] = []
+    query_config = type(memory.config.query)
+    for name in ("results_wanted", "check_min_score"):
+        real = getattr(query_config, name)
+        monkeypatch.setattr(
+            query_config,
+            name,
+            lambda self, value, _real=real, _name=name: calls.append(_name) or _real(self, value),
+        )
+    group = tools(memory, session_key="agent:main:discord:channel:9")["memory_search"]
+    default = group.invoke({"query": "ferry schedule"})["results"]
+    assert len(default) == memory.config.query.max_results == 6
+    assert all(r["path"].startswith("memory/topic-") for r in default)
+    assert calls == ["results_wanted", "check_min_score"]  # once, though it asked twice
+    # One search event, and it books what the session was shown, not what the gate hid.
+    events = [json.loads(x) for x in telemetry_path(memory.state_dir, "main").read_text().splitlines()]
+    searches = [e for e in events if e.get("event") == "search"]
+    assert len(searches) == 1 and searches[0]["hits"] == 6
+    assert all(c.startswith("memory/topic-") for c in searches[0]["cites"])
+    assert len(group.invoke({"query": "ferry schedule", "maxResults": 3})["results"]) == 3
+    direct = tools(memory)["memory_search"].invoke({"query": "ferry schedule", "maxResults": 6})
+    # The group's gate hid the best hits: the first ask (4 x 6) held none it may see.
+    assert all(r["path"].startswith(f"memory/{today}") for r in direct["results"])
+
+
+def test_a_bad_count_or_threshold_is_refused_by_the_search_alone(memory: Memory) -> None:
+    search = tools(memory)["memory_search"]
+    for args, kwargs in (({"minScore": 2}, {"min_score": 2.0}), ({"maxResults": 0}, {"max_results": 0})):
+        with pytest.raises(ConfigError) as raised:
+            memory.search("gateway", **kwargs)
+        assert search.invoke({"query": "gateway", **args}) == {
+            "results": [],
+            "error": str(raised.value),
+        }
 
 
 def test_citations_auto_off_in_groups(memory: Memory) -> None:
@@ -192,7 +251,7 @@ def test_flush_tools_only_write_the_target(memory: Memory) -> None:
 
 def test_disabled_memory_has_no_tools(tmp_path: Path) -> None:
     (tmp_path / "ws").mkdir()
-    mem = Memory(
+    mem = make_memory(
         workspace=tmp_path / "ws",
         state_dir=tmp_path / "s",
         config=MemoryConfig(provider="none", enabled=False),
@@ -260,3 +319,57 @@ def test_appended_notes_pass_the_one_redaction(memory: Memory) -> None:
     for secret in ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "hunter2", "chaton42"):
         assert secret not in text
     assert "[REDACTED]" in text and "the badger code word" in text
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    private=st.integers(0, 30),
+    shared=st.integers(0, 8),
+    wanted=st.one_of(st.none(), st.integers(1, 10)),
+)
+def test_every_session_gets_its_count_of_hits_it_may_see(
+    private: int, shared: int, wanted: int | None
+) -> None:
+    """Whatever the gate hides, a session gets ``min(count, hits it may see)`` hits, and
+    only those: the search fetches more for it (``Visibility``), the tool cuts nothing."""
+    today = dt.date.today().isoformat()
+    files = {f"memory/{today}-notes-{n}.md": f"- The ferry schedule changed: ferry {n}.\n"
+             for n in range(private)}
+    files.update({f"memory/topic-{n}.md": f"- Ferry schedule {n} for the office trip.\n"
+                  for n in range(shared)})
+    files.update({f"memory/other-{n}.md": f"- Lunch is at {n} in the canteen.\n" for n in range(20)})
+    count = 6 if wanted is None else wanted
+    args: dict[str, Any] = {"query": "ferry schedule"}
+    if wanted is not None:
+        args["maxResults"] = wanted
+    with tempfile.TemporaryDirectory() as root, make_memory(Path(root), files, sync=True) as mem:
+        group = tools(mem, session_key="agent:main:discord:channel:9")["memory_search"]
+        seen = [r["path"] for r in group.invoke(args)["results"]]
+        assert len(seen) == min(count, shared)
+        assert all(p.startswith("memory/topic-") for p in seen)
+        direct = tools(mem)["memory_search"].invoke(args)["results"]
+        assert len(direct) == min(count, private + shared)
+
+
+def test_a_corpus_gets_its_count_when_the_other_source_ranks_higher(tmp_path: Path) -> None:
+    """``corpus = memory`` beside indexed transcripts: the search fetches more (the corpus
+    hides transcript hits), so the owner gets the count of notes asked for."""
+    config = MemoryConfig(provider="none", sources=("memory", "sessions"))
+    files = {f"memory/topic-{n}.md": f"- Ferry schedule {n} for the office trip, parking.\n"
+             for n in range(4)}
+    with make_memory(tmp_path, files, config=config) as mem:
+        folder = transcripts_dir(mem.state_dir, "main")
+        folder.mkdir(parents=True)
+        for n in range(8):
+            line = {"type": "message",
+                    "message": {"role": "user", "content": f"ferry schedule, ferry schedule {n}"}}
+            (folder / f"s{n}.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+        mem.sync()
+        search = tools(mem)["memory_search"]
+        every = search.invoke({"query": "ferry schedule", "maxResults": 3, "corpus": "all"})
+        assert {r["source"] for r in every["results"]} == {"sessions"}  # transcripts rank first
+        notes = search.invoke({"query": "ferry schedule", "maxResults": 3})["results"]
+        assert [r["source"] for r in notes] == ["memory"] * 3
+        talk = search.invoke({"query": "ferry schedule", "maxResults": 3, "corpus": "sessions"})
+        assert [r["source"] for r in talk["results"]] == ["sessions"] * 3
+        assert all(r["untrusted"] for r in talk["results"])

@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memmw import Memory, MemoryConfig
+from memmw import MemoryConfig
+
+from ..conftest import make_memory
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,7 +21,7 @@ def test_the_after_keyword_benchmark_runs_on_a_tiny_index(tmp_path: Path) -> Non
     for day in range(1, 9):
         lines = [f"- {words[(day + i) % len(words)]} note {i} of day {day}" for i in range(12)]
         (ws / "memory" / f"2026-01-{day:02d}.md").write_text("\n".join(lines) + "\n")
-    with Memory(workspace=ws, state_dir=state, config=MemoryConfig(provider="none")) as mem:
+    with make_memory(workspace=ws, state_dir=state, config=MemoryConfig(provider="none")) as mem:
         mem.sync()
     queries = tmp_path / "queries.jsonl"
     queries.write_text(

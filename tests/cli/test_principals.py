@@ -10,6 +10,8 @@ import pytest
 from memmw.cli.common import EXIT_OK, EXIT_USAGE
 from tests.cli.test_cli import make_workspace, run, run_json
 
+from ..conftest import make_memory
+
 
 def with_people(root: Path) -> Path:
     ws = make_workspace(root)
@@ -61,14 +63,14 @@ def test_bad_principal_ids_are_usage_errors(capsys: pytest.CaptureFixture[str], 
 
 
 def test_stats_per_principal(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from memmw import Memory, MemoryConfig
+    from memmw import MemoryConfig
     from memmw.config import ActiveMemoryConfig
     from memmw.hooks.active_memory import ActiveMemory
 
     ws = with_people(tmp_path / "ws")
     state = tmp_path / "state"
     config = MemoryConfig(provider="none", active_memory=ActiveMemoryConfig(deadline_ms=60_000))
-    with Memory(workspace=ws, state_dir=state, config=config) as mem:
+    with make_memory(workspace=ws, state_dir=state, config=config) as mem:
         mem.sync()
         am = ActiveMemory(mem)
         am.build("Where does Quinn Ode live?", session_key="main", principal="alice")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memmw import Memory, MemoryConfig
+from memmw import MemoryConfig
 from memmw.agent.tools import search_payload
 from memmw.config import RemoteConfig
 from memmw.embeddings.breaker import (
@@ -21,6 +21,8 @@ from memmw.embeddings.breaker import (
 )
 from memmw.errors import ProviderError
 from memmw.testing import require_optional
+
+from ..conftest import make_memory
 
 
 def test_opens_after_the_threshold_and_fails_fast() -> None:
@@ -95,7 +97,7 @@ def test_search_on_a_hung_provider_is_fast_once_the_breaker_opens(
         provider="openai",
         remote=RemoteConfig(base_url=server.url + "/v1", api_key="sk-test", timeout_s=0.2),
     )
-    with Memory(ws, tmp_path / "state", config=config) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=config) as mem:
         mem.breaker_policy = BreakerPolicy(failure_threshold=2, probe_interval_s=60)
         assert mem.sync().embedded == 1
         assert search_payload(mem, "kubernetes")["mode"] == "hybrid"

@@ -38,6 +38,8 @@ from memmw.embeddings.query import QueryEmbedder, QueryTimeoutError
 from memmw.errors import ProviderError
 from memmw.testing import fake_vector, require_optional
 
+from ..conftest import make_memory
+
 ROOT = Path(__file__).resolve().parents[2]
 QUERY = "kubernetes migration"
 
@@ -106,7 +108,7 @@ def _embedded(mem: Memory) -> Memory:
 def test_a_search_on_a_hung_provider_answers_keyword_only_and_says_the_vector_leg_timed_out(
     hangable: Hangable, tmp_path: Path
 ) -> None:
-    with _embedded(Memory(_workspace(tmp_path), tmp_path / "state", config=_config(hangable))) as mem:
+    with _embedded(make_memory(workspace=_workspace(tmp_path), state_dir=tmp_path / "state", config=_config(hangable))) as mem:
         hangable.hang.set()
         payload = search_payload(mem, QUERY)
         assert hangable.held, "the search returned while the provider still held its request"
@@ -133,7 +135,7 @@ def test_while_a_query_embedding_is_late_searches_do_not_wait_again_and_open_the
     hangable: Hangable, tmp_path: Path
 ) -> None:
     state = tmp_path / "state"
-    with _embedded(Memory(_workspace(tmp_path), state, config=_config(hangable))) as mem:
+    with _embedded(make_memory(workspace=_workspace(tmp_path), state_dir=state, config=_config(hangable))) as mem:
         hangable.hang.set()
         first = search_payload(mem, QUERY)
         assert first["partial"] is True
@@ -153,7 +155,7 @@ def test_while_a_query_embedding_is_late_searches_do_not_wait_again_and_open_the
         assert "sk-test" not in json.dumps(shared)
 
         # A second Memory over the same state folder fails fast from its first search.
-        with Memory(mem.workspace, state, config=_config(hangable)) as other:
+        with make_memory(workspace=mem.workspace, state_dir=state, config=_config(hangable)) as other:
             payload = search_payload(other, QUERY)
             assert payload["mode"] == "keyword-only" and "circuit open" in payload["warning"]
             assert other.status().details["embedding"]["circuit"]["state"] == "open"
@@ -179,7 +181,7 @@ def test_a_new_process_of_the_state_folder_sees_the_open_breaker_without_a_reque
     hangable: Hangable, tmp_path: Path
 ) -> None:
     state = tmp_path / "state"
-    with _embedded(Memory(_workspace(tmp_path), state, config=_config(hangable))) as mem:
+    with _embedded(make_memory(workspace=_workspace(tmp_path), state_dir=state, config=_config(hangable))) as mem:
         hangable.hang.set()
         search_payload(mem, QUERY)
         search_payload(mem, QUERY)  # the second failure opens the breaker
@@ -202,7 +204,7 @@ def test_a_new_process_of_the_state_folder_sees_the_open_breaker_without_a_reque
 def test_a_sync_against_a_hung_provider_returns_within_sync_wait_s(
     hangable: Hangable, tmp_path: Path
 ) -> None:
-    with _embedded(Memory(_workspace(tmp_path), tmp_path / "state", config=_config(hangable))) as mem:
+    with _embedded(make_memory(workspace=_workspace(tmp_path), state_dir=tmp_path / "state", config=_config(hangable))) as mem:
         hangable.hang.set()
         (mem.workspace / "memory" / "2026-01-04.md").write_text("The heron nests by the lake.\n")
         report = mem.sync()  # embeddings="wait", the default
@@ -224,7 +226,7 @@ def test_closing_while_the_sync_embedding_is_held_logs_no_error(
 ) -> None:
     """The sync's embedding thread outlives ``close``; when its request finally returns it
     stops quietly (the chunks stay pending) instead of logging a failed embedding."""
-    mem = _embedded(Memory(_workspace(tmp_path), tmp_path / "state", config=_config(hangable)))
+    mem = _embedded(make_memory(workspace=_workspace(tmp_path), state_dir=tmp_path / "state", config=_config(hangable)))
     hangable.hang.set()
     (mem.workspace / "memory" / "2026-01-04.md").write_text("The heron nests by the lake.\n")
     mem.sync()
@@ -379,7 +381,7 @@ def test_embed_pending_on_a_hung_provider_sends_one_wave_then_stops_and_leaves_c
     default settings: 15 requests, 364 s of embedding; now 4 requests, 60 s)."""
     state = tmp_path / "state"
     config = _config(hangable, timeout_s=0.5)
-    with Memory(_big_workspace(tmp_path), state, config=config) as mem:
+    with make_memory(workspace=_big_workspace(tmp_path), state_dir=state, config=config) as mem:
         mem.breaker_policy = BreakerPolicy(failure_threshold=2, probe_interval_s=600)
         mem.sync(embeddings="skip")
         pending = mem.status().details["vector"]["pending"]
@@ -415,7 +417,7 @@ def test_status_deep_probes_within_the_query_deadline(
 ) -> None:
     # timeout_s of 5 s x 3 tries: the unbounded probe took ~16 s and said APITimeoutError.
     config = _config(hangable, timeout_s=5.0)
-    with _embedded(Memory(_workspace(tmp_path), tmp_path / "state", config=config)) as mem:
+    with _embedded(make_memory(workspace=_workspace(tmp_path), state_dir=tmp_path / "state", config=config)) as mem:
         probe = mem.status(deep=True).details["embedding"]["probe"]
         assert probe["ok"] is True and probe["dims"] > 0
         hangable.hang.set()

@@ -18,6 +18,8 @@ from memmw.engine.backup import ArchiveError, read_archive
 from memmw.testing import FakeEmbeddingProvider
 from tests.conftest import write
 
+from ..conftest import make_memory
+
 CONFIG = MemoryConfig(provider="counting")
 
 
@@ -49,14 +51,14 @@ def _roundtrip(tmp_path: Path, counting: FakeEmbeddingProvider, notes: int) -> N
     ws = _workspace(tmp_path / "ws", notes)
     archive = tmp_path / "out" / "backup.tar.gz"
     queries = ["peanut allergy", "friend 12 hiking", "garden"]
-    with Memory(workspace=ws, state_dir=tmp_path / "st1", config=CONFIG) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "st1", config=CONFIG) as mem:
         report = mem.backup(archive)
         original = [_hits(mem, q) for q in queries]
     assert report.files == notes + 3 and report.missing_vectors == 0 and report.vectors > 0
     counting.document_calls = 0
     restored = Memory.restore(archive, tmp_path / "copy", state_dir=tmp_path / "st2", config=CONFIG)
     assert restored.embedded == 0 and restored.from_cache > 0
-    with Memory(workspace=tmp_path / "copy", state_dir=tmp_path / "st2", config=CONFIG) as mem:
+    with make_memory(workspace=tmp_path / "copy", state_dir=tmp_path / "st2", config=CONFIG) as mem:
         copy = [_hits(mem, q) for q in queries]
     assert counting.document_calls == 0  # not one chunk embedded; query embeddings only
     assert copy == original
@@ -82,7 +84,7 @@ def small_archive(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     provider = FakeEmbeddingProvider(dims=8)
     register_provider("counting", lambda config: provider, replace=True)
     try:
-        with Memory(workspace=ws, state_dir=tmp / "st", config=CONFIG) as mem:
+        with make_memory(workspace=ws, state_dir=tmp / "st", config=CONFIG) as mem:
             mem.backup(tmp / "a.tar.gz")
     finally:
         unregister_provider("counting")
@@ -213,7 +215,7 @@ def test_postgres_backup_and_restore_embed_nothing(
 
     ws = _workspace(tmp_path / "ws", 30)
     config, first = pg(f"a{uuid.uuid4().hex[:8]}")
-    with Memory(workspace=ws, state_dir=tmp_path / "st1", agent_id=first, config=config) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "st1", agent_id=first, config=config) as mem:
         report = mem.backup(tmp_path / "pg.tar.gz")
         original = _hits(mem, "peanut allergy")
     assert report.vectors > 0 and report.missing_vectors == 0
@@ -223,7 +225,7 @@ def test_postgres_backup_and_restore_embed_nothing(
         tmp_path / "pg.tar.gz", tmp_path / "copy", tmp_path / "st2", agent_id=second, config=config
     )
     assert restored.embedded == 0
-    with Memory(
+    with make_memory(
         workspace=tmp_path / "copy", state_dir=tmp_path / "st2", agent_id=second, config=config
     ) as mem:
         assert _hits(mem, "peanut allergy") == original

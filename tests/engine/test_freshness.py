@@ -24,7 +24,7 @@ from memmw.testing import require_optional
 from memmw.types import SyncReport
 from memmw.workspace.transcripts import TranscriptStore
 
-from ..conftest import write
+from ..conftest import make_memory, write
 
 KEYWORD_ONLY = MemoryConfig(provider="none")
 FAST = MemoryConfig(provider="none", sync=SyncConfig(watch_debounce_ms=200))
@@ -82,7 +82,7 @@ def watchdog_installed() -> None:
 def test_search_never_waits_for_a_sync(
     ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with Memory(ws, tmp_path / "state", config=KEYWORD_ONLY) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=KEYWORD_ONLY) as mem:
         mem.sync()
         write(ws / "memory" / "2026-01-02.md", "The heron nests by the lake.\n")
         mem.sync_in_background()
@@ -114,13 +114,13 @@ def test_search_never_waits_for_a_sync(
 
 
 def test_dirty_search_starts_one_background_sync(ws: Path, tmp_path: Path) -> None:
-    with Memory(ws, tmp_path / "state", config=KEYWORD_ONLY) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=KEYWORD_ONLY) as mem:
         assert mem.dirty  # dirty from construction
         assert mem.search("gateway port")  # no index yet: built synchronously
         assert not mem.dirty
-        Memory(ws, tmp_path / "state", config=KEYWORD_ONLY).close()
+        make_memory(workspace=ws, state_dir=tmp_path / "state", config=KEYWORD_ONLY).close()
     write(ws / "memory" / "2026-01-04.md", "The otter visited.\n")
-    with Memory(ws, tmp_path / "state", config=KEYWORD_ONLY) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=KEYWORD_ONLY) as mem:
         assert mem.dirty
         assert mem.search("otter") == []  # stale, and a background sync started
         assert mem.wait_for_sync(10)
@@ -135,7 +135,7 @@ def test_dirty_search_starts_one_background_sync(ws: Path, tmp_path: Path) -> No
 
 def test_on_search_off_leaves_the_index_alone(ws: Path, tmp_path: Path) -> None:
     cfg = MemoryConfig(provider="none", sync=SyncConfig(on_search=False))
-    with Memory(ws, tmp_path / "state", config=cfg) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=cfg) as mem:
         mem.sync()
         mem.sync_in_background()
         mem.wait_for_sync(10)
@@ -148,7 +148,7 @@ def test_on_search_off_leaves_the_index_alone(ws: Path, tmp_path: Path) -> None:
 def test_background_failures_are_logged_and_counted(
     ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with Memory(ws, tmp_path / "state", config=KEYWORD_ONLY) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=KEYWORD_ONLY) as mem:
         mem.sync()
 
         def broken(self: Indexer, **kwargs: Any) -> SyncReport:
@@ -168,7 +168,7 @@ def test_interval_sync(ws: Path, tmp_path: Path) -> None:
     cfg = MemoryConfig(
         provider="none", sync=SyncConfig(on_search=False, interval_minutes=0.005)
     )  # 0.3 s
-    with Memory(ws, tmp_path / "state", config=cfg) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=cfg) as mem:
         mem.sync()
         write(ws / "memory" / "2026-01-06.md", "The lynx prowled.\n")
         assert wait_until(lambda: bool(mem.search("lynx")), timeout=5)
@@ -177,7 +177,7 @@ def test_interval_sync(ws: Path, tmp_path: Path) -> None:
 def test_compaction_forces_a_session_sync(ws: Path, tmp_path: Path) -> None:
     cfg = MemoryConfig(provider="none", sources=("memory", "sessions"))
     state = tmp_path / "state"
-    with Memory(ws, state, config=cfg) as mem:
+    with make_memory(workspace=ws, state_dir=state, config=cfg) as mem:
         mem.sync()
         TranscriptStore(state, "main").append("s1", "user", "remember the narwhal tusk")
         assert mem.notify_transcript(
@@ -186,7 +186,7 @@ def test_compaction_forces_a_session_sync(ws: Path, tmp_path: Path) -> None:
         assert mem.notify_compaction() is True
         assert mem.wait_for_sync(10)
         assert mem.search("narwhal tusk")[0].source == "sessions"
-    with Memory(ws, state, config=KEYWORD_ONLY) as mem:
+    with make_memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as mem:
         assert mem.notify_compaction() is False  # sessions source off
 
 
@@ -247,7 +247,7 @@ def test_context_manager_stops_every_thread(
         assert set(memmw_threads()) - before
         assert mem.start_watching() == "watching"  # idempotent
     assert wait_until(lambda: set(memmw_threads()) <= before, timeout=5)
-    with Memory(ws, tmp_path / "state", config=FAST) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=FAST) as mem:
         assert mem.start_watching() == "watching"
         mem.stop_watching()
         mem.stop_watching()
@@ -268,7 +268,7 @@ def test_watch_exhaustion_falls_back_to_sync_on_search(
         raise OSError(errno.ENOSPC, "inotify watch limit reached")
 
     monkeypatch.setattr(BaseObserver, "schedule", exhausted)
-    with Memory(ws, tmp_path / "state", config=FAST) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=FAST) as mem:
         mem.sync()
         assert mem.start_watching() == "fallback"
         assert caplog.text.count("ran out of file watches") == 1
@@ -362,7 +362,7 @@ def test_sigkill_mid_sync_leaves_a_repairable_index(ws: Path, tmp_path: Path, mo
     for i in range(150):
         write(ws / "memory" / f"topic-{i:03d}.md", f"Topic {i} notes.\n" + "filler line\n" * 300)
     state = tmp_path / "state"
-    with Memory(ws, state, config=KEYWORD_ONLY) as mem:
+    with make_memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as mem:
         mem.sync()
     proc = subprocess.Popen(
         [sys.executable, "-c", _KILL_CHILD, str(ws), str(state), mode],
@@ -379,7 +379,7 @@ def test_sigkill_mid_sync_leaves_a_repairable_index(ws: Path, tmp_path: Path, mo
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
-    with Memory(ws, state, config=KEYWORD_ONLY) as mem:
+    with make_memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as mem:
         assert mem.search("Topic 42 notes")  # the previous generation is readable
         mem.sync()
         assert not list((state / "memory").glob("*.tmp-*"))  # orphans removed
@@ -427,7 +427,7 @@ def test_two_processes_neither_corrupt_nor_lose(ws: Path, tmp_path: Path) -> Non
     assert errors == []
     written = int(out.strip())
     assert written > 5 and rounds >= 1
-    with Memory(ws, state, config=KEYWORD_ONLY) as mem:
+    with make_memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as mem:
         mem.sync()
         paths = {row[0] for row in fingerprint(mem.db_path)[0]}
     assert {f"memory/w-{i:05d}.md" for i in range(written)} <= paths
@@ -455,10 +455,10 @@ def test_a_background_sync_waits_for_a_burst_of_searches_to_pause(
         started.append(time.monotonic())
         return real(self, **kwargs)
 
-    with Memory(ws, tmp_path / "state", config=KEYWORD_ONLY) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=KEYWORD_ONLY) as mem:
         mem.sync()
     monkeypatch.setattr(Indexer, "sync", timed_sync)
-    with Memory(ws, tmp_path / "state", config=KEYWORD_ONLY) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=KEYWORD_ONLY) as mem:
         last = 0.0
         end = time.monotonic() + 1.0
         while time.monotonic() < end:  # a burst of searches for a second
@@ -471,7 +471,7 @@ def test_a_background_sync_waits_for_a_burst_of_searches_to_pause(
     # Searches that never pause still get their sync, after SEARCH_QUIET_MAX_S.
     monkeypatch.setattr(freshness, "SEARCH_QUIET_MAX_S", 0.5)
     started.clear()
-    with Memory(ws, tmp_path / "state", config=KEYWORD_ONLY) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=KEYWORD_ONLY) as mem:
         first = time.monotonic()
         while not started and time.monotonic() < first + 5:
             mem.search("gateway port")

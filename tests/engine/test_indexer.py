@@ -37,9 +37,9 @@ from memmw.workspace import reading as reading_mod
 from memmw.workspace.files import WorkspaceFile
 from memmw.workspace.locks import exclusive_lock
 from memmw.workspace.reading import ReadCaps, read_markdown
-from memmw.workspace.transcripts import sessions_dir
+from memmw.workspace.transcripts import transcripts_dir
 
-from ..conftest import write
+from ..conftest import make_memory, write
 
 KEYWORD_ONLY = MemoryConfig(provider="none")
 
@@ -55,7 +55,7 @@ def ws(tmp_path: Path) -> Path:
 
 
 def open_memory(ws: Path, state: Path, config: MemoryConfig = KEYWORD_ONLY) -> Memory:
-    return Memory(workspace=ws, state_dir=state, config=config)
+    return make_memory(workspace=ws, state_dir=state, config=config)
 
 
 def db_rows(db: Path, sql: str) -> list[tuple]:
@@ -730,10 +730,10 @@ def test_a_workspace_renamed_mid_sync_drops_nothing(ws: Path, tmp_path: Path) ->
 
 
 def test_an_undecodable_transcript_name_never_stops_a_sync(tmp_path: Path) -> None:
-    from memmw.workspace.transcript_source import is_session_file
+    from memmw.workspace.transcript_source import is_transcript_file
 
-    assert not is_session_file("caf\udce9.jsonl")
-    assert is_session_file("café.jsonl")
+    assert not is_transcript_file("caf\udce9.jsonl")
+    assert is_transcript_file("café.jsonl")
 
 
 def age(root: Path, seconds: float) -> None:
@@ -805,7 +805,7 @@ def _message(text: str, role: str = "user") -> bytes:
 
 
 def _transcript(state: Path, name: str, lines: list[bytes], end: bytes = b"\n") -> Path:
-    path = sessions_dir(state, "main") / name
+    path = transcripts_dir(state, "main") / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"".join(line + end for line in lines))
     return path
@@ -876,17 +876,17 @@ def test_any_parse_failure_of_a_note_is_a_reported_skip(
         assert [i.path for i in mem.status().issues] == ["memory/poison.md"]
 
 
-@pytest.mark.parametrize("where", ["session_document", "chunks"])
+@pytest.mark.parametrize("where", ["transcript_document", "chunks"])
 def test_any_parse_failure_of_a_transcript_is_a_reported_skip(
     ws: Path, tmp_path: Path, monkeypatch, where: str
 ) -> None:
     state = tmp_path / "state"
     _transcript(state, "bad.jsonl", [_message("doomed words")])
     _transcript(state, "good.jsonl", [_message("the heron database")])
-    real = sync_mod.session_document
+    real = sync_mod.transcript_document
 
-    def session_document(path: Path):
-        if path.name == "bad.jsonl" and where == "session_document":
+    def transcript_document(path: Path):
+        if path.name == "bad.jsonl" and where == "transcript_document":
             raise RecursionError("maximum recursion depth exceeded")
         doc = real(path)
         if path.name == "bad.jsonl":
@@ -895,7 +895,7 @@ def test_any_parse_failure_of_a_transcript_is_a_reported_skip(
             object.__setattr__(doc, "chunks", boom)
         return doc
 
-    monkeypatch.setattr(sync_mod, "session_document", session_document)
+    monkeypatch.setattr(sync_mod, "transcript_document", transcript_document)
     with open_memory(ws, state, SESSIONS) as mem:
         report = mem.sync()
         assert [(i.path, i.line) for i in report.issues] == [("sessions/bad.jsonl", None)]
@@ -908,7 +908,7 @@ def test_transcripts_indexed_before_the_line_fix_are_read_again(
 ) -> None:
     state = tmp_path / "state"
     reads: list[str] = []
-    real = sync_mod.session_document
+    real = sync_mod.transcript_document
 
     def counting(path: Path):
         reads.append(path.name)
@@ -920,14 +920,14 @@ def test_transcripts_indexed_before_the_line_fix_are_read_again(
         assert [h.end_line for h in mem.search("tapir")] == [2]
         # An index made by the old reader (rows with shifted lines) has no version mark.
         with mem.store.write() as writer, writer.transaction():
-            writer.set_meta(sync_mod.SESSIONS_VERSION_KEY, "1")
-        monkeypatch.setattr(sync_mod, "session_document", counting)
+            writer.set_meta(sync_mod.TRANSCRIPTS_VERSION_KEY, "1")
+        monkeypatch.setattr(sync_mod, "transcript_document", counting)
         mem.sync()
         assert reads == ["s1.jsonl"]  # read again although its size and mtime did not change
         mem.sync()
         assert reads == ["s1.jsonl"]  # then trusted again
         with mem.store.read() as reader:
-            assert reader.get_meta(sync_mod.SESSIONS_VERSION_KEY) == sync_mod.SESSIONS_VERSION
+            assert reader.get_meta(sync_mod.TRANSCRIPTS_VERSION_KEY) == sync_mod.TRANSCRIPTS_VERSION
 
 
 # -- every surface counts the same lines -----------------------------------------------------
@@ -973,7 +973,7 @@ def test_indexer_chunks_citations_and_memory_get_count_the_same_lines(
     (root / "memory").mkdir(parents=True)
     (root / rel).write_bytes(text.encode("utf-8"))
     config = MemoryConfig(provider="none", chunking=ChunkingConfig(tokens=40, overlap=10))
-    with Memory(workspace=root, state_dir=root.with_suffix(".state"), config=config) as mem:
+    with make_memory(workspace=root, state_dir=root.with_suffix(".state"), config=config) as mem:
         assert mem.sync().issues == ()
         # memory_get: the oracle's lines, one at a time and as a whole.
         whole = mem.get(rel, 1, len(lines) + 5)
@@ -1122,7 +1122,7 @@ def test_hostile_files_and_lines_never_stop_the_sync(
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(reading_mod, "CAPS", ReadCaps(index=4096))
         mp.setattr(transcripts_mod, "MAX_TRANSCRIPT_LINE_BYTES", 8192)
-        with Memory(workspace=root, state_dir=state, config=SESSIONS) as mem:
+        with make_memory(workspace=root, state_dir=state, config=SESSIONS) as mem:
             report = mem.sync()  # never raises
             listed = {(i.path, i.line) for i in mem.status().issues}
             assert {(i.path, i.line) for i in report.issues} == listed

@@ -45,10 +45,10 @@ def test_construction_validates_inputs(ws: Path, tmp_path: Path) -> None:
 
 
 def test_index_path_per_agent_and_template(ws: Path, tmp_path: Path) -> None:
-    a = Memory(workspace=ws, state_dir=tmp_path / "s", agent_id="ops.bot-1", config=KEYWORD_ONLY)
+    a = make_memory(workspace=ws, state_dir=tmp_path / "s", agent_id="ops.bot-1", config=KEYWORD_ONLY)
     assert a.db_path == tmp_path / "s" / "memory" / "ops.bot-1.sqlite"
     cfg = KEYWORD_ONLY.replace(store=StoreConfig(path=str(tmp_path / "idx" / "{agentId}.db")))
-    b = Memory(workspace=ws, state_dir=tmp_path / "s", agent_id="ops", config=cfg)
+    b = make_memory(workspace=ws, state_dir=tmp_path / "s", agent_id="ops", config=cfg)
     assert b.db_path == tmp_path / "idx" / "ops.db"
     b.sync()
     assert (tmp_path / "idx" / "ops.db").exists()
@@ -115,7 +115,7 @@ def test_get_character_budget_is_12000(mem: Memory) -> None:
     assert len(body) <= 12_000
     assert got.lines == 120
     assert body == "\n".join(["w" * 99] * 120)
-    narrow = Memory(
+    narrow = make_memory(
         workspace=mem.workspace, state_dir=mem.state_dir,
         config=KEYWORD_ONLY.replace(read=ReadConfig(max_chars=1000)),
     )
@@ -209,7 +209,7 @@ def test_search_payload_keyword_only(mem: Memory) -> None:
 def test_empty_and_disabled_search(ws: Path, tmp_path: Path, mem: Memory) -> None:
     assert mem.search("") == []
     assert mem.search("   ") == []
-    off = Memory(workspace=ws, state_dir=tmp_path / "off", config=KEYWORD_ONLY.replace(enabled=False))
+    off = make_memory(workspace=ws, state_dir=tmp_path / "off", config=KEYWORD_ONLY.replace(enabled=False))
     assert off.search("gateway") == []
     off.close()
 
@@ -234,7 +234,7 @@ def test_status(mem: Memory) -> None:
 
 
 def test_closed_memory_refuses_work(ws: Path, tmp_path: Path) -> None:
-    m = Memory(workspace=ws, state_dir=tmp_path / "s", config=KEYWORD_ONLY)
+    m = make_memory(workspace=ws, state_dir=tmp_path / "s", config=KEYWORD_ONLY)
     m.sync()
     m.close()
     with pytest.raises(ConfigError, match="closed"):
@@ -243,8 +243,8 @@ def test_closed_memory_refuses_work(ws: Path, tmp_path: Path) -> None:
 
 def test_two_agents_share_a_workspace_with_separate_indexes(ws: Path, tmp_path: Path) -> None:
     with (
-        Memory(workspace=ws, state_dir=tmp_path / "s", agent_id="a", config=KEYWORD_ONLY) as a,
-        Memory(workspace=ws, state_dir=tmp_path / "s", agent_id="b", config=KEYWORD_ONLY) as b,
+        make_memory(workspace=ws, state_dir=tmp_path / "s", agent_id="a", config=KEYWORD_ONLY) as a,
+        make_memory(workspace=ws, state_dir=tmp_path / "s", agent_id="b", config=KEYWORD_ONLY) as b,
     ):
         assert a.search("gateway")[0].citation == b.search("gateway")[0].citation
         assert a.db_path != b.db_path
@@ -252,20 +252,20 @@ def test_two_agents_share_a_workspace_with_separate_indexes(ws: Path, tmp_path: 
 
 def test_status_of_a_fresh_process_tells_whether_files_changed(ws: Path, tmp_path: Path) -> None:
     state = tmp_path / "state2"
-    with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as first:
+    with make_memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as first:
         first.sync()
-    with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as fresh:
+    with make_memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as fresh:
         assert fresh.status().dirty is False  # nothing changed since it was indexed
     target = next((ws / "memory").glob("*.md"))
     os.utime(target, (1_700_000_000, 1_700_000_000))  # touched, same content
-    with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as fresh:
+    with make_memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as fresh:
         assert fresh.status().dirty is True
         report = fresh.sync()
         assert report.files_changed == 0 and not report.changed  # content is the same
-    with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as fresh:
+    with make_memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as fresh:
         assert fresh.status().dirty is False  # the sync recorded the new stat
     write(ws / "memory" / "2026-05-05.md", "A new note.\n")
-    with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as fresh:
+    with make_memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as fresh:
         assert fresh.status().dirty is True
 
 
@@ -281,11 +281,11 @@ def damage(db: Path) -> None:
 
 def test_a_damaged_index_is_moved_aside_and_rebuilt(ws: Path, tmp_path: Path) -> None:
     state = tmp_path / "state"
-    with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as first:
+    with make_memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as first:
         first.sync()
         db = first.db_path
     damage(db)
-    with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as mem:
+    with make_memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as mem:
         assert mem.search("gateway")[0].path == "MEMORY.md"
         assert mem.status().files == 4
     assert [p.name for p in db.parent.glob("*.corrupt-*")]  # kept for inspection
@@ -322,7 +322,7 @@ def test_an_index_that_cannot_be_healed_is_reported_as_damaged(
 
 def test_deleted_wal_and_shm_under_a_live_process(ws: Path, tmp_path: Path) -> None:
     state = tmp_path / "state"
-    with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as live:
+    with make_memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as live:
         live.sync()
         assert live.search("gateway")
         for suffix in ("-wal", "-shm"):
@@ -350,7 +350,7 @@ def test_search_works_on_a_read_only_state_dir() -> None:
     try:
         ws, state = root / "ws", root / "state"
         write(ws / "MEMORY.md", "# Facts\n- The gateway runs on port 8080.\n")
-        with Memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as mem:
+        with make_memory(workspace=ws, state_dir=state, config=KEYWORD_ONLY) as mem:
             mem.sync()
         for path in [root, *root.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)  # readable, writable by root only
@@ -386,10 +386,10 @@ def test_shared_namespaces_are_searched_with_labelled_hits(tmp_path: Path) -> No
     write(alice_ws / "MEMORY.md", "# Alice\n- Alice waters the heron plants on Fridays.\n")
     plain = MemoryConfig(provider="none")
     shared = MemoryConfig(provider="none", store=StoreConfig(shared=("team", "ghost")))
-    with Memory(alice_ws, state, agent_id="alice", config=shared) as alice:
+    with make_memory(workspace=alice_ws, state_dir=state, agent_id="alice", config=shared) as alice:
         # "team" has no index yet (and "ghost" never will): alice's own hits only.
         assert [(h.namespace, h.path) for h in alice.search("heron")] == [("alice", "MEMORY.md")]
-        with Memory(team_ws, state, agent_id="team", config=plain) as team:
+        with make_memory(workspace=team_ws, state_dir=state, agent_id="team", config=plain) as team:
             team.sync()
         found = {(h.namespace, h.snippet.splitlines()[1]) for h in alice.search("heron")}
         assert found == {
@@ -398,7 +398,7 @@ def test_shared_namespaces_are_searched_with_labelled_hits(tmp_path: Path) -> No
         }
         assert search_payload(alice, "staging cluster")["results"][0]["namespace"] == "team"
     # Without store.shared nothing changes: no label, no other agent's hits.
-    with Memory(alice_ws, state, agent_id="alice", config=plain) as alone:
+    with make_memory(workspace=alice_ws, state_dir=state, agent_id="alice", config=plain) as alone:
         assert [(h.namespace, h.path) for h in alone.search("heron")] == [(None, "MEMORY.md")]
     with pytest.raises(ConfigError, match=r"store\.shared"):
         StoreConfig(shared=("../etc",))

@@ -14,6 +14,8 @@ from memmw.errors import ConfigError
 from memmw.statedir import default_state_dir, workspace_key
 from memmw.testing import FakeEmbeddingProvider
 
+from ..conftest import make_memory
+
 
 def _ws(root: Path, text: str = "- The gateway runs on port 8443.\n") -> Path:
     (root / "memory").mkdir(parents=True)
@@ -47,7 +49,7 @@ def blocking() -> Iterator[_Blocking]:
 
 def test_close_does_not_wait_for_background_embedding(tmp_path: Path, blocking: _Blocking) -> None:
     ws = _ws(tmp_path / "ws")
-    mem = Memory(workspace=ws, state_dir=tmp_path / "st", config=MemoryConfig(provider="blocking"))
+    mem = make_memory(workspace=ws, state_dir=tmp_path / "st", config=MemoryConfig(provider="blocking"))
     mem.sync(embeddings="background")
     assert blocking.entered.wait(30)
     # The embedding call ends in 20 s; a close that waited for it would return after that.
@@ -57,7 +59,7 @@ def test_close_does_not_wait_for_background_embedding(tmp_path: Path, blocking: 
     assert not blocking.release.is_set()  # close returned while the call was still running
     timer.cancel()
     blocking.release.set()
-    with Memory(
+    with make_memory(
         workspace=ws, state_dir=tmp_path / "st", config=MemoryConfig(provider="none")
     ) as again:
         assert again.search("gateway")  # keyword search works; the index is intact
@@ -82,9 +84,9 @@ def test_an_index_for_another_workspace_is_refused(tmp_path: Path) -> None:
     a = _ws(tmp_path / "a")
     b = _ws(tmp_path / "b", "- The beta cluster is named narwhal.\n")
     cfg = MemoryConfig(provider="none")
-    with Memory(workspace=a, state_dir=tmp_path / "st", config=cfg) as ma:
+    with make_memory(workspace=a, state_dir=tmp_path / "st", config=cfg) as ma:
         ma.sync()
-    with Memory(workspace=b, state_dir=tmp_path / "st", config=cfg) as mb:
+    with make_memory(workspace=b, state_dir=tmp_path / "st", config=cfg) as mb:
         with pytest.raises(ConfigError, match="was built for the workspace"):
             mb.sync()
         with pytest.raises(ConfigError, match="was built for the workspace"):

@@ -10,17 +10,17 @@ import pytest
 from memmw import ConfigError, Memory, MemoryConfig, PathPolicyError, StoreConfig
 from memmw.agent.tools import build_memory_tools, get_tool_payload, search_payload, tools_by_name
 
-from ..conftest import write
+from ..conftest import make_memory, write
 
 
 def test_a_shared_hit_reads_the_namespaces_file_not_the_agents_own(tmp_path: Path) -> None:
     team_ws, alice_ws, state = tmp_path / "team", tmp_path / "alice", tmp_path / "state"
     write(team_ws / "MEMORY.md", "# Team\n- The staging cluster is called heron.\n")
     write(alice_ws / "MEMORY.md", "# Alice\n- Alice waters the plants on Fridays.\n")
-    with Memory(team_ws, state, agent_id="team", config=MemoryConfig(provider="none")) as team:
+    with make_memory(workspace=team_ws, state_dir=state, agent_id="team", config=MemoryConfig(provider="none")) as team:
         team.sync()
     shared = MemoryConfig(provider="none", store=StoreConfig(shared=("team",)))
-    with Memory(alice_ws, state, agent_id="alice", config=shared) as alice:
+    with make_memory(workspace=alice_ws, state_dir=state, agent_id="alice", config=shared) as alice:
         hit = search_payload(alice, "staging cluster")["results"][0]
         assert (hit["namespace"], hit["path"]) == ("team", "MEMORY.md")
         tools = tools_by_name(build_memory_tools(alice))
@@ -37,7 +37,7 @@ def test_a_shared_hit_reads_the_namespaces_file_not_the_agents_own(tmp_path: Pat
         with pytest.raises(PathPolicyError):
             alice.get("../alice/MEMORY.md", namespace="team")  # the namespace's read policy
     # Without store.shared the schema has no namespace argument.
-    with Memory(alice_ws, state, agent_id="alice", config=MemoryConfig(provider="none")) as alone:
+    with make_memory(workspace=alice_ws, state_dir=state, agent_id="alice", config=MemoryConfig(provider="none")) as alone:
         assert "namespace" not in tools_by_name(build_memory_tools(alone))["memory_get"].parameters["properties"]
 
 
@@ -54,7 +54,7 @@ def test_agent_ids_outside_the_documented_set_are_refused(tmp_path: Path, agent_
 def test_an_over_long_path_is_a_clear_error_without_the_workspace_path(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     write(ws / "MEMORY.md", "# M\n")
-    with Memory(ws, tmp_path / "state", config=MemoryConfig(provider="none")) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=MemoryConfig(provider="none")) as mem:
         tools = tools_by_name(build_memory_tools(mem))
         for path in ("memory/" + "a" * 300 + ".md", "memory/" + "b/" * 2100 + "x.md"):
             with pytest.raises(PathPolicyError, match="too long"):
@@ -82,7 +82,7 @@ def test_write_failures_name_the_note_not_the_absolute_path(
     ws = tmp_path / "ws"
     write(ws / "memory" / "2026-01-01.md", "- city: Oslo\n")
     config = MemoryConfig(provider="none", active_memory=ActiveMemoryConfig(edit_tools=True))
-    with Memory(ws, tmp_path / "state", config=config) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=config) as mem:
         mem.sync()
 
         def denied(path: Path, *args: object, **kwargs: object) -> int:

@@ -15,7 +15,7 @@ from memmw.config import CacheConfig, HybridConfig, QueryConfig, RemoteConfig
 from memmw.errors import ProviderError
 from memmw.testing import FakeEmbeddingProvider
 
-from ..conftest import write
+from ..conftest import make_memory, write
 
 FAKE = MemoryConfig(provider="fake", remote=RemoteConfig(dimensions=32))
 
@@ -47,7 +47,7 @@ def count(db: Path, sql: str) -> int:
 
 
 def test_sync_embeds_and_search_is_hybrid(ws: Path, tmp_path: Path) -> None:
-    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=FAKE) as mem:
         report = mem.sync()
         assert report.embedded == report.chunks_total == 4
         payload = search_payload(mem, "gateway Mac Studio")
@@ -61,7 +61,7 @@ def test_sync_embeds_and_search_is_hybrid(ws: Path, tmp_path: Path) -> None:
 
 
 def test_provider_outage_keeps_the_index_and_catches_up_later(ws: Path, tmp_path: Path) -> None:
-    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=FAKE) as mem:
         fake(mem).fail()  # every call fails from now on
         report = mem.sync()
         assert report.chunks_total == 4 and report.embedded == 0
@@ -79,7 +79,7 @@ def test_provider_outage_keeps_the_index_and_catches_up_later(ws: Path, tmp_path
 
 
 def test_query_embedding_failure_falls_back_to_keywords(ws: Path, tmp_path: Path) -> None:
-    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=FAKE) as mem:
         mem.sync()
         fake(mem).fail(error=ProviderError("429 rate limit"))
         payload = search_payload(mem, "kubernetes migration")
@@ -89,7 +89,7 @@ def test_query_embedding_failure_falls_back_to_keywords(ws: Path, tmp_path: Path
 
 
 def test_zero_query_vector_uses_the_keyword_leg_only(ws: Path, tmp_path: Path) -> None:
-    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=FAKE) as mem:
         mem.sync()
         fake(mem).embed_query = lambda text: [0.0] * 32  # type: ignore[method-assign]
         payload = search_payload(mem, "kubernetes migration")
@@ -98,7 +98,7 @@ def test_zero_query_vector_uses_the_keyword_leg_only(ws: Path, tmp_path: Path) -
 
 
 def test_forced_rebuild_reembeds_nothing_cached(ws: Path, tmp_path: Path) -> None:
-    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=FAKE) as mem:
         mem.sync()
         embedded = fake(mem).texts_embedded
         report = mem.sync(force=True)
@@ -110,10 +110,10 @@ def test_forced_rebuild_reembeds_nothing_cached(ws: Path, tmp_path: Path) -> Non
 
 
 def test_model_change_rebuilds_and_never_mixes_vectors(ws: Path, tmp_path: Path) -> None:
-    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=FAKE) as mem:
         mem.sync()
     other = FAKE.replace(model="fake-other", remote=RemoteConfig(dimensions=16))
-    with Memory(ws, tmp_path / "s", config=other) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=other) as mem:
         report = mem.sync()
         assert report.full_rebuild and report.reason == "identity:model"
         conn = sqlite3.connect(mem.db_path)
@@ -126,7 +126,7 @@ def test_model_change_rebuilds_and_never_mixes_vectors(ws: Path, tmp_path: Path)
 
 def test_cache_is_pruned_to_its_cap(ws: Path, tmp_path: Path) -> None:
     config = FAKE.replace(cache=CacheConfig(max_entries=2))
-    with Memory(ws, tmp_path / "s", config=config) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=config) as mem:
         mem.sync()
         assert count(mem.db_path, "SELECT COUNT(*) FROM embedding_cache") == 2
         assert count(mem.db_path, "SELECT COUNT(*) FROM chunk_vectors") == 4
@@ -146,7 +146,7 @@ def test_sqlite_vec_backend_matches_numpy(ws: Path, tmp_path: Path) -> None:
             store=StoreConfig(vector_backend=backend),
             query=QueryConfig(hybrid=HybridConfig(calibrate_vectors=False)),
         )
-        with Memory(ws, tmp_path / backend, config=config) as mem:
+        with make_memory(workspace=ws, state_dir=tmp_path / backend, config=config) as mem:
             mem.sync()
             results[backend] = [
                 (r["path"], r["startLine"], round(r["vectorScore"], 4))
@@ -176,7 +176,7 @@ def test_calibrated_vector_scores_measure_how_far_a_chunk_stands_out() -> None:
 def test_unrelated_chunks_do_not_pass_the_threshold_on_vectors_alone(
     ws: Path, tmp_path: Path
 ) -> None:
-    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=FAKE) as mem:
         mem.sync()
         results = search_payload(mem, "zzqx unrelated words")["results"]
         assert results == []  # no keyword match, and no vector score stands out enough
@@ -192,7 +192,7 @@ def test_runtime_fallback_switches_model_rebuilds_and_says_so(ws: Path, tmp_path
     register_provider("backup", lambda config: backup, replace=True)
     try:
         config = MemoryConfig(provider="flaky", fallback="backup")
-        with Memory(ws, tmp_path / "s", config=config) as mem:
+        with make_memory(workspace=ws, state_dir=tmp_path / "s", config=config) as mem:
             assert mem.sync().embedded == 4  # the primary works at first
             primary.fail()  # from now on every call fails (after its retries)
             write(ws / "memory" / "2026-01-04.md", "An otter appeared at dawn.\n")
@@ -241,7 +241,7 @@ class Lying(FakeEmbeddingProvider):
 def test_bad_vectors_are_never_stored_or_cached(
     ws: Path, tmp_path: Path, bad: list[float], why: str
 ) -> None:
-    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=FAKE) as mem:
         mem.embeddings.selection = dataclasses.replace(mem.selection, provider=Lying(bad, dims=32))
         report = mem.sync()
         assert report.embedded == 3  # the heron chunk was refused
@@ -256,7 +256,7 @@ def test_bad_vectors_are_never_stored_or_cached(
 
 
 def test_a_server_that_changes_dimension_never_mixes_sizes(ws: Path, tmp_path: Path) -> None:
-    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=FAKE) as mem:
         mem.embeddings.selection = dataclasses.replace(mem.selection, provider=Lying([0.1] * 24, "otter", dims=32))
         mem.sync()
         # The server now answers 24-dim vectors for the same model and endpoint.
@@ -271,7 +271,7 @@ def test_a_stale_embedder_never_writes_into_an_index_rebuilt_for_another_model(
     ws: Path, tmp_path: Path
 ) -> None:
     state = tmp_path / "s"
-    with Memory(ws, state, config=FAKE) as primary, Memory(ws, state, config=FAKE) as other:
+    with make_memory(workspace=ws, state_dir=state, config=FAKE) as primary, make_memory(workspace=ws, state_dir=state, config=FAKE) as other:
         primary.sync(embeddings="skip")
         fake(other).model = "fake-other-model"  # e.g. a fallback provider took over
         other.sync(embeddings="skip")  # rebuilds the index for the other model
@@ -285,7 +285,7 @@ def test_a_stale_embedder_never_writes_into_an_index_rebuilt_for_another_model(
 
 def test_vector_cache_follows_a_reset_even_when_counters_restart(ws: Path, tmp_path: Path) -> None:
     state = tmp_path / "s"
-    with Memory(ws, state, config=FAKE) as long_lived:
+    with make_memory(workspace=ws, state_dir=state, config=FAKE) as long_lived:
         long_lived.sync()
         long_lived.search("gateway")  # caches the vector matrix
         cached = long_lived._agent_search.own.vectors._vectors
@@ -294,7 +294,7 @@ def test_vector_cache_follows_a_reset_even_when_counters_restart(ws: Path, tmp_p
         for suffix in ("", "-wal", "-shm"):
             Path(f"{long_lived.db_path}{suffix}").unlink(missing_ok=True)
         write(ws / "memory" / "2026-01-02.md", "The otter swims upstream at dawn.\n")
-        with Memory(ws, state, config=FAKE) as cli:
+        with make_memory(workspace=ws, state_dir=state, config=FAKE) as cli:
             cli.sync()
         long_lived.search("otter")
         fresh = long_lived._agent_search.own.vectors._vectors
@@ -302,10 +302,10 @@ def test_vector_cache_follows_a_reset_even_when_counters_restart(ws: Path, tmp_p
 
 
 def test_last_embedding_error_survives_a_restart(ws: Path, tmp_path: Path) -> None:
-    with Memory(ws, tmp_path / "s", config=FAKE) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=FAKE) as mem:
         fake(mem).fail(error=ProviderError("HTTP 401: bad key sk-abc123def456ghi"))
         mem.sync()
-    with Memory(ws, tmp_path / "s", config=FAKE) as fresh:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=FAKE) as fresh:
         vector = fresh.status().to_dict()["vector"]
         assert vector["pending"] == 4 and "401" in vector["lastError"]
         assert "sk-abc123def456ghi" not in vector["lastError"]
@@ -316,7 +316,7 @@ def test_one_process_embeds_an_index_at_a_time(ws: Path, tmp_path: Path) -> None
     from memmw.engine.memory import EMBEDDING_BUSY
     from memmw.workspace.locks import exclusive_lock, lock_path_for
 
-    with Memory(workspace=ws, state_dir=tmp_path / "s", config=FAKE) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=FAKE) as mem:
         mem.sync(embeddings="skip")
         holder = lock_path_for(mem.db_path.with_suffix(".embed"))
         done: list[bool] = []
@@ -350,7 +350,7 @@ def test_hybrid_disabled_searches_the_vector_leg_alone(ws: Path, tmp_path: Path)
     config = dataclasses.replace(
         FAKE, query=QueryConfig(hybrid=HybridConfig(enabled=False), min_score=0.0)
     )
-    with Memory(ws, tmp_path / "s", config=config) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=config) as mem:
         mem.sync()
         payload = search_payload(mem, "gateway Mac Studio")
         assert payload["mode"] == "vector"
@@ -359,7 +359,7 @@ def test_hybrid_disabled_searches_the_vector_leg_alone(ws: Path, tmp_path: Path)
         assert all("vectorScore" in r for r in payload["results"])
         assert payload["results"][0]["path"] == "MEMORY.md"
     keyword_only = dataclasses.replace(config, provider="none")
-    with Memory(ws, tmp_path / "s2", config=keyword_only) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s2", config=keyword_only) as mem:
         mem.sync()
         payload = search_payload(mem, "gateway Mac Studio")
         assert payload["mode"] == "keyword-only"
@@ -373,9 +373,9 @@ def test_a_search_with_shared_namespaces_embeds_the_query_once(tmp_path: Path) -
     write(alice_ws / "MEMORY.md", "# Alice\n- Alice waters the heron plants on Fridays.\n")
     shared = dataclasses.replace(FAKE, store=StoreConfig(shared=("team", "crew")))
     for name, ws in (("team", team_ws), ("crew", team_ws)):
-        with Memory(ws, state, agent_id=name, config=FAKE) as other:
+        with make_memory(workspace=ws, state_dir=state, agent_id=name, config=FAKE) as other:
             other.sync()
-    with Memory(alice_ws, state, agent_id="alice", config=shared) as alice:
+    with make_memory(workspace=alice_ws, state_dir=state, agent_id="alice", config=shared) as alice:
         alice.sync()
         before = fake(alice).query_calls
         hits = alice.search("heron")
@@ -392,9 +392,9 @@ def test_a_failed_query_embedding_is_not_retried_for_each_shared_namespace(
     write(alice_ws / "MEMORY.md", "# Alice\n- Alice waters the heron plants on Fridays.\n")
     shared = dataclasses.replace(FAKE, store=StoreConfig(shared=("team", "crew")))
     for name in ("team", "crew"):
-        with Memory(team_ws, state, agent_id=name, config=FAKE) as other:
+        with make_memory(workspace=team_ws, state_dir=state, agent_id=name, config=FAKE) as other:
             other.sync()
-    with Memory(alice_ws, state, agent_id="alice", config=shared) as alice:
+    with make_memory(workspace=alice_ws, state_dir=state, agent_id="alice", config=shared) as alice:
         alice.sync()
         provider = fake(alice)
         calls: list[str] = []

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memmw import Memory, MemoryConfig
+from memmw import MemoryConfig
 from memmw.engine.principals import delete_principal, list_principals
 from memmw.workspace.transcripts import TranscriptStore
 from tests.conftest import write
+
+from ..conftest import make_memory
 
 
 def test_transcripts_are_counted_without_their_lock_files(tmp_path: Path) -> None:
@@ -16,7 +18,7 @@ def test_transcripts_are_counted_without_their_lock_files(tmp_path: Path) -> Non
     ws = tmp_path / "ws"
     write(ws / "MEMORY.md", "- owner note\n")
     write(ws / "memory" / "principals" / "alice" / "USER.md", "- likes tea\n")
-    with Memory(ws, tmp_path / "st", config=MemoryConfig(provider="none")) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "st", config=MemoryConfig(provider="none")) as mem:
         store = TranscriptStore(mem.state_dir, mem.agent_id)
         store.dir.mkdir(parents=True, exist_ok=True)
         for name in ("s1=alice.jsonl", "s1=alice.jsonl.lock", "s2=alice.jsonl.1"):

@@ -21,6 +21,8 @@ from memmw.testing import FakeEmbeddingProvider
 from memmw.workspace.locks import exclusive_lock, lock_path_for
 from tests.conftest import write
 
+from ..conftest import make_memory
+
 
 @pytest.fixture
 def state_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -202,12 +204,12 @@ def test_an_explicit_state_folder_follows_a_moved_workspace(
     """Same state folder, the workspace moved (old folder gone): no refusal, no re-embedding."""
     ws = _notes(tmp_path / "ws")
     config = MemoryConfig(provider="counting")
-    with Memory(workspace=ws, state_dir=tmp_path / "st", config=config) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "st", config=config) as mem:
         mem.sync()
         before = _hits(mem, "peanut allergy")
     shutil.move(ws, tmp_path / "moved")
     counting.document_calls = 0
-    with Memory(workspace=tmp_path / "moved", state_dir=tmp_path / "st", config=config) as mem:
+    with make_memory(workspace=tmp_path / "moved", state_dir=tmp_path / "st", config=config) as mem:
         assert _hits(mem, "peanut allergy") == before  # a search before any sync works
         report = mem.sync()
         with mem.store.read() as reader:
@@ -218,9 +220,9 @@ def test_an_explicit_state_folder_follows_a_moved_workspace(
 
 def test_an_index_of_a_workspace_that_still_exists_is_still_refused(tmp_path: Path) -> None:
     a, b = _notes(tmp_path / "a", 1), _notes(tmp_path / "b", 1)
-    with Memory(workspace=a, state_dir=tmp_path / "st", config=MemoryConfig(provider="none")) as m:
+    with make_memory(workspace=a, state_dir=tmp_path / "st", config=MemoryConfig(provider="none")) as m:
         m.sync()
-    other = Memory(workspace=b, state_dir=tmp_path / "st", config=MemoryConfig(provider="none"))
+    other = make_memory(workspace=b, state_dir=tmp_path / "st", config=MemoryConfig(provider="none"))
     with other, pytest.raises(ConfigError, match="was built for the workspace"):
         other.sync()
 
@@ -235,12 +237,12 @@ def test_a_postgres_namespace_follows_a_moved_workspace(
     config = MemoryConfig(provider="counting", store=StoreConfig(backend="postgres", dsn=pg_database))
     agent = f"m{uuid.uuid4().hex[:8]}"
     ws = _notes(tmp_path / "ws")
-    with Memory(workspace=ws, state_dir=tmp_path / "st", agent_id=agent, config=config) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "st", agent_id=agent, config=config) as mem:
         mem.sync()
         before = _hits(mem, "peanut allergy")
     shutil.move(ws, tmp_path / "moved")
     counting.document_calls = 0
-    moved = Memory(workspace=tmp_path / "moved", state_dir=tmp_path / "st2", agent_id=agent, config=config)
+    moved = make_memory(workspace=tmp_path / "moved", state_dir=tmp_path / "st2", agent_id=agent, config=config)
     with moved:
         report = moved.sync()
         assert _hits(moved, "peanut allergy") == before

@@ -6,11 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from memmw import Memory, MemoryConfig
+from memmw import MemoryConfig
 from memmw.agent.prompts import FACT_SYNTAX_GUIDE
 from memmw.errors import PathPolicyError
 from memmw.graph.extract import ProposedFact, coerce_fact, render_facts, write_facts
 from memmw.notes.syntax import parse_note
+
+from ..conftest import make_memory
 
 
 def test_rendered_facts_parse_back() -> None:
@@ -47,7 +49,7 @@ def test_the_prompt_guide_examples_parse() -> None:
 def test_memory_extract_facts_writes_markdown_then_indexes(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)
-    with Memory(workspace=ws, state_dir=tmp_path / "st", config=MemoryConfig(provider="none")) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "st", config=MemoryConfig(provider="none")) as mem:
         rel, n = mem.extract_facts(
             "Dana moved to Oslo.", lambda text: [{"entity": "Dana Lee", "key": "city", "value": "Oslo"}], path="memory/2026-06-01.md"
         )

@@ -16,6 +16,8 @@ import pytest
 from memmw import Memory
 from memmw.graph.html import render_graph_html
 
+from ..conftest import make_memory
+
 HOT, WARM, COOL = (0xD7, 0x30, 0x1F), (0xFC, 0x8D, 0x59), (0x6B, 0xAE, 0xD6)
 SIDEBAR_PX = 340
 
@@ -149,7 +151,7 @@ def test_citation_links_escape_url_special_characters(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)
     (ws / "memory" / "c#1 ?50%.md").write_text("## Dana Scully\n- city: Annapolis\n")
-    with Memory(ws, tmp_path / "state", config=MemoryConfig(provider="none")) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=MemoryConfig(provider="none")) as mem:
         mem.sync()
         graph = mem.graph_engine.graph()
     data = graph_data(graph, workspace=ws)

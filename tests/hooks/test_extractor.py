@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memmw import Memory, MemoryConfig
+from memmw import MemoryConfig
 from memmw.hooks.extractor import extractor_hook
 from memmw.hooks.registry import Event, HookContext, HookRegistry
+
+from ..conftest import make_memory
 
 
 def test_archive_hook_appends_facts_and_survives_failures(tmp_path: Path) -> None:
@@ -20,7 +22,7 @@ def test_archive_hook_appends_facts_and_survives_failures(tmp_path: Path) -> Non
         seen.append(text)
         return [{"entity": "Dana Lee", "key": "city", "value": "Oslo"}]
 
-    with Memory(workspace=ws, state_dir=tmp_path / "st", config=MemoryConfig(provider="none")) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "st", config=MemoryConfig(provider="none")) as mem:
         hooks = HookRegistry()
         hooks.on(Event.ARCHIVE, extractor_hook(mem, extractor))
         hooks.emit(HookContext(Event.ARCHIVE, "s1", "main", {"path": archive}))

@@ -43,6 +43,7 @@ from memmw.middleware import MemoryMiddleware
 from memmw.text.tokens import TokenCounter
 
 from ..adapters.conftest import FLUSH_MARK, TODAY, fixed_clock
+from ..conftest import make_memory
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ class Harness:
                 force_flush_transcript_bytes=700,
             ),
         )
-        self.memory = Memory(
+        self.memory = make_memory(
             workspace=self.workspace, state_dir=self.root / "state", agent_id=self.agent_id,
             config=config,
         )
@@ -452,7 +453,7 @@ def test_the_owners_forget_never_touches_a_persons_memory(tmp_path: Path) -> Non
     alice_note = ws / "memory" / "principals" / "alice" / "2026-03-10.md"
     alice_note.write_text(f"## {ENTITY}\n- city: alicezq1\n", "utf-8")
     config = MemoryConfig(provider="none", active_memory=ActiveMemoryConfig(edit_tools=True))
-    with Memory(workspace=ws, state_dir=tmp_path / "state", config=config) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=config) as mem:
         mem.sync()
         owner = tools_by_name(build_memory_tools(mem, session_key="main"))
         done = owner["memory_forget"].invoke({"entity": ENTITY, "key": "city"})
@@ -479,7 +480,7 @@ def test_a_person_still_finds_their_note_among_many_others(tmp_path: Path) -> No
     (ws / "memory" / "principals" / "alice" / "2026-03-10.md").write_text(
         "- the launch codeword is alicezq1 (mine)\n", "utf-8"
     )
-    with Memory(workspace=ws, state_dir=tmp_path / "state",
+    with make_memory(workspace=ws, state_dir=tmp_path / "state",
                 config=MemoryConfig(provider="none")) as mem:
         mem.sync()
         search = tools_by_name(
@@ -498,7 +499,7 @@ def test_a_key_that_changes_hands_never_continues_the_other_conversation(tmp_pat
     key = "agent:main:telegram:dm:101"
     for scope, said in (("per-peer", "alicezq1"), ("main", "ownerzq2")):
         config = MemoryConfig(provider="none", dm_scope=scope)  # type: ignore[arg-type]
-        with Memory(workspace=ws, state_dir=tmp_path / "state", config=config) as mem:
+        with make_memory(workspace=ws, state_dir=tmp_path / "state", config=config) as mem:
             mw = MemoryMiddleware(mem, clock=fixed_clock)
             session = mw.start_session(key)
             mw.record(session, {"role": "user", "content": f"remember {said}"})

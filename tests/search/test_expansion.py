@@ -14,6 +14,8 @@ from memmw.store.protocol import Postings
 from memmw.text.analysis import query_terms
 from tests.conftest import write
 
+from ..conftest import make_memory
+
 PEOPLE = """# Memory
 
 ## People
@@ -51,7 +53,7 @@ def top(mem: Memory, query: str, k: int = 6) -> list[str]:
 def test_a_role_a_nickname_or_another_script_finds_the_note_that_uses_another_name(
     tmp_path: Path,
 ) -> None:
-    with Memory(workspace=workspace(tmp_path), state_dir=tmp_path / "s", config=MemoryConfig(provider="none")) as mem:
+    with make_memory(workspace=workspace(tmp_path), state_dir=tmp_path / "s", config=MemoryConfig(provider="none")) as mem:
         mem.sync()
         assert "memory/2026-08-26.md" in top(mem, "What did our CTO say about Kafka?")
         assert "memory/2026-08-26.md" in top(mem, "Что сказал Дмитрий Волков?")
@@ -66,7 +68,7 @@ def test_a_role_a_nickname_or_another_script_finds_the_note_that_uses_another_na
 def test_a_present_tense_question_shows_the_newer_note_before_the_curated_line(
     tmp_path: Path,
 ) -> None:
-    with Memory(workspace=workspace(tmp_path), state_dir=tmp_path / "s", config=MemoryConfig(provider="none")) as mem:
+    with make_memory(workspace=workspace(tmp_path), state_dir=tmp_path / "s", config=MemoryConfig(provider="none")) as mem:
         mem.sync()
         for query in ("What time is standup now?", "Um wie viel Uhr ist das Standup jetzt?", "standup 现在"):
             paths = top(mem, query)
@@ -161,7 +163,7 @@ def test_the_vector_leg_embeds_the_query_with_the_entitys_other_names(tmp_path: 
     provider = Recording()
     register_provider("recording", lambda config: provider, replace=True)
     try:
-        with Memory(workspace=workspace(tmp_path), state_dir=tmp_path / "s", config=MemoryConfig(provider="recording")) as mem:
+        with make_memory(workspace=workspace(tmp_path), state_dir=tmp_path / "s", config=MemoryConfig(provider="recording")) as mem:
             mem.sync()
             mem.search("What did our CTO say about Kafka?")
             assert provider.queries[-1] == "What did our CTO say about Kafka? (Dmitri Volkov, Dima)"
@@ -177,7 +179,7 @@ def test_names_and_current_values_on_postgres(pg_database: str, tmp_path: Path) 
     from memmw.config import StoreConfig
 
     config = MemoryConfig(provider="none", store=StoreConfig(backend="postgres", dsn=pg_database))
-    with Memory(workspace=workspace(tmp_path), state_dir=tmp_path / "s", config=config) as mem:
+    with make_memory(workspace=workspace(tmp_path), state_dir=tmp_path / "s", config=config) as mem:
         mem.sync()
         assert "memory/2026-08-26.md" in top(mem, "What did our CTO say about Kafka?")
         paths = top(mem, "What time is standup now?")
@@ -199,7 +201,7 @@ def test_a_hybrid_search_reads_the_entity_names_once(
         return real(self, store)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Searcher, "alias_index", counted)
-    with Memory(workspace(tmp_path), tmp_path / "s", config=MemoryConfig(provider="fake")) as mem:
+    with make_memory(workspace=workspace(tmp_path), state_dir=tmp_path / "s", config=MemoryConfig(provider="fake")) as mem:
         mem.sync()
         calls.clear()
         result = mem.search_result("What did our CTO say about Kafka?")

@@ -8,6 +8,8 @@ from pathlib import Path
 from memmw import Memory, MemoryConfig
 from tests.conftest import write
 
+from ..conftest import make_memory
+
 
 def planted(tmp_path: Path) -> Memory:
     root = tmp_path / "ws"
@@ -21,7 +23,7 @@ def planted(tmp_path: Path) -> Memory:
         root / "memory" / "2026-10-09-outage.md",
         '# Session\n\nuser: "Harbor dropped events, does the user know?"\nassistant: "Yes."\n',
     )
-    mem = Memory(workspace=root, state_dir=tmp_path / "s", config=MemoryConfig(provider="none"))
+    mem = make_memory(workspace=root, state_dir=tmp_path / "s", config=MemoryConfig(provider="none"))
     mem.sync()
     return mem
 

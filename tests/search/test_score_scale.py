@@ -17,10 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memmw import Memory, MemoryConfig
+from memmw import MemoryConfig
 from memmw.config import HybridConfig, QueryConfig, RemoteConfig
 from memmw.search.searcher import SHOWN_MIN, evidence
 from memmw.types import SearchHit
+
+from ..conftest import make_memory
 
 WORDS = (
     "deploy gateway port cache Alice Bob peanuts allergy hiking dentist Berlin office "
@@ -52,7 +54,7 @@ def _search(
         for name, text in files.items():
             (ws / name).parent.mkdir(parents=True, exist_ok=True)
             (ws / name).write_text(text, encoding="utf-8")
-        with Memory(ws, Path(tmp) / "st", config=_config(provider, fusion)) as mem:
+        with make_memory(workspace=ws, state_dir=Path(tmp) / "st", config=_config(provider, fusion)) as mem:
             mem.sync()
             result = mem.search_result(query, max_results=50, min_score=min_score)
             return result.mode, result.hits

@@ -24,7 +24,7 @@ from memmw.search.searcher import (
 from memmw.store.protocol import ChunkRow
 from memmw.text.analysis import utf16_len
 
-from ..conftest import write
+from ..conftest import make_memory, write
 
 BACKENDS = {
     "memory": StoreConfig(keyword_backend="memory"),
@@ -58,7 +58,7 @@ def memory(ws: Path, tmp_path: Path, store: StoreConfig | None = None, **query) 
     name = (
         f"state-{store.keyword_backend if store else 'auto'}-{store.fts_tokenizer if store else ''}"
     )
-    return Memory(workspace=ws, state_dir=tmp_path / name, config=cfg)
+    return make_memory(workspace=ws, state_dir=tmp_path / name, config=cfg)
 
 
 HOSTILE = [
@@ -151,7 +151,7 @@ def test_cjk_queries_find_their_text(
 
 def test_default_config_finds_cjk_in_daily_notes(ws: Path, tmp_path: Path) -> None:
     write(ws / "memory" / "2026-01-04.md", "# 会議\n来週の会議は大阪で行います。\n")
-    with Memory(
+    with make_memory(
         workspace=ws, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")
     ) as mem:
         (hit, *_) = mem.search("大阪")
@@ -188,7 +188,7 @@ def test_keyword_relaxation_fills_slots_below_min_score(ws: Path, tmp_path: Path
             mem.search("nas", min_score=1.5)
     # ... while the configured default threshold lets keyword hits fill the empty slots.
     cfg = MemoryConfig(provider="none", query=QueryConfig(min_score=1.0))
-    with Memory(workspace=ws, state_dir=tmp_path / "relaxed", config=cfg) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "relaxed", config=cfg) as mem:
         assert {h.path for h in mem.search("nas")} == {h.path for h in strict}
 
 
@@ -239,7 +239,7 @@ QUERY = "kubernetes cluster upgrade rollback"
 def test_bounded_decay_lets_an_old_relevant_memory_win(tmp_path: Path) -> None:
     root = decay_ws(tmp_path)
     cfg = MemoryConfig(provider="none")
-    with Memory(workspace=root, state_dir=tmp_path / "s1", config=cfg) as mem:
+    with make_memory(workspace=root, state_dir=tmp_path / "s1", config=cfg) as mem:
         paths = [h.path for h in mem.search(QUERY, max_results=10)]
     assert paths.index("memory/2024-03-01.md") < paths.index("memory/2026-01-10.md")
 
@@ -248,7 +248,7 @@ def test_classic_decay_buries_the_old_memory(tmp_path: Path) -> None:
     root = decay_ws(tmp_path)
     query_cfg = QueryConfig(temporal_decay=TemporalDecayConfig.classic())
     cfg = MemoryConfig(provider="none", query=query_cfg)
-    with Memory(workspace=root, state_dir=tmp_path / "s2", config=cfg) as mem:
+    with make_memory(workspace=root, state_dir=tmp_path / "s2", config=cfg) as mem:
         shown = {h.path for h in mem.search(QUERY, max_results=10)}
         hits = {h.path: h for h in mem.search(QUERY, max_results=10, min_score=0.0)}
     old, new = hits["memory/2024-03-01.md"], hits["memory/2026-01-10.md"]
@@ -265,7 +265,7 @@ def test_decay_uses_the_date_in_the_name_and_keeps_curated_files_evergreen(tmp_p
     write(root / "memory" / "2024-03-01.md", line)
     write(root / "memory" / "2026-01-10.md", line)
     cfg = MemoryConfig(provider="none", query=QueryConfig(mmr=MMRConfig(enabled=False)))
-    with Memory(workspace=root, state_dir=tmp_path / "s3", config=cfg) as mem:
+    with make_memory(workspace=root, state_dir=tmp_path / "s3", config=cfg) as mem:
         hits = {h.path: h for h in mem.search("release checklist binder", max_results=10)}
     floor = TemporalDecayConfig().floor
     newest = calendar.timegm((2026, 1, 10, 0, 0, 0))
@@ -288,7 +288,7 @@ def test_importance_annotations_weigh_entries(tmp_path: Path) -> None:
         "- The deploy key lives in the vault. <!-- importance: 10 -->\n"
         "- The deploy key lives in a drawer.\n",
     )
-    with Memory(
+    with make_memory(
         workspace=root, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")
     ) as mem:
         hits = mem.search("deploy key lives")
@@ -310,7 +310,7 @@ def test_snippet_lines_match_the_file(tmp_path: Path) -> None:
     ]
     lines[149] = "Line 150: the zeppelin hangar door code is 4471."
     write(root / "memory" / "2026-02-01.md", "\n".join(lines) + "\n")
-    with Memory(
+    with make_memory(
         workspace=root, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")
     ) as mem:
         (hit,) = mem.search("zeppelin hangar code")
@@ -337,7 +337,7 @@ def _ranked(mem: Memory, queries: list[str]) -> list[list[tuple[str, int, float]
 def test_incremental_matrix_matches_a_fresh_build(ws: Path, tmp_path: Path) -> None:
     queries = ["gateway port", "kubernetes migration", "zeppelin hangar", "short answers"]
     config = MemoryConfig(provider="none")
-    with Memory(workspace=ws, state_dir=tmp_path / "a", config=config) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "a", config=config) as mem:
         mem.sync()
         mem.search("warm")  # builds the first matrix
         write(ws / "memory" / "2026-01-09.md", "# Jan 9\nThe zeppelin hangar opened.\n")
@@ -345,7 +345,7 @@ def test_incremental_matrix_matches_a_fresh_build(ws: Path, tmp_path: Path) -> N
         write(ws / "memory" / "2026-01-02.md", "# Jan 2\nThe gateway migration slipped.\n")
         mem.sync()
         incremental = _ranked(mem, queries)
-    with Memory(workspace=ws, state_dir=tmp_path / "b", config=config) as fresh:
+    with make_memory(workspace=ws, state_dir=tmp_path / "b", config=config) as fresh:
         fresh.sync()
         assert _ranked(fresh, queries) == incremental
     assert incremental[2][0][0] == "memory/2026-01-09.md"
@@ -353,7 +353,7 @@ def test_incremental_matrix_matches_a_fresh_build(ws: Path, tmp_path: Path) -> N
 
 
 def test_matrix_reloads_after_a_full_rebuild(ws: Path, tmp_path: Path) -> None:
-    with Memory(
+    with make_memory(
         workspace=ws, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")
     ) as mem:
         mem.sync()
@@ -367,11 +367,11 @@ def test_a_fresh_process_ranks_like_a_warm_one(ws: Path, tmp_path: Path) -> None
     # the stored postings and answers exactly what a long-lived one does.
     queries = ["kubernetes migration", "gateway port", "zeppelin hangar"]
     config = MemoryConfig(provider="none")
-    with Memory(workspace=ws, state_dir=tmp_path / "s", config=config) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=config) as mem:
         mem.sync()
         warm = _ranked(mem, queries)
         assert _ranked(mem, queries) == warm
-    with Memory(workspace=ws, state_dir=tmp_path / "s", config=config) as fresh:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=config) as fresh:
         assert _ranked(fresh, queries) == warm
     assert warm[0][0][0] == "memory/2026-01-02.md"
 

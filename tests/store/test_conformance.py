@@ -29,6 +29,8 @@ from memmw.store.vectors import to_blob
 from memmw.text.analysis import term_frequencies
 from memmw.text.chunking import Chunk, chunk_text
 
+from ..conftest import make_memory
+
 #: ``make(agent_id="main") -> Store`` (the ``store_factory`` fixture of conftest.py).
 StoreFactory = Callable[..., Store]
 
@@ -546,16 +548,16 @@ def test_health_reports_an_intact_index(store: Store) -> None:
 def test_memory_backends_share_an_index_per_state_folder(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """``store.backend = "memory"``: two Memory objects of one state folder see one index
     (as two processes see one SQLite file); another folder has its own."""
-    from memmw import Memory, MemoryConfig, StoreConfig
+    from memmw import MemoryConfig, StoreConfig
 
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)
     (ws / "memory" / "a.md").write_text("The gateway runs on port 8080.\n")
     config = MemoryConfig(provider="none", store=StoreConfig(backend="memory"))
-    with Memory(ws, tmp_path / "state", config=config) as first:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=config) as first:
         first.sync()
         assert first.store.location == "memory:main"
-        with Memory(ws, tmp_path / "state", config=config) as second:
+        with make_memory(workspace=ws, state_dir=tmp_path / "state", config=config) as second:
             assert [h.path for h in second.search("gateway")] == ["memory/a.md"]
-        with Memory(ws, tmp_path / "other", config=config) as other:
+        with make_memory(workspace=ws, state_dir=tmp_path / "other", config=config) as other:
             assert not other.store.published()

@@ -26,7 +26,7 @@ from memmw.config import ExtraPath
 from memmw.workspace.access import SessionAccess
 from memmw.workspace.layout import fold_path
 
-from ..conftest import write
+from ..conftest import make_memory, write
 
 GROUP_KEY = "agent:main:telegram:group:42"
 SECRETS = (
@@ -81,7 +81,7 @@ def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def mem(ws: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
     config = MemoryConfig(provider="none", extra_paths=(ExtraPath(path="shared"),))
-    m = Memory(workspace=ws, state_dir=tmp_path_factory.mktemp("state"), config=config)
+    m = make_memory(workspace=ws, state_dir=tmp_path_factory.mktemp("state"), config=config)
     m.sync()
     yield m
     m.close()
@@ -261,7 +261,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "memmw"
 GATED = {
     # memory.get: get_tool_payload checks the gate on the asked and on the resolved path.
     ("agent/tools.py", "memory.get", "get_tool_payload"),
-    # search_payload is wrapped by search_tool_payload (gate filters hits) and the owner's CLI.
+    # search_payload gets the session gate's Visibility from search_tool_payload (the search
+    # keeps only hits the gate shows); the owner's CLI calls it too.
     ("agent/tools.py", "memory.search_result", "search_payload"),
     # memory.facts runs on the gate's graph view (visible=gate.may_read); hits checked again.
     ("agent/tools.py", "getattr:facts", "facts_tool_payload"),
@@ -373,7 +374,7 @@ def test_facts_from_an_extra_path_inside_memory_are_reported_untrusted(tmp_path:
     write(ws / "memory" / "inbox" / "mail.md", "## Quinn Ode\n- city: Lima\n")
     write(ws / "memory" / "people.md", "## Quinn Ode\n- team: ops\n")
     config = MemoryConfig(provider="none", extra_paths=(ExtraPath(path="memory/inbox"),))
-    with Memory(workspace=ws, state_dir=tmp_path / "state", config=config) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=config) as mem:
         mem.sync()
         facts = tools_by_name(build_memory_tools(mem, session_key="main"))["memory_facts"]
         results = facts.invoke({"query": "Quinn Ode"})["results"]

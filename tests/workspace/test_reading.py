@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from memmw import Memory, MemoryConfig
+from memmw import MemoryConfig
 from memmw.errors import FileReadError, PathPolicyError
 from memmw.workspace import reading
 from memmw.workspace.files import MAX_NOTE_BYTES
 from memmw.workspace.reading import CAPS, ReadCaps, read_markdown, read_prompt_bytes
 
-from ..conftest import write
+from ..conftest import make_memory, write
 
 
 def test_the_cap_table_holds_every_readers_limit() -> None:
@@ -37,7 +37,7 @@ def test_one_index_cap_for_indexing_and_memory_get(
     monkeypatch.setattr(reading, "CAPS", ReadCaps(index=64))
     with pytest.raises(FileReadError, match="larger than"):
         read_markdown(ws / "memory" / "big.md")
-    with Memory(ws, tmp_path / "state", config=MemoryConfig(provider="none")) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=MemoryConfig(provider="none")) as mem:
         report = mem.sync()
         assert [i.path for i in report.issues] == ["memory/big.md"]
         assert [h.path for h in mem.search("gateway")] == ["memory/small.md"]

@@ -8,17 +8,19 @@ from typing import Any
 
 import pytest
 
-from memmw import Memory, MemoryConfig
+from memmw import MemoryConfig
 from memmw.agent.tools import search_payload
 from memmw.errors import PathPolicyError
 from memmw.redaction import REDACTED
 from memmw.workspace.transcript_source import (
     DeltaThresholds,
     SessionDeltaTracker,
-    list_session_files,
-    session_document,
+    list_transcript_files,
+    transcript_document,
 )
-from memmw.workspace.transcripts import TranscriptStore, sessions_dir
+from memmw.workspace.transcripts import TranscriptStore, transcripts_dir
+
+from ..conftest import make_memory
 
 SESSIONS = MemoryConfig(provider="none", sources=("memory", "sessions"))
 
@@ -52,7 +54,7 @@ def test_document_keeps_user_and_assistant_text_with_jsonl_lines(tmp_path: Path)
             msg("user", "token is sk-proj-Abcdefghijklmnopqrstuvwx0123456789"),  # line 8
         ],
     )
-    doc = session_document(path)
+    doc = transcript_document(path)
     assert doc.text.split("\n") == [
         "User: Where does the gateway run?",
         "Assistant: On port 8080.",
@@ -64,8 +66,8 @@ def test_document_keeps_user_and_assistant_text_with_jsonl_lines(tmp_path: Path)
 
 
 def test_hash_covers_text_and_line_map(tmp_path: Path) -> None:
-    a = session_document(jsonl(tmp_path / "a.jsonl", [msg("user", "hello")]))
-    b = session_document(jsonl(tmp_path / "b.jsonl", [{"type": "x"}, msg("user", "hello")]))
+    a = transcript_document(jsonl(tmp_path / "a.jsonl", [msg("user", "hello")]))
+    b = transcript_document(jsonl(tmp_path / "b.jsonl", [{"type": "x"}, msg("user", "hello")]))
     assert a.text == b.text and a.hash != b.hash
 
 
@@ -74,7 +76,7 @@ def test_chunks_map_back_to_jsonl_lines(tmp_path: Path) -> None:
     for i in range(40):
         records.append(msg("user", f"question {i} " + "word " * 30))
         records.append(msg("tool", "ignored"))
-    doc = session_document(jsonl(tmp_path / "long.jsonl", records))
+    doc = transcript_document(jsonl(tmp_path / "long.jsonl", records))
     chunks = doc.chunks(tokens=100, overlap=20)
     assert len(chunks) > 3
     for chunk in chunks:
@@ -93,11 +95,11 @@ def test_session_file_listing(tmp_path: Path) -> None:
                  "e.trajectory.jsonl", "f.jsonl.lock", ".hidden.jsonl"]:
         jsonl(d / name, [msg("user", "x")])
     (d / "link.jsonl").symlink_to(d / "a.jsonl")
-    assert [p.name for p in list_session_files(d)] == [
+    assert [p.name for p in list_transcript_files(d)] == [
         "a.jsonl", "b.jsonl.reset.2026-01-01T00-00-00.000Z",
         "c.jsonl.deleted.2026-01-01T00-00-00.000Z",
     ]
-    assert list_session_files(tmp_path / "missing") == []
+    assert list_transcript_files(tmp_path / "missing") == []
 
 
 # -- delta tracking ----------------------------------------------------------------------
@@ -178,7 +180,7 @@ def test_transcripts_are_indexed_redacted_and_cited(ws: Path, tmp_path: Path) ->
     store.append("s1", "user", "The wombat sanctuary opens at nine on Sundays")
     store.append("s1", "tool", "wombat tool output must stay out")
     store.append("s1", "assistant", "Noted: wombat sanctuary, api_key=wombat-secret-123")
-    with Memory(ws, state, config=SESSIONS) as mem:
+    with make_memory(workspace=ws, state_dir=state, config=SESSIONS) as mem:
         report = mem.sync()
         assert report.files_added == 2
         hits = mem.search("wombat sanctuary")
@@ -197,13 +199,13 @@ def test_transcripts_are_indexed_redacted_and_cited(ws: Path, tmp_path: Path) ->
         with pytest.raises(PathPolicyError):
             mem.get("sessions/s1.jsonl")
         with pytest.raises(PathPolicyError):
-            mem.get(str(sessions_dir(state, "main") / "s1.jsonl"))
+            mem.get(str(transcripts_dir(state, "main") / "s1.jsonl"))
 
 
 def test_sessions_are_off_by_default(ws: Path, tmp_path: Path) -> None:
     state = tmp_path / "state"
     TranscriptStore(state, "main").append("s1", "user", "the platypus ledger")
-    with Memory(ws, state, config=MemoryConfig(provider="none")) as mem:
+    with make_memory(workspace=ws, state_dir=state, config=MemoryConfig(provider="none")) as mem:
         mem.sync()
         assert mem.search("platypus ledger") == []
         assert "sessions" not in mem.status().source_counts
@@ -213,7 +215,7 @@ def test_incremental_session_sync(ws: Path, tmp_path: Path) -> None:
     state = tmp_path / "state"
     store = TranscriptStore(state, "main")
     store.append("s1", "user", "first note about capybaras")
-    with Memory(ws, state, config=SESSIONS) as mem:
+    with make_memory(workspace=ws, state_dir=state, config=SESSIONS) as mem:
         mem.sync()
         again = mem.sync()
         assert again.files_unchanged == 2 and not again.changed
@@ -235,7 +237,7 @@ def test_full_rebuild_equals_incremental_with_sessions(ws: Path, tmp_path: Path)
     store = TranscriptStore(state, "main")
     for i in range(30):
         store.append("s2", "user" if i % 2 else "assistant", f"turn {i} about the heron colony")
-    with Memory(ws, state, config=SESSIONS) as mem:
+    with make_memory(workspace=ws, state_dir=state, config=SESSIONS) as mem:
         mem.sync()
         store.append("s2", "user", "late addition about herons")
         mem.sync()

@@ -21,6 +21,7 @@ from memmw.cli.common import (
     out,
     settings,
 )
+from memmw.workspace.layout import MEMORY_DIR
 
 HELP = """Check the setup: workspace, config, state folder, index health, embedding
 providers, SQLite extensions, optional packages and file-watch limits. Each problem comes
@@ -50,14 +51,14 @@ def _workspace_checks(workspace: Path) -> list[Check]:
     if not workspace.is_dir():
         return [Check("workspace", "fail", f"{workspace} is not a folder",
                       "pass --workspace DIR or set MEMMW_WORKSPACE")]
-    found = [n for n in ("MEMORY.md", "USER.md", "memory") if (workspace / n).exists()]
+    found = [n for n in ("MEMORY.md", "USER.md", MEMORY_DIR) if (workspace / n).exists()]
     checks = [Check(
         "workspace", "ok" if found else "warn",
         f"{workspace} ({', '.join(found) if found else 'no MEMORY.md, USER.md or memory/'})",
         None if found else "create MEMORY.md or memory/YYYY-MM-DD.md notes, or point "
         "--workspace at the agent's folder",
     )]
-    target = workspace / "memory" if (workspace / "memory").is_dir() else workspace
+    target = workspace / MEMORY_DIR if (workspace / MEMORY_DIR).is_dir() else workspace
     if not os.access(target, os.W_OK | os.X_OK):
         checks.append(Check("workspace writable", "warn", f"{target} is read-only",
                             "memory_append cannot save notes until it is writable"))
@@ -73,7 +74,7 @@ def _inotify_check(workspace: Path) -> Check:
     except (OSError, ValueError) as exc:
         return Check("file watches", "warn", f"cannot read {limit_file}: {exc}")
     folders = 1
-    memory_dir = workspace / "memory"
+    memory_dir = workspace / MEMORY_DIR
     if memory_dir.is_dir():
         folders += sum(1 for _root, _dirs, _files in os.walk(memory_dir))
     if limit < folders * 4 or limit < 8192:

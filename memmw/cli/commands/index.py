@@ -21,6 +21,7 @@ from memmw.cli.common import (
     settings,
     with_memory,
 )
+from memmw.config import Source
 from memmw.engine.memory import EMBEDDING_BUSY, Memory
 from memmw.types import SyncReport
 
@@ -147,7 +148,7 @@ def nothing_to_index(mem: Memory, report: SyncReport) -> str:
     extras = [entry.path for entry in mem.config.extra_paths]
     if extras:
         looked += " and the extra paths " + ", ".join(extras)
-    if "sessions" in mem.config.sources:
+    if Source.TRANSCRIPTS in mem.config.sources:
         looked += " and the session transcripts"
     files = report.files_added + report.files_changed + report.files_unchanged
     found = (f"{files} memory file{'' if files == 1 else 's'} found, all empty" if files

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from memmw.agent.tools import CORPORA
 from memmw.cli.common import (
     EXIT_DEGRADED,
     EXIT_ERROR,
@@ -18,6 +19,7 @@ from memmw.cli.common import (
     settings,
     with_memory,
 )
+from memmw.config import Source
 from memmw.engine.memory import Memory
 from memmw.types import KEYWORD_ONLY
 
@@ -62,7 +64,7 @@ failed and results are keyword-only, or the fallback provider answered).
     help="Keep only results scoring at least this (strict; see Scores above).",
 )
 @click.option(
-    "--corpus", type=click.Choice(["memory", "sessions", "all"]), default="memory",
+    "--corpus", type=click.Choice(list(CORPORA)), default=Source.MEMORY.value,
     show_default=True, help="Notes, session transcripts, or both.",
 )
 @with_memory(one_shot=True)

@@ -19,6 +19,7 @@ from memmw.cli.common import (
     with_memory,
 )
 from memmw.engine.memory import Memory
+from memmw.statedir import FLUSH_SESSIONS_KEY
 
 HELP = """Show this workspace's index: last sync, files, vectors, provider, and what is
 degraded and why.
@@ -97,7 +98,7 @@ def assess(data: dict[str, Any]) -> tuple[list[dict[str, str]], list[str]]:
             "what": "memory flush",
             "why": f"{flush['unsavedEvictions']} messages were compacted away unsaved after a "
             f"failed flush (last {flush.get('lastUnsavedAt')}, sessions "
-            f"{', '.join(flush.get('sessions') or [])})",
+            f"{', '.join(flush.get(FLUSH_SESSIONS_KEY) or [])})",
             "fix": "check the flush model (see the log's 'memory flush' warnings)",
         })
     if not data.get("indexExists", True):

@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from memmw.config import Source
 from memmw.notes.syntax import ParsedNote
 from memmw.store.graphrows import (
     DAY_S,
@@ -50,7 +51,7 @@ def write_note(
     if not fresh:
         for table in _NOTE_TABLES:
             conn.execute(f"DELETE FROM memmw.{table} WHERE file_id = %s", (file_id,))
-    if source != "memory" or parsed is None:
+    if source != Source.MEMORY or parsed is None:
         return
     rows = note_rows(path, source, parsed)
     with conn.cursor() as cur:

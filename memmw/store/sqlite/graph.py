@@ -8,6 +8,7 @@ import sqlite3
 import time
 from collections.abc import Iterable
 
+from memmw.config import Source
 from memmw.notes.syntax import ParsedNote, parse_note
 from memmw.store.graphrows import (
     DAY_S,
@@ -47,7 +48,7 @@ def write_note(
     file_id = int(row[0])
     if not fresh:
         clear_file(conn, file_id)
-    if source != "memory":
+    if source != Source.MEMORY:
         return
     note = parsed if parsed is not None else parse_note(text, path)
     rows = note_rows(path, source, note)

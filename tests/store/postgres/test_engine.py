@@ -9,7 +9,7 @@ import pytest
 from memmw import Memory, MemoryConfig, StoreConfig
 from memmw.store.postgres import PostgresStore
 
-from ...conftest import write
+from ...conftest import make_memory, write
 
 NOTES = {
     "MEMORY.md": "# Memory\n- The gateway runs on port 8080 on host atlas.\n- Alice drinks green tea.\n",
@@ -41,7 +41,7 @@ def test_memory_on_postgres_answers_like_sqlite(
     answers = {}
     for backend in ("sqlite", "postgres"):
         config = MemoryConfig(provider=provider, store=StoreConfig(backend=backend))  # type: ignore[arg-type]
-        with Memory(
+        with make_memory(
             workspace=ws, state_dir=tmp_path / backend, agent_id=f"parity-{provider}", config=config
         ) as mem:
             report = mem.sync()
@@ -62,8 +62,8 @@ def test_two_agents_share_one_database_without_seeing_each_other(
     ws_b = tmp_path / "b"
     write(ws_b / "MEMORY.md", "# Memory\n- The zeppelin hangar opens in May.\n")
     with (
-        Memory(workspace=ws_a, state_dir=tmp_path / "sa", agent_id="alpha", config=config) as a,
-        Memory(workspace=ws_b, state_dir=tmp_path / "sb", agent_id="beta", config=config) as b,
+        make_memory(workspace=ws_a, state_dir=tmp_path / "sa", agent_id="alpha", config=config) as a,
+        make_memory(workspace=ws_b, state_dir=tmp_path / "sb", agent_id="beta", config=config) as b,
     ):
         a.sync()
         b.sync()
@@ -77,7 +77,7 @@ def test_two_agents_share_one_database_without_seeing_each_other(
         assert not a.store.published()  # alpha's rows are gone...
         assert [h.path for h in b.search("zeppelin hangar")] == ["MEMORY.md"]
     # ...and Markdown stays the source of truth: the dropped agent rebuilds from its files.
-    with Memory(workspace=ws_a, state_dir=tmp_path / "sa", agent_id="alpha", config=config) as a:
+    with make_memory(workspace=ws_a, state_dir=tmp_path / "sa", agent_id="alpha", config=config) as a:
         a.sync()
         assert a.search("gateway port")[0].path == "MEMORY.md"
     store = PostgresStore(pg_database, agent_id="alpha")
@@ -99,9 +99,9 @@ def test_a_shared_namespace_is_searched_alongside_the_agents_own(
     reader = MemoryConfig(
         provider="none", store=StoreConfig(backend="postgres", shared=("team",))
     )
-    with Memory(tmp_path / "team", tmp_path / "host1", agent_id="team", config=owner) as team:
+    with make_memory(workspace=tmp_path / "team", state_dir=tmp_path / "host1", agent_id="team", config=owner) as team:
         team.sync()
-    with Memory(tmp_path / "ops", tmp_path / "host2", agent_id="ops", config=reader) as ops:
+    with make_memory(workspace=tmp_path / "ops", state_dir=tmp_path / "host2", agent_id="ops", config=reader) as ops:
         found = {(h.namespace, h.snippet.splitlines()[1]) for h in ops.search("atlas")}
     assert found == {
         ("ops", "- atlas backups run nightly."),
@@ -122,7 +122,7 @@ def test_a_large_namespace_answers_the_vector_leg_from_hnsw_without_reading_vect
     answers = {}
     for backend in ("sqlite", "postgres"):
         config = MemoryConfig(provider="fake", store=StoreConfig(backend=backend))  # type: ignore[arg-type]
-        with Memory(workspace=ws, state_dir=tmp_path / backend, agent_id="hnsw",
+        with make_memory(workspace=ws, state_dir=tmp_path / backend, agent_id="hnsw",
                     config=config) as mem:
             mem.sync()
             if backend == "postgres":
@@ -144,12 +144,12 @@ def test_a_bad_transcript_line_on_postgres_is_a_listed_skip(
 ) -> None:
     import json
 
-    from memmw.workspace.transcripts import sessions_dir
+    from memmw.workspace.transcripts import transcripts_dir
 
     monkeypatch.setenv("MEMMW_STORE_DSN", pg_database)
     ws = _workspace(tmp_path / "ws")
     state = tmp_path / "state"
-    folder = sessions_dir(state, "bad-lines")
+    folder = transcripts_dir(state, "bad-lines")
     folder.mkdir(parents=True)
     good = {"type": "message", "message": {"role": "user", "content": "the\u2028okapi plan"}}
     (folder / "s1.jsonl").write_bytes(
@@ -158,7 +158,7 @@ def test_a_bad_transcript_line_on_postgres_is_a_listed_skip(
     config = MemoryConfig(
         provider="none", sources=("memory", "sessions"), store=StoreConfig(backend="postgres")
     )
-    with Memory(workspace=ws, state_dir=state, agent_id="bad-lines", config=config) as mem:
+    with make_memory(workspace=ws, state_dir=state, agent_id="bad-lines", config=config) as mem:
         for _ in range(2):  # listed again by the sync that does not re-read the file
             mem.sync()
             assert [(i.path, i.line) for i in mem.status().issues] == [("sessions/s1.jsonl", 1)]
@@ -177,9 +177,9 @@ def test_memory_get_of_a_shared_hit_reads_that_namespaces_file(
     write(tmp_path / "ops" / "MEMORY.md", "# Ops\n- atlas backups run nightly.\n")
     owner = MemoryConfig(provider="none", store=StoreConfig(backend="postgres"))
     reader = MemoryConfig(provider="none", store=StoreConfig(backend="postgres", shared=("crew",)))
-    with Memory(tmp_path / "team", tmp_path / "host1", agent_id="crew", config=owner) as team:
+    with make_memory(workspace=tmp_path / "team", state_dir=tmp_path / "host1", agent_id="crew", config=owner) as team:
         team.sync()
-    with Memory(tmp_path / "ops", tmp_path / "host2", agent_id="ops2", config=reader) as ops:
+    with make_memory(workspace=tmp_path / "ops", state_dir=tmp_path / "host2", agent_id="ops2", config=reader) as ops:
         hit = next(
             h for h in search_payload(ops, "project-atlas ships")["results"] if h["namespace"] == "crew"
         )

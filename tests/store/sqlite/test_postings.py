@@ -27,6 +27,8 @@ from memmw.store.sqlite.store import IndexStore
 from memmw.store.terms import term_counts, term_hash
 from memmw.text.chunking import chunk_text
 
+from ...conftest import make_memory
+
 WORDS = "alpha beta gamma delta tea coffee gateway port zeppelin hangar basil 猫 ミケ".split()
 
 #: ``{term: [(path, start_line, end_line, tf, doc_len), ...]}`` sorted: postings by place.
@@ -284,7 +286,7 @@ def test_search_after_any_history_equals_a_clean_rebuild(
         ws = Path(tmp) / "ws"
         (ws / "memory").mkdir(parents=True)
         config = MemoryConfig(provider="none")
-        with Memory(workspace=ws, state_dir=Path(tmp) / "live", config=config) as mem:
+        with make_memory(workspace=ws, state_dir=Path(tmp) / "live", config=config) as mem:
             mem.sync()
             for step in steps:
                 for name, text in step:
@@ -295,7 +297,7 @@ def test_search_after_any_history_equals_a_clean_rebuild(
                         target.write_text(text + "\n", encoding="utf-8")
                 mem.sync()
             history = ranked(mem)
-        with Memory(workspace=ws, state_dir=Path(tmp) / "clean", config=config) as clean:
+        with make_memory(workspace=ws, state_dir=Path(tmp) / "clean", config=config) as clean:
             clean.sync()
             assert ranked(clean) == history
 
@@ -306,7 +308,7 @@ def test_ties_break_by_path_and_line_not_by_rowid(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)
     config = MemoryConfig(provider="none")
-    with Memory(workspace=ws, state_dir=tmp_path / "s", config=config) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=config) as mem:
         (ws / "memory" / "b.md").write_text("zeppelin hangar\n", encoding="utf-8")
         mem.sync()
         (ws / "memory" / "a.md").write_text("zeppelin hangar\n", encoding="utf-8")
@@ -323,7 +325,7 @@ def test_fts_rows_only_for_the_fts5_backend(tmp_path: Path, backend: str) -> Non
     (ws / "memory").mkdir(parents=True)
     (ws / "memory" / "a.md").write_text("the zeppelin hangar\n", encoding="utf-8")
     config = MemoryConfig(provider="none", store=StoreConfig(keyword_backend=backend))  # type: ignore[arg-type]
-    with Memory(workspace=ws, state_dir=tmp_path / "s", config=config) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "s", config=config) as mem:
         mem.sync()
         assert [h.path for h in mem.search("zeppelin")] == ["memory/a.md"]
         conn = connect(mem.db_path)

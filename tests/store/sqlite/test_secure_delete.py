@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from memmw import Memory, MemoryConfig, StoreConfig
+from memmw import MemoryConfig, StoreConfig
 
-from ...conftest import write
+from ...conftest import make_memory, write
 
 
 def _index_bytes(db_path: Path) -> bytes:
@@ -35,7 +35,7 @@ def test_a_deleted_secret_leaves_no_bytes_in_the_index(
     config = MemoryConfig(
         provider="none", store=StoreConfig(keyword_backend=keyword_backend)  # type: ignore[arg-type]
     )
-    with Memory(workspace=ws, state_dir=tmp_path / "state", config=config) as mem:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=config) as mem:
         mem.sync()
         assert mem.search_result(secret).hits  # indexed (and a reader connection is open)
         assert secret.encode() in _index_bytes(mem.db_path)
