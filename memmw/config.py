@@ -407,7 +407,7 @@ class QueryConfig(_Section):
         if max_results is None:
             return self.max_results
         if max_results < 1:
-            raise ConfigError(f"max_results must be >= 1; got {max_results}")
+            raise ConfigError(f"max_results (maxResults) must be >= 1; got {max_results}")
         return max_results
 
     def check_min_score(self, min_score: float | None) -> float | None:
@@ -419,7 +419,9 @@ class QueryConfig(_Section):
             ConfigError: ``min_score`` is outside 0..1.
         """
         if min_score is not None and not 0.0 <= min_score <= 1.0:
-            raise ConfigError(f"min_score must be between 0 and 1; got {min_score}")
+            raise ConfigError(
+                f"min_score (minScore) must be between 0 and 1; got {min_score:g}"
+            )
         return min_score
 
 

@@ -105,7 +105,7 @@ def test_mcp_server_over_stdio(tmp_path: Path) -> None:
     assert after and after[0]["path"] == "memory/2026-01-05.md"
     assert "heron" in after[0]["snippet"]
     is_error, bad = seen["bad"]
-    assert is_error and "min_score must be between 0 and 1" in bad["error"]  # the search says
+    assert is_error and "min_score (minScore) must be between 0 and 1; got 7" in bad["error"]  # the search says
     assert seen["missing"]["status"] == "not_found"
     assert (ws / "memory" / "2026-01-05.md").read_text(encoding="utf-8").endswith("heron.\n")
 
