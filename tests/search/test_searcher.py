@@ -324,6 +324,34 @@ def test_snippet_lines_match_the_file(tmp_path: Path) -> None:
         assert got.text.startswith(hit.snippet)
 
 
+def test_the_top_chunk_shows_its_second_window_in_place_of_the_last_hit(tmp_path: Path) -> None:
+    root = tmp_path / "two"
+    lines = [f"Line {i}: routine notes about errands and chores, nothing else." for i in range(1, 21)]
+    lines[2] = "Line 3: the zeppelin hangar door code is 4471."
+    lines[17] = "Line 18: the hangar door needs new hinges."
+    write(root / "memory" / "2026-02-01.md", "\n".join(lines) + "\n")
+    for day in range(2, 9):
+        write(root / "memory" / f"2026-02-0{day}.md", f"# Feb {day}\nA zeppelin flew over, day {day}.\n")
+    with Memory(
+        workspace=root, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")
+    ) as mem:
+        hits = mem.search("zeppelin hangar door code", max_results=6)
+        assert len(hits) == 6
+        first, second = hits[:2]
+        assert first.path == second.path == "memory/2026-02-01.md"
+        assert first.chunk_id == second.chunk_id and first.score == second.score
+        assert first.chunk_start_line == 1 and first.chunk_end_line >= 20  # one chunk
+        assert first.start_line <= 3 <= first.end_line
+        assert second.start_line <= 18 <= second.end_line
+        assert second.start_line > first.end_line
+        assert second.snippet == "\n".join(lines[second.start_line - 1 : second.end_line])
+        # Five distinct chunks: the second window took the last chunk's place.
+        assert len({h.chunk_id for h in hits}) == 5
+        # Below SECOND_WINDOW_MIN_RESULTS results, every hit is its own chunk.
+        few = mem.search("zeppelin hangar door code", max_results=3)
+        assert len({h.chunk_id for h in few}) == 3
+
+
 # -- the keyword matrix follows syncs incrementally --------------------------------------
 
 
