@@ -16,6 +16,7 @@ from memmw.search.expansion import (
     asks_present,
     merge_postings,
     newest_first,
+    present_terms,
     subject_terms,
 )
 from memmw.search.keyword import KeywordHit, bm25_search, bm25_to_score, fts_search
@@ -27,8 +28,9 @@ from memmw.store.protocol import EMPTY_POSTINGS as EMPTY
 from memmw.store.protocol import ChunkRow, StoreReader
 from memmw.store.terms import term_hash
 from memmw.store.vectorsearch import VectorLeg
-from memmw.text.analysis import normalize, query_terms
+from memmw.text.analysis import STOP_WORDS, normalize, query_terms, terms
 from memmw.types import KEYWORD_ONLY, SearchHit, citation_for
+from memmw.workspace.layout import file_date
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,9 @@ SHOWN_MIN = 0.0005
 #: results 0.786 -> 0.819 / 0.816 -> 0.860, at 5 0.772 -> 0.792 / 0.802 -> 0.840, at 4
 #: 0.745 -> 0.743 / 0.782 -> 0.810; at 2 or 3 results the last chunk is worth more.
 SECOND_WINDOW_MIN_RESULTS = 4
+#: A present-tense question reads this many times the keyword candidates, for newer
+#: statements of what its top hit says (they never enter the ranking itself).
+PRESENT_POOL_FACTOR = 4
 
 
 @dataclass
@@ -154,6 +159,62 @@ def _keep_best_semantic(
     return [best if i == weakest else c for i, c in enumerate(chosen)]
 
 
+def _newer_statements(
+    chosen: list[_Candidate],
+    pool: Sequence[_Candidate],
+    subject_of: Callable[[_Candidate], frozenset[int]],
+    anchors: frozenset[int],
+    statement: Callable[[_Candidate], frozenset[int]],
+) -> list[_Candidate]:
+    """``chosen`` with newer statements about what its top hit says in the places of hits
+    that do not hold the top hit's subject (the last first).
+
+    The top hit's subject is the salient query terms it holds (``subject_of``). A newer
+    statement is a candidate of ``pool`` (best-ranked first) dated after the top hit (an
+    undated file counts as the oldest) that holds that subject, or that names the same
+    entities (``anchors``) and holds at least half the other words of the top hit's
+    best line (``statement``: "Harbor hit 65k events/sec in the load test" restates
+    "Harbor ingest reached 40k events/sec in the load test"). The hit of the strongest
+    vector score keeps its place (what the question means, see
+    :func:`_keep_best_semantic`).
+    """
+    if len(chosen) < 2:
+        return chosen
+    top = chosen[0]
+    subject = subject_of(top)
+    if not subject:
+        return chosen
+    vectored = [c for c in chosen if c.vector_score]
+    semantic = max(vectored, key=lambda c: c.vector_score or 0.0) if vectored else None
+    free = [
+        i for i in reversed(range(1, len(chosen)))
+        if not subject <= subject_of(chosen[i]) and chosen[i] is not semantic
+    ]  # fmt: skip
+    if not free:
+        return chosen
+    since = file_date(top.chunk.path)
+    names = subject & anchors
+    words = statement(top) if names else frozenset()
+    out = list(chosen)
+    taken = {id(c) for c in chosen}
+    for cand in pool:
+        if not free:
+            break
+        day = file_date(cand.chunk.path)
+        if id(cand) in taken or day is None or (since is not None and day <= since):
+            continue
+        held = subject_of(cand)
+        if subject <= held or (
+            names
+            and names <= held
+            and len(words) >= 2
+            and 2 * len(words.intersection(cand.chunk.term_hashes().tolist())) >= len(words)
+        ):
+            out[free.pop(0)] = cand
+            taken.add(id(cand))
+    return out
+
+
 class Searcher:
     """Ranks one index's answer to a query: both legs, fusion, decay, MMR, snippets.
 
@@ -238,6 +299,10 @@ class Searcher:
         q_terms = query_terms(query)
         if not q_terms and vector_leg is None:
             return SearchOutcome([], mode)
+        present = asks_present(query)
+        now_words: tuple[str, ...] = ()
+        if present:  # "these days" is not what the question is about
+            q_terms, now_words = present_terms(q_terms)
         n_candidates = candidate_count(limit, cfg.hybrid)
 
         # Only the query's terms are read: a fresh process answers as fast as a warm one.
@@ -245,7 +310,8 @@ class Searcher:
         # A term naming an entity is searched with the entity's other names (one group).
         if q_terms and aliases is None:
             aliases = self.alias_index(store)
-        synonyms = aliases.synonyms(query, q_terms) if q_terms and aliases is not None else {}
+        names = aliases.synonyms(query, q_terms) if q_terms and aliases is not None else {}
+        synonyms = {**names, q_terms[-1]: now_words} if now_words else names
         groups = {term_hash(t): [term_hash(x) for x in synonyms.get(t, ())] for t in q_terms}
         # Postings and BM25's working arrays live in this thread's arena until its next
         # search: nothing below keeps them past this call.
@@ -256,16 +322,20 @@ class Searcher:
             if extra:
                 postings[h] = merge_postings([postings.get(x, EMPTY) for x in (h, *extra)])
         n_docs, total_terms = store.keyword_stats(srcs) if q_terms else (0, 0.0)
+        # A present-tense question also reads the keyword matches below the candidates:
+        # the newer statement of a value may share only the subject's name with it
+        # (see _newer_statements); they never enter the ranking itself.
+        n_keyword = n_candidates * PRESENT_POOL_FACTOR if present else n_candidates
         if vector_only:
             kw_hits = []
         elif self.config.store.keyword_backend == "fts5":
-            kw_hits = fts_search(store, q_terms, n_candidates, srcs)
+            kw_hits = fts_search(store, q_terms, n_keyword, srcs)
         else:
             kw_hits = bm25_search(
                 [postings.get(h, EMPTY) for h in dict.fromkeys(hashes)],
                 n_docs,
                 total_terms,
-                n_candidates,
+                n_keyword,
                 arena,
             )
         vec_hits = vector_leg(n_candidates) if vector_leg is not None else []
@@ -276,20 +346,26 @@ class Searcher:
         kw_hits = sorted(
             (h for h in kw_hits if h.rowid in rows),
             key=lambda h: (-h.bm25, _place(rows[h.rowid])),
-        )[:n_candidates]
+        )
+        kw_hits, kw_below = kw_hits[:n_candidates], kw_hits[n_candidates:]
         vec_hits = sorted(
             ((r, s) for r, s in vec_hits if r in rows), key=lambda v: (-v[1], _place(rows[v[0]]))
         )
         cands: dict[int, _Candidate] = {}
-        for rank, kw in enumerate(kw_hits):
+        below: list[_Candidate] = []
+        for rank, kw in enumerate(kw_hits + kw_below):
             chunk = rows.get(kw.rowid)
             if chunk is None:
                 continue
             path_norm = _folded_path(chunk.path)
             raw = lexical_score(kw, chunk, len(q_terms), sum(1 for t in q_terms if t in path_norm))
-            cands[kw.rowid] = _Candidate(
+            cand = _Candidate(
                 chunk=chunk, text_score=min(1.0, raw), text_rank=rank, keyword_raw=raw
             )
+            if rank < len(kw_hits):
+                cands[kw.rowid] = cand
+            else:
+                below.append(cand)
         for rank, (rowid, sim) in enumerate(vec_hits):
             chunk = rows.get(rowid)
             if chunk is None:
@@ -297,13 +373,23 @@ class Searcher:
             cand = cands.setdefault(rowid, _Candidate(chunk=chunk))
             cand.vector_score = max(0.0, min(1.0, sim))
             cand.vector_rank = rank
+        if now_words:
+            # The words for "now" only count beside the subject: a note that says "jetzt"
+            # about something else is not a newer statement about it.
+            subject = {h for t in q_terms[:-1] for h in (term_hash(t), *groups[term_hash(t)])}
+
+            def about(c: _Candidate) -> bool:
+                return not subject.isdisjoint(c.chunk.term_hashes().tolist())
+
+            cands = {r: c for r, c in cands.items() if c.vector_score is not None or about(c)}
+            below = [c for c in below if about(c)]
         if not cands:
             return SearchOutcome([], mode)
         hybrid = vector_leg is not None
         self._score(list(cands.values()), hybrid=hybrid)
         now_ts = time.time() if now is None else now
         newest = store.newest_decay_ts()
-        for cand in cands.values():
+        for cand in [*cands.values(), *below]:
             mult = decay_multiplier(
                 cand.chunk.decay_ts, config=cfg.temporal_decay, now=now_ts, newest=newest
             ) * importance_multiplier(cand.chunk.importance)
@@ -328,8 +414,10 @@ class Searcher:
             t: (bm25_idf(len(postings.get(h, EMPTY)), n_docs) if n_docs else 1.0)
             for t, h in zip(q_terms, hashes, strict=True)
         }
-        if asks_present(query):
-            chosen = self._newest_first(chosen, q_terms, groups, weights, synonyms)
+        if present:
+            found = {c.chunk.id for c in ordered}
+            pool = ordered + [c for c in below if c.chunk.id not in found]
+            chosen = self._newest_first(chosen, pool, q_terms, groups, weights, names)
         snippet_terms = list(q_terms)
         for t, extra_terms in synonyms.items():
             for x in extra_terms:
@@ -352,26 +440,60 @@ class Searcher:
     @staticmethod
     def _newest_first(
         chosen: list[_Candidate],
+        pool: Sequence[_Candidate],
         q_terms: list[str],
         groups: dict[int, list[int]],
         weights: dict[str, float],
         names: Iterable[str],
     ) -> list[_Candidate]:
-        """A present-tense question: newer statements about a subject before older ones."""
+        """A present-tense question: newer statements about a subject before older ones.
+
+        First, a chosen hit that holds none of the question's salient subject terms (see
+        :func:`newest_first`) gives way to a newer statement about a chosen hit's subject:
+        the best-ranked candidate further down that holds every salient term that hit
+        holds and is dated after it (an undated file counts as the oldest), so the newer
+        value is shown even when other words of the question rank it low. Then the hits
+        are ordered newest first within each subject.
+        """
         subjects = subject_terms(q_terms)
         members = {term_hash(t): (term_hash(t), *groups.get(term_hash(t), ())) for t in subjects}
         weight_of = {term_hash(t): weights.get(t, 0.0) for t in subjects}
+        anchors = frozenset(term_hash(t) for t in names)
+        memo: dict[int, frozenset[int]] = {}
 
         def held(cand: _Candidate) -> frozenset[int]:
-            chunk_terms = set(cand.chunk.term_hashes().tolist())
-            return frozenset(g for g, hs in members.items() if not chunk_terms.isdisjoint(hs))
+            key = id(cand)
+            if key not in memo:
+                chunk_terms = set(cand.chunk.term_hashes().tolist())
+                memo[key] = frozenset(
+                    g for g, hs in members.items() if not chunk_terms.isdisjoint(hs)
+                )
+            return memo[key]
 
+        strongest = max(weight_of.values(), default=0.0)
+        salient = {g for g in members if g in anchors or 0 < strongest / 2 <= weight_of[g]}
+        query_words = {h for hs in members.values() for h in hs} | {
+            term_hash(t) for t in q_terms
+        }
+
+        def statement(cand: _Candidate) -> frozenset[int]:
+            """The words of the candidate's line that best matches the question, without
+            the question's own words."""
+            best = max(
+                cand.chunk.text.split("\n"),
+                key=lambda line: len(query_words.intersection(term_hash(t) for t in terms(line))),
+            )
+            return frozenset(term_hash(t) for t in terms(best) if t not in STOP_WORDS) - query_words
+
+        chosen = _newer_statements(
+            chosen, pool, lambda c: held(c) & salient, anchors, statement
+        )
         return newest_first(
             chosen,
             path_of=lambda c: c.chunk.path,
             groups_of=held,
             weight=lambda g: weight_of.get(g, 0.0),
-            anchors=frozenset(term_hash(t) for t in names),
+            anchors=anchors,
         )
 
     def _score(self, cands: list[_Candidate], *, hybrid: bool) -> None:
