@@ -167,7 +167,8 @@ def _newer_statements(
     statement: Callable[[_Candidate], frozenset[int]],
 ) -> list[_Candidate]:
     """``chosen`` with newer statements about what its top hit says in the places of hits
-    that do not hold the top hit's subject (the last first).
+    that do not hold the top hit's subject (the last such places; the best-ranked
+    statement in the first of them).
 
     The top hit's subject is the salient query terms it holds (``subject_of``). A newer
     statement is a candidate of ``pool`` (best-ranked first) dated after the top hit (an
@@ -195,10 +196,10 @@ def _newer_statements(
     since = file_date(top.chunk.path)
     names = subject & anchors
     words = statement(top) if names else frozenset()
-    out = list(chosen)
     taken = {id(c) for c in chosen}
+    newer: list[_Candidate] = []
     for cand in pool:
-        if not free:
+        if len(newer) == len(free):
             break
         day = file_date(cand.chunk.path)
         if id(cand) in taken or day is None or (since is not None and day <= since):
@@ -210,8 +211,12 @@ def _newer_statements(
             and len(words) >= 2
             and 2 * len(words.intersection(cand.chunk.term_hashes().tolist())) >= len(words)
         ):
-            out[free.pop(0)] = cand
+            newer.append(cand)
             taken.add(id(cand))
+    out = list(chosen)
+    # The weakest places give way; the best-ranked newer statement takes the first of them.
+    for place, cand in zip(sorted(free[: len(newer)]), newer, strict=True):
+        out[place] = cand
     return out
 
 

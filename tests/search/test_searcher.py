@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,10 +20,12 @@ from memmw.search.searcher import (
     _Candidate,
     _choose,
     _keep_best_semantic,
+    _newer_statements,
     lexical_score,
 )
 from memmw.store.protocol import ChunkRow
 from memmw.text.analysis import utf16_len
+from memmw.workspace.layout import file_date
 
 from ..conftest import write
 
@@ -540,3 +543,71 @@ def test_the_strongest_semantic_hit_is_never_dropped_for_a_weaker_one(
         assert any(c is best for c in kept)
     # Only the weakest shown hit can give way, and only to that one candidate.
     assert sum(1 for a, b in zip(chosen, kept, strict=True) if a is not b) <= 1
+
+
+_PATHS = st.one_of(
+    st.just("MEMORY.md"), st.integers(1, 28).map(lambda d: f"memory/2026-10-{d:02d}.md")
+)
+_HELD = st.frozensets(st.integers(0, 3), max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    chosen=st.lists(st.tuples(_PATHS, _HELD, st.booleans(), st.booleans()), max_size=6),
+    pool=st.lists(st.tuples(_PATHS, _HELD, st.booleans(), st.booleans()), max_size=10),
+    anchors=st.frozensets(st.integers(0, 3)),
+    statement_share=st.booleans(),
+)
+def test_newer_statements_only_take_the_places_of_hits_off_the_subject(
+    chosen: list[tuple[str, frozenset[int], bool, bool]],
+    pool: list[tuple[str, frozenset[int], bool, bool]],
+    anchors: frozenset[int],
+    statement_share: bool,
+) -> None:
+    """The top hit, every hit holding its subject and the strongest semantic hit keep
+    their places; every other place keeps its hit or holds a distinct candidate of the
+    pool dated after the top hit that holds the top hit's subject (or names its entities
+    and restates its line); candidates are taken in pool order."""
+    held: dict[int, frozenset[int]] = {}
+
+    def make(i: int, path: str, groups: frozenset[int], vector: bool, says: bool) -> _Candidate:
+        chunk = _one_line_chunk(i + 1)
+        blob = np.array([7, 9] if says else [9], dtype="<i8").tobytes()
+        chunk = ChunkRow(**{**chunk.__dict__, "path": path, "terms_blob": blob})
+        cand = _Candidate(chunk=chunk, vector_score=(0.1 + i / 100) if vector else None)
+        held[id(cand)] = groups
+        return cand
+
+    picked = [make(i, *c) for i, c in enumerate(chosen)]
+    rest = [make(100 + i, *c) for i, c in enumerate(pool)]
+    # The top hit's line: two words, one of which a restatement holds (half of them).
+    words = frozenset({7, 8}) if statement_share else frozenset()
+
+    def statement(_c: _Candidate) -> frozenset[int]:
+        return words
+
+    def subject_of(c: _Candidate) -> frozenset[int]:
+        return held[id(c)]
+
+    out = _newer_statements(picked, [*picked, *rest], subject_of, anchors, statement)
+    assert len(out) == len(picked) and len({id(c) for c in out}) == len(out)
+    if len(picked) < 2 or not held[id(picked[0])]:
+        assert out == picked
+        return
+    top = picked[0]
+    subject = held[id(top)]
+    vectored = [c for c in picked if c.vector_score]
+    semantic = max(vectored, key=lambda c: c.vector_score or 0.0) if vectored else None
+    since = file_date(top.chunk.path)
+    taken = []
+    for before, after in zip(picked, out, strict=True):
+        if before is top or subject <= held[id(before)] or before is semantic:
+            assert after is before
+        elif after is not before:
+            day = file_date(after.chunk.path)
+            assert after in rest and day is not None and (since is None or day > since)
+            names = subject & anchors
+            restates = bool(words) and 7 in after.chunk.term_hashes().tolist()
+            assert subject <= held[id(after)] or (names and names <= held[id(after)] and restates)
+            taken.append(rest.index(after))
+    assert taken == sorted(taken)
