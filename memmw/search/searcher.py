@@ -38,11 +38,15 @@ log = logging.getLogger(__name__)
 #: prints as 0.000.
 SHOWN_MIN = 0.0005
 #: From this many results on, the top hit's chunk also shows its second-best window (when
-#: lines outside its first window match the query), right after the first, in place of
-#: the last hit. Measured on LoCoMo dev (evidence in the snippets; keyword / hybrid): at 6
-#: results 0.786 -> 0.819 / 0.816 -> 0.860, at 5 0.772 -> 0.792 / 0.802 -> 0.840, at 4
-#: 0.745 -> 0.743 / 0.782 -> 0.810; at 2 or 3 results the last chunk is worth more.
-SECOND_WINDOW_MIN_RESULTS = 4
+#: lines outside its first window match the query and it is the best keyword match of the
+#: hits), right after the first, in place of the last hit. Measured on LoCoMo dev
+#: (evidence in the snippets; keyword / hybrid / the original weighted merge): at 6
+#: results 0.786 -> 0.825 / 0.815 -> 0.863 / 0.632 -> 0.641, at 4 0.746 -> 0.764 /
+#: 0.782 -> 0.819 / 0.462 -> 0.468, at 3 0.696 -> 0.719 / 0.752 -> 0.767 / 0.379 -> 0.385;
+#: at 2 the last chunk is worth as much (hybrid 0.699 -> 0.689). Without the keyword
+#: condition the weighted merge lost (0.632 -> 0.558 at 6): its order puts the evidence
+#: in the last hit as often as in the first.
+SECOND_WINDOW_MIN_RESULTS = 3
 #: A present-tense question reads this many times the keyword candidates, for newer
 #: statements of what its top hit says (they never enter the ranking itself).
 PRESENT_POOL_FACTOR = 4
@@ -218,6 +222,21 @@ def _newer_statements(
     for place, cand in zip(sorted(free[: len(newer)]), newer, strict=True):
         out[place] = cand
     return out
+
+
+def _second_window(chosen: Sequence[_Candidate], limit: int) -> bool:
+    """Whether the top hit also shows its second window (see SECOND_WINDOW_MIN_RESULTS).
+
+    The top chunk is the likeliest to hold the answer, and a snippet shows only part of
+    it: when it is also the best keyword match of the hits (its other lines match the
+    words too), its second window is worth more than the last of several chunks.
+    """
+    return (
+        limit >= SECOND_WINDOW_MIN_RESULTS
+        and bool(chosen)
+        and chosen[0].keyword_raw > 0
+        and chosen[0].keyword_raw >= max(c.keyword_raw for c in chosen)
+    )
 
 
 class Searcher:
@@ -432,9 +451,7 @@ class Searcher:
         def idf(term: str) -> float:
             return weights.get(term, 0.0)
 
-        # The top chunk is the likeliest to hold the answer, and a snippet shows only part
-        # of it: its second window is worth more than the last of several chunks.
-        windows = 2 if limit >= SECOND_WINDOW_MIN_RESULTS else 1
+        windows = 2 if _second_window(chosen, limit) else 1
         hits = [
             hit
             for i, c in enumerate(chosen)

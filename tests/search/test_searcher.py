@@ -16,11 +16,13 @@ from memmw import Memory, MemoryConfig, StoreConfig
 from memmw.agent.tools import search_payload
 from memmw.config import MMRConfig, QueryConfig, TemporalDecayConfig
 from memmw.search.searcher import (
+    SECOND_WINDOW_MIN_RESULTS,
     SHOWN_MIN,
     _Candidate,
     _choose,
     _keep_best_semantic,
     _newer_statements,
+    _second_window,
     lexical_score,
 )
 from memmw.store.protocol import ChunkRow
@@ -351,8 +353,9 @@ def test_the_top_chunk_shows_its_second_window_in_place_of_the_last_hit(tmp_path
         # Five distinct chunks: the second window took the last chunk's place.
         assert len({h.chunk_id for h in hits}) == 5
         # Below SECOND_WINDOW_MIN_RESULTS results, every hit is its own chunk.
-        few = mem.search("zeppelin hangar door code", max_results=3)
-        assert len({h.chunk_id for h in few}) == 3
+        assert SECOND_WINDOW_MIN_RESULTS == 3
+        few = mem.search("zeppelin hangar door code", max_results=2)
+        assert len({h.chunk_id for h in few}) == 2
 
 
 # -- the keyword matrix follows syncs incrementally --------------------------------------
@@ -611,3 +614,24 @@ def test_newer_statements_only_take_the_places_of_hits_off_the_subject(
             assert subject <= held[id(after)] or (names and names <= held[id(after)] and restates)
             taken.append(rest.index(after))
     assert taken == sorted(taken)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    keyword=st.lists(st.sampled_from([0.0, 0.3, 0.9, 1.4]), max_size=7),
+    limit=st.integers(1, 8),
+)
+def test_only_the_best_keyword_match_on_top_shows_a_second_window(
+    keyword: list[float], limit: int
+) -> None:
+    """A second window needs enough results and a top hit whose words match best: when
+    another order (cosine, decay) put a weaker keyword match first, its other lines are
+    no better evidence than the last hit."""
+    chosen = [_Candidate(chunk=_one_line_chunk(i + 1), keyword_raw=k) for i, k in enumerate(keyword)]
+    expected = (
+        limit >= SECOND_WINDOW_MIN_RESULTS
+        and bool(keyword)
+        and keyword[0] > 0
+        and all(keyword[0] >= k for k in keyword)
+    )
+    assert _second_window(chosen, limit) == expected
