@@ -141,15 +141,17 @@ def _choose(
 
 
 def _keep_best_semantic(
-    chosen: list[_Candidate], cands: Sequence[_Candidate], floor: float
+    chosen: list[_Candidate], cands: Sequence[_Candidate], floor: float, limit: int | None = None
 ) -> list[_Candidate]:
     """``chosen``, with the candidate of the strongest vector score in it when it scores
-    higher than a chosen hit and at least ``floor`` (an explicit min_score, else
-    ``SHOWN_MIN``).
+    at least ``floor`` (an explicit min_score, else ``SHOWN_MIN``) and either scores higher
+    than a chosen hit or fits in a place ``chosen`` left empty (fewer than ``limit``).
 
     The fusion order can rank several weak keyword matches above the one chunk that
     means what the question asks ("food allergies" -> "Allergic to peanuts"); that chunk
-    then takes the place of the lowest-scoring chosen hit rather than be dropped.
+    then takes the place of the lowest-scoring chosen hit, or an empty place after the
+    chosen ones, rather than be dropped. A search nothing else matches still shows
+    nothing.
     """
     vectored = [c for c in cands if c.vector_score]
     if not chosen or not vectored:
@@ -157,6 +159,8 @@ def _keep_best_semantic(
     best = max(vectored, key=lambda c: (c.vector_score or 0.0, c.score))
     if any(c is best for c in chosen) or best.score < floor:
         return chosen
+    if limit is not None and len(chosen) < limit:
+        return [*chosen, best]
     weakest = min(range(len(chosen)), key=lambda i: (chosen[i].score, -i))
     if chosen[weakest].score >= best.score:
         return chosen
@@ -431,7 +435,7 @@ class Searcher:
             ranked = (ordered[i] for i in picks)
         chosen = _choose(ranked, limit, threshold, relax=min_score is None)
         chosen = _keep_best_semantic(
-            chosen, ordered, SHOWN_MIN if min_score is None else threshold
+            chosen, ordered, SHOWN_MIN if min_score is None else threshold, limit
         )
         # Snippets weigh the query's terms by idf; compute each once per search.
         weights = {

@@ -544,6 +544,14 @@ def test_the_strongest_semantic_hit_is_never_dropped_for_a_weaker_one(
     best = max(vectored, key=lambda c: (c.vector_score or 0.0, c.score))
     if best.score >= floor and min(c.score for c in chosen) < best.score:
         assert any(c is best for c in kept)
+    # Told the limit, a best semantic hit that passes the floor also takes an empty place.
+    filled = _keep_best_semantic(chosen, ordered, floor, limit)
+    if any(c is best for c in chosen) or best.score < floor:
+        assert filled == chosen
+    elif len(chosen) < limit:
+        assert filled == [*chosen, best]
+    else:
+        assert [id(c) for c in filled] == [id(c) for c in kept]
     # Only the weakest shown hit can give way, and only to that one candidate.
     assert sum(1 for a, b in zip(chosen, kept, strict=True) if a is not b) <= 1
 
