@@ -6,7 +6,9 @@ headings and People / Projects bullets, ``Name (nick)``, ``aka``, ``goes by``, r
 as ``our CTO`` (``memmw.notes.syntax``), first names, and names in Cyrillic or Greek read
 in Latin letters. A query term that names an entity is searched as the union of the
 entity's names (one synonym group: BM25 counts it as one query term), so ``our CTO``
-finds the note that says ``Dima``.
+finds the note that says ``Dima``. A present-tense question (``asks_present``) searches
+the words for "now" in several languages as one group instead of its own cue words
+(``present_terms``: "these days" finds the note that says "jetzt", never "day").
 """
 
 from __future__ import annotations

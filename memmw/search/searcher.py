@@ -357,7 +357,8 @@ class Searcher:
         if vector_only:
             kw_hits = []
         elif self.config.store.keyword_backend == "fts5":
-            kw_hits = fts_search(store, q_terms, n_keyword, srcs)
+            # FTS5 knows no synonym groups: the subject alone, not the literal "now".
+            kw_hits = fts_search(store, q_terms[:-1] if now_words else q_terms, n_keyword, srcs)
         else:
             kw_hits = bm25_search(
                 [postings.get(h, EMPTY) for h in dict.fromkeys(hashes)],
