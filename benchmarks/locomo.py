@@ -1,5 +1,10 @@
 """LoCoMo retrieval benchmark: snippet-hit@k, line-hit@k and evidence recall per category.
 
+``chunk@k`` (``chunk_hit``) counts a question when its evidence is anywhere in the chunk
+of a returned hit: the ceiling of what the snippets of those chunks could show (a hit
+that shows the top chunk's second window repeats that chunk, so it counts distinct
+chunks).
+
 Usage:
     python benchmarks/locomo.py ../shared/benchmarks/locomo-dev [--provider none]
         [--decay bounded|classic|off] [--keyword-backend memory|fts5] [--fusion rrf|weighted]
