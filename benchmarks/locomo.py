@@ -1,5 +1,10 @@
 """LoCoMo retrieval benchmark: snippet-hit@k, line-hit@k and evidence recall per category.
 
+``chunk@k`` (``chunk_hit``) counts a question when its evidence is anywhere in the chunk
+of a returned hit: the ceiling of what the snippets of those chunks could show (a hit
+that shows the top chunk's second window repeats that chunk, so it counts distinct
+chunks).
+
 Usage:
     python benchmarks/locomo.py ../shared/benchmarks/locomo-dev [--provider none]
         [--decay bounded|classic|off] [--keyword-backend memory|fts5] [--fusion rrf|weighted]
@@ -122,12 +127,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         )
                         for e in evidence
                     )
+                    chunk_hit = any(
+                        e in where
+                        and any(
+                            h.path == where[e][0]
+                            and h.chunk_start_line <= where[e][1] <= h.chunk_end_line
+                            for h in hits
+                        )
+                        for e in evidence
+                    )
                     found = sum(1 for e in evidence if e in snippet_ids)
                     for cat in (q["category_name"], "overall"):
                         s = per_cat[cat]
                         s["n"] += 1
                         s["snippet_hit"] += snippet_hit
                         s["line_hit"] += line_hit
+                        s["chunk_hit"] += chunk_hit
                         s["evidence"] += len(evidence)
                         s["evidence_found"] += found
     table = {
@@ -135,6 +150,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "n": int(s["n"]),
             "snippet_hit": s["snippet_hit"] / s["n"],
             "line_hit": s["line_hit"] / s["n"],
+            "chunk_hit": s["chunk_hit"] / s["n"],
             "evidence_recall": s["evidence_found"] / max(s["evidence"], 1),
         }
         for cat, s in per_cat.items()
@@ -194,14 +210,17 @@ def main() -> None:
     result = run(args)
     k = args.max_results
     print(f"provider: {result['provider']}  config: {result['config']}")
-    print(f"{'category':<14}{'n':>5}{f'snippet@{k}':>12}{f'line@{k}':>10}{'ev.recall':>11}")
+    print(
+        f"{'category':<14}{'n':>5}{f'snippet@{k}':>12}{f'line@{k}':>10}{'ev.recall':>11}"
+        f"{f'chunk@{k}':>10}"
+    )
     order = ["overall", "multi-hop", "temporal", "open-domain", "single-hop", "adversarial"]
     for cat in order + sorted(set(result["metrics"]) - set(order)):
         m = result["metrics"].get(cat)
         if m:
             print(
                 f"{cat:<14}{m['n']:>5}{m['snippet_hit']:>12.3f}{m['line_hit']:>10.3f}"
-                f"{m['evidence_recall']:>11.3f}"
+                f"{m['evidence_recall']:>11.3f}{m['chunk_hit']:>10.3f}"
             )
     idx = result["index_seconds"]
     print(

@@ -6,7 +6,9 @@ headings and People / Projects bullets, ``Name (nick)``, ``aka``, ``goes by``, r
 as ``our CTO`` (``memmw.notes.syntax``), first names, and names in Cyrillic or Greek read
 in Latin letters. A query term that names an entity is searched as the union of the
 entity's names (one synonym group: BM25 counts it as one query term), so ``our CTO``
-finds the note that says ``Dima``.
+finds the note that says ``Dima``. A present-tense question (``asks_present``) searches
+the words for "now" in several languages as one group instead of its own cue words
+(``present_terms``: "these days" finds the note that says "jetzt", never "day").
 """
 
 from __future__ import annotations
@@ -96,6 +98,30 @@ def subject_terms(q_terms: Sequence[str]) -> list[str]:
     """The query's terms without the words that only say "now" (``now``, ``day`` of
     "these days", ``zurzeit``): what a question is about."""
     return [t for t in q_terms if t not in _CUE_TERMS]
+
+
+#: Words that say "now" (one each, several languages): a present-tense question searches
+#: them as one term instead of its own cue words, so "these days" finds the note that
+#: says "jetzt" or "现在" (a changed value is often written with one) and never "day".
+NOW_WORDS = (
+    "now", "nowadays", "currently", "jetzt", "zurzeit", "derzeit", "aktuell", "momentan",
+    "inzwischen", "mittlerweile", "maintenant", "actuellement", "désormais", "ahora",
+    "actualmente", "agora", "atualmente", "adesso", "attualmente", "momenteel",
+    "tegenwoordig", "сейчас", "теперь", "现在", "目前", "如今", "現在", "지금", "현재",
+)  # fmt: skip
+#: The search term of each: the longest (a CJK word's bigram, not its characters).
+_NOW_TERMS = tuple(dict.fromkeys(max(query_terms(w), key=len) for w in NOW_WORDS))
+
+
+def present_terms(q_terms: Sequence[str]) -> tuple[list[str], tuple[str, ...]]:
+    """A present-tense question's search terms: its subject (:func:`subject_terms`) and
+    ``now``, with the other words for "now" (the synonym group of ``now``). A question
+    that is only cue words keeps its terms."""
+    subject = subject_terms(q_terms)
+    if not subject:
+        return list(q_terms), ()
+    now, *others = _NOW_TERMS
+    return [*subject, now], tuple(others)
 
 
 def asks_present(query: str) -> bool:

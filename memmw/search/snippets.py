@@ -95,23 +95,57 @@ def build_snippet(
         idf: Weight of a term (rarer terms matter more).
         max_chars: Snippet budget in UTF-16 units.
     """
+    return build_snippets(text, piece_lines, query, idf=idf, max_chars=max_chars, count=1)[0]
+
+
+def build_snippets(
+    text: str,
+    piece_lines: Sequence[int],
+    query: Sequence[str],
+    *,
+    idf: Callable[[str], float],
+    max_chars: int = 700,
+    count: int = 1,
+) -> list[Snippet]:
+    """:func:`build_snippet`'s window, then (``count`` 2) a second window of the same chunk.
+
+    The second window shows lines the first does not: it grows (the same way) around the
+    best-matching line outside the first window, on the side that holds the better one
+    (after it on a tie). It exists only when such a line holds a query term, so a chunk
+    that fits one snippet, or whose other lines match nothing, gives one snippet.
+    """
     pieces = text.split("\n")
     if len(pieces) != len(piece_lines):  # defensive: fall back to consecutive numbering
         piece_lines = list(range(piece_lines[0], piece_lines[0] + len(pieces)))
     qset = set(query)
     scores = _line_scores(text, pieces, qset, idf)
-    best = max(range(len(pieces)), key=lambda i: (scores[i], -i))
     sizes = list(map(len, pieces)) if text.isascii() else [utf16_len(p) for p in pieces]
+    lo, hi = _window(0, len(pieces), scores, sizes, max_chars)
+    out = [_shown(pieces, piece_lines, lo, hi, qset, sizes, max_chars)]
+    if count >= 2:
+        sides = [(a, b) for a, b in ((hi + 1, len(pieces)), (0, lo)) if a < b]
+        sides = [(a, b) for a, b in sides if max(scores[a:b]) > 0]
+        if sides:
+            a, b = max(sides, key=lambda side: max(scores[side[0] : side[1]]))
+            lo2, hi2 = _window(a, b, scores, sizes, max_chars)
+            out.append(_shown(pieces, piece_lines, lo2, hi2, qset, sizes, max_chars))
+    return out
+
+
+def _window(
+    start: int, stop: int, scores: list[float], sizes: list[int], max_chars: int
+) -> tuple[int, int]:
+    """The window of pieces ``start..stop-1`` around their best line (first on a tie)."""
+    best = max(range(start, stop), key=lambda i: (scores[i], -i))
     if sizes[best] > max_chars:
-        shown = _cut_long_line(pieces[best], list(qset), max_chars)
-        return Snippet(shown, piece_lines[best], piece_lines[best])
+        return best, best
     lo = hi = best
     used = sizes[best]
-    last = len(pieces) - 1
+    last = stop - 1
     while True:
         # The next line on each side that still fits (a side that no longer fits stays
         # closed: the window only grows).
-        before = lo > 0 and used + sizes[lo - 1] + 1 <= max_chars
+        before = lo > start and used + sizes[lo - 1] + 1 <= max_chars
         after = hi < last and used + sizes[hi + 1] + 1 <= max_chars
         if before and after:
             # Higher-scoring neighbour first; on a tie, the side with fewer lines so far
@@ -127,6 +161,23 @@ def build_snippet(
             used += sizes[hi] + 1
         else:
             break
+    return lo, hi
+
+
+def _shown(
+    pieces: list[str],
+    piece_lines: Sequence[int],
+    lo: int,
+    hi: int,
+    query: set[str],
+    sizes: list[int],
+    max_chars: int,
+) -> Snippet:
+    """The snippet of pieces ``lo..hi`` (one line longer than the budget: cut around its
+    first query match)."""
+    if lo == hi and sizes[lo] > max_chars:
+        shown = _cut_long_line(pieces[lo], list(query), max_chars)
+        return Snippet(shown, piece_lines[lo], piece_lines[lo])
     shown = "\n".join(pieces[lo : hi + 1]).strip("\n")
     return Snippet(shown, piece_lines[lo], piece_lines[hi])
 

@@ -9,7 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memmw import Memory, MemoryConfig
-from memmw.search.expansion import asks_present, merge_postings, newest_first, subject_terms
+from memmw.search.expansion import (
+    NOW_WORDS,
+    asks_present,
+    merge_postings,
+    newest_first,
+    present_terms,
+    subject_terms,
+)
 from memmw.store.protocol import Postings
 from memmw.text.analysis import query_terms
 from tests.conftest import write
@@ -84,6 +91,53 @@ def test_present_and_past_cues() -> None:
     for query in ("Where did she live before?", "What was it originally?", "früher jetzt", "以前现在", "where does she live"):
         assert not asks_present(query), query
     assert subject_terms(query_terms("What time is standup these days?")) == ["time", "standup"]
+
+
+def test_a_present_question_searches_the_words_for_now_instead_of_its_cue_words() -> None:
+    subject, others = present_terms(query_terms("What time is standup these days?"))
+    assert subject == ["time", "standup", "now"]  # "day" of "these days" is not searched
+    assert {"jetzt", "现在", "current"} <= set(others) and "now" not in others
+    assert all(len(t) > 1 for t in others)  # a CJK word's bigram, never one character
+    assert len(others) == len(NOW_WORDS) - 1
+    # Only cue words: nothing else to search for, the terms stay.
+    assert present_terms(query_terms("what now?")) == (query_terms("what now?"), ())
+
+
+def _changing_values(tmp_path: Path) -> Path:
+    """The workspace, with a value restated months later in other words, and many notes
+    on the same subject (the restatement ranks far below the old line) or saying "now"
+    about something else."""
+    root = workspace(tmp_path)
+    write(
+        root / "memory" / "2026-08-12.md",
+        "# 2026-08-12\n- Harbor ingest reached 40k events/sec in the load test. Target is 60k.\n",
+    )
+    write(
+        root / "memory" / "2026-11-17.md",
+        "# 2026-11-17\n- Harbor hit 65k events/sec in the load test, above target.\n",
+    )
+    for day in range(1, 29):
+        write(
+            root / "memory" / f"2026-06-{day:02d}.md",
+            f"# 2026-06-{day:02d}\n- Harbor review {day}, Harbor dashboards fine, Harbor ok.\n",
+        )
+    for day in range(1, 10):
+        write(root / "memory" / f"2026-05-0{day}.md", f"# 2026-05-0{day}\n- Now the tea kettle works again {day}.\n")
+    return root
+
+
+def test_a_present_question_finds_the_newer_statement_of_the_top_hits_value(tmp_path: Path) -> None:
+    with Memory(workspace=_changing_values(tmp_path), state_dir=tmp_path / "s", config=MemoryConfig(provider="none")) as mem:
+        mem.sync()
+        for query in ("How fast is Harbor ingest currently?", "What time is standup these days?"):
+            text = "\n".join(h.snippet for h in mem.search(query, 6))
+            new, old = ("65k", "40k") if "Harbor" in query else ("10:15", "9:30")
+            assert new in text and (old not in text or text.index(new) < text.index(old)), (query, text)
+            # A note that says "now" about something else is not a newer statement.
+            assert "tea" not in text
+        # A question about the past still finds the old value.
+        past = "\n".join(h.snippet for h in mem.search("How fast was Harbor ingest in the first load test?", 6))
+        assert "40k" in past
 
 
 DAYS = st.one_of(st.none(), st.dates().map(lambda d: f"memory/2026-{d.month:02d}-{d.day:02d}.md"))

@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,14 +16,18 @@ from memmw import Memory, MemoryConfig, StoreConfig
 from memmw.agent.tools import search_payload
 from memmw.config import MMRConfig, QueryConfig, TemporalDecayConfig
 from memmw.search.searcher import (
+    SECOND_WINDOW_MIN_RESULTS,
     SHOWN_MIN,
     _Candidate,
     _choose,
     _keep_best_semantic,
+    _newer_statements,
+    _second_window,
     lexical_score,
 )
 from memmw.store.protocol import ChunkRow
 from memmw.text.analysis import utf16_len
+from memmw.workspace.layout import file_date
 
 from ..conftest import make_memory, write
 
@@ -324,6 +329,35 @@ def test_snippet_lines_match_the_file(tmp_path: Path) -> None:
         assert got.text.startswith(hit.snippet)
 
 
+def test_the_top_chunk_shows_its_second_window_in_place_of_the_last_hit(tmp_path: Path) -> None:
+    root = tmp_path / "two"
+    lines = [f"Line {i}: routine notes about errands and chores, nothing else." for i in range(1, 21)]
+    lines[2] = "Line 3: the zeppelin hangar door code is 4471."
+    lines[17] = "Line 18: the hangar door needs new hinges."
+    write(root / "memory" / "2026-02-01.md", "\n".join(lines) + "\n")
+    for day in range(2, 9):
+        write(root / "memory" / f"2026-02-0{day}.md", f"# Feb {day}\nA zeppelin flew over, day {day}.\n")
+    with Memory(
+        workspace=root, state_dir=tmp_path / "s", config=MemoryConfig(provider="none")
+    ) as mem:
+        hits = mem.search("zeppelin hangar door code", max_results=6)
+        assert len(hits) == 6
+        first, second = hits[:2]
+        assert first.path == second.path == "memory/2026-02-01.md"
+        assert first.chunk_id == second.chunk_id and first.score == second.score
+        assert first.chunk_start_line == 1 and first.chunk_end_line >= 20  # one chunk
+        assert first.start_line <= 3 <= first.end_line
+        assert second.start_line <= 18 <= second.end_line
+        assert second.start_line > first.end_line
+        assert second.snippet == "\n".join(lines[second.start_line - 1 : second.end_line])
+        # Five distinct chunks: the second window took the last chunk's place.
+        assert len({h.chunk_id for h in hits}) == 5
+        # Below SECOND_WINDOW_MIN_RESULTS results, every hit is its own chunk.
+        assert SECOND_WINDOW_MIN_RESULTS == 3
+        few = mem.search("zeppelin hangar door code", max_results=2)
+        assert len({h.chunk_id for h in few}) == 2
+
+
 # -- the keyword matrix follows syncs incrementally --------------------------------------
 
 
@@ -510,5 +544,102 @@ def test_the_strongest_semantic_hit_is_never_dropped_for_a_weaker_one(
     best = max(vectored, key=lambda c: (c.vector_score or 0.0, c.score))
     if best.score >= floor and min(c.score for c in chosen) < best.score:
         assert any(c is best for c in kept)
+    # Told the limit, a best semantic hit that passes the floor also takes an empty place.
+    filled = _keep_best_semantic(chosen, ordered, floor, limit)
+    if any(c is best for c in chosen) or best.score < floor:
+        assert filled == chosen
+    elif len(chosen) < limit:
+        assert filled == [*chosen, best]
+    else:
+        assert [id(c) for c in filled] == [id(c) for c in kept]
     # Only the weakest shown hit can give way, and only to that one candidate.
     assert sum(1 for a, b in zip(chosen, kept, strict=True) if a is not b) <= 1
+
+
+_PATHS = st.one_of(
+    st.just("MEMORY.md"), st.integers(1, 28).map(lambda d: f"memory/2026-10-{d:02d}.md")
+)
+_HELD = st.frozensets(st.integers(0, 3), max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    chosen=st.lists(st.tuples(_PATHS, _HELD, st.booleans(), st.booleans()), max_size=6),
+    pool=st.lists(st.tuples(_PATHS, _HELD, st.booleans(), st.booleans()), max_size=10),
+    anchors=st.frozensets(st.integers(0, 3)),
+    statement_share=st.booleans(),
+)
+def test_newer_statements_only_take_the_places_of_hits_off_the_subject(
+    chosen: list[tuple[str, frozenset[int], bool, bool]],
+    pool: list[tuple[str, frozenset[int], bool, bool]],
+    anchors: frozenset[int],
+    statement_share: bool,
+) -> None:
+    """The top hit, every hit holding its subject and the strongest semantic hit keep
+    their places; every other place keeps its hit or holds a distinct candidate of the
+    pool dated after the top hit that holds the top hit's subject (or names its entities
+    and restates its line); candidates are taken in pool order."""
+    held: dict[int, frozenset[int]] = {}
+
+    def make(i: int, path: str, groups: frozenset[int], vector: bool, says: bool) -> _Candidate:
+        chunk = _one_line_chunk(i + 1)
+        blob = np.array([7, 9] if says else [9], dtype="<i8").tobytes()
+        chunk = ChunkRow(**{**chunk.__dict__, "path": path, "terms_blob": blob})
+        cand = _Candidate(chunk=chunk, vector_score=(0.1 + i / 100) if vector else None)
+        held[id(cand)] = groups
+        return cand
+
+    picked = [make(i, *c) for i, c in enumerate(chosen)]
+    rest = [make(100 + i, *c) for i, c in enumerate(pool)]
+    # The top hit's line: two words, one of which a restatement holds (half of them).
+    words = frozenset({7, 8}) if statement_share else frozenset()
+
+    def statement(_c: _Candidate) -> frozenset[int]:
+        return words
+
+    def subject_of(c: _Candidate) -> frozenset[int]:
+        return held[id(c)]
+
+    out = _newer_statements(picked, [*picked, *rest], subject_of, anchors, statement)
+    assert len(out) == len(picked) and len({id(c) for c in out}) == len(out)
+    if len(picked) < 2 or not held[id(picked[0])]:
+        assert out == picked
+        return
+    top = picked[0]
+    subject = held[id(top)]
+    vectored = [c for c in picked if c.vector_score]
+    semantic = max(vectored, key=lambda c: c.vector_score or 0.0) if vectored else None
+    since = file_date(top.chunk.path)
+    taken = []
+    for before, after in zip(picked, out, strict=True):
+        if before is top or subject <= held[id(before)] or before is semantic:
+            assert after is before
+        elif after is not before:
+            day = file_date(after.chunk.path)
+            assert after in rest and day is not None and (since is None or day > since)
+            names = subject & anchors
+            restates = bool(words) and 7 in after.chunk.term_hashes().tolist()
+            assert subject <= held[id(after)] or (names and names <= held[id(after)] and restates)
+            taken.append(rest.index(after))
+    assert taken == sorted(taken)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    keyword=st.lists(st.sampled_from([0.0, 0.3, 0.9, 1.4]), max_size=7),
+    limit=st.integers(1, 8),
+)
+def test_only_the_best_keyword_match_on_top_shows_a_second_window(
+    keyword: list[float], limit: int
+) -> None:
+    """A second window needs enough results and a top hit whose words match best: when
+    another order (cosine, decay) put a weaker keyword match first, its other lines are
+    no better evidence than the last hit."""
+    chosen = [_Candidate(chunk=_one_line_chunk(i + 1), keyword_raw=k) for i, k in enumerate(keyword)]
+    expected = (
+        limit >= SECOND_WINDOW_MIN_RESULTS
+        and bool(keyword)
+        and keyword[0] > 0
+        and all(keyword[0] >= k for k in keyword)
+    )
+    assert _second_window(chosen, limit) == expected

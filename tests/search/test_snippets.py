@@ -8,7 +8,7 @@ from collections.abc import Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memmw.search.snippets import _cut_long_line, build_snippet
+from memmw.search.snippets import _cut_long_line, build_snippet, build_snippets
 from memmw.text.analysis import query_terms, terms, utf16_len
 
 
@@ -219,3 +219,65 @@ def test_build_snippet_equals_the_reference(
     assert (snip.text, snip.start_line, snip.end_line) == reference_snippet(
         text, piece_lines, q_terms, idf, max_chars
     )
+
+
+# -- a second window of the same chunk ----------------------------------------------------
+
+
+def test_second_window_shows_the_other_matching_region() -> None:
+    text, piece_lines = lines_of(
+        60, {10: "The zeppelin hangar code is 4471.", 50: "The hangar roof leaks."}
+    )
+    first, second = build_snippets(
+        text, piece_lines, query_terms("zeppelin hangar"), idf=flat_idf, count=2
+    )
+    assert first == build_snippet(text, piece_lines, query_terms("zeppelin hangar"), idf=flat_idf)
+    assert "zeppelin hangar code" in first.text and "roof leaks" not in first.text
+    assert "The hangar roof leaks." in second.text
+    assert second.start_line > first.end_line
+    assert second.text == "\n".join(text.split("\n")[second.start_line - 1 : second.end_line])
+
+
+def test_no_second_window_when_nothing_else_matches() -> None:
+    text, piece_lines = lines_of(60, {10: "The zeppelin hangar code is 4471."})
+    assert len(build_snippets(text, piece_lines, ["zeppelin"], idf=flat_idf, count=2)) == 1
+    short = "# Title\nThe gateway runs on port 8080.\nThe gateway again."
+    assert len(build_snippets(short, [1, 2, 3], ["gateway"], idf=flat_idf, count=2)) == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=_chunk(),
+    query=st.lists(st.sampled_from(_ASCII_WORDS + _OTHER_WORDS), max_size=4),
+    weights=st.lists(st.floats(0.0, 10.0) | st.just(0.0), min_size=8, max_size=8),
+    max_chars=st.integers(1, 200) | st.just(700),
+)
+def test_second_window_never_repeats_the_first(
+    text: str, query: list[str], weights: list[float], max_chars: int
+) -> None:
+    """The first window is build_snippet's; a second one shows only lines the first does
+    not, within the budget, exactly its cited lines, and exists iff such a line matches."""
+    q_terms = query_terms(" ".join(query))
+    table = {t: weights[i % len(weights)] for i, t in enumerate(q_terms)}
+
+    def idf(term: str) -> float:
+        return table.get(term, 0.0)
+
+    pieces = text.split("\n")
+    piece_lines = list(range(3, 3 + len(pieces)))
+    snips = build_snippets(text, piece_lines, q_terms, idf=idf, max_chars=max_chars, count=2)
+    assert snips[0] == build_snippet(text, piece_lines, q_terms, idf=idf, max_chars=max_chars)
+    first = snips[0]
+    outside = [
+        i for i, line in enumerate(piece_lines) if not first.start_line <= line <= first.end_line
+    ]
+    qset = set(q_terms)
+    matching = [i for i in outside if math.fsum(idf(t) for t in qset.intersection(terms(pieces[i]))) > 0]
+    assert len(snips) == (2 if matching else 1)
+    if len(snips) == 2:
+        second = snips[1]
+        assert second.end_line < first.start_line or second.start_line > first.end_line
+        assert utf16_len(second.text) <= max_chars
+        if second.start_line != second.end_line or utf16_len(pieces[second.start_line - 3]) <= max_chars:
+            window = "\n".join(pieces[second.start_line - 3 : second.end_line - 2]).strip("\n")
+            assert second.text == window
