@@ -30,14 +30,16 @@ an error records its type name only. ``tracing.capture_query_text = true`` opts 
 spec's ``gen_ai.memory.query.text`` on ``search_memory`` spans, redacted by
 :func:`memmw.redaction.redact_secrets`.
 
-Optional: without the ``otel`` extra (``opentelemetry-api``) :func:`span` returns one
-shared no-op object after a single check; with the API but no SDK configured,
-OpenTelemetry's own no-op tracer applies.
+Optional: until the process loads OpenTelemetry's API (without the ``otel`` extra it never
+does) :func:`span` returns one shared no-op object after a dict lookup; memmw never imports
+the API itself, since a span cannot record before something sets a tracer provider. With
+the API loaded but no SDK configured, OpenTelemetry's own no-op tracer applies.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Final, Literal
@@ -189,15 +191,20 @@ def _clean(attributes: Mapping[str, _Value | None]) -> dict[str, _Value]:
 
 
 def _resolve() -> Any:
-    """The tracer, or None without ``opentelemetry-api`` (looked up once)."""
+    """The tracer, or None while this process has not loaded OpenTelemetry's API.
+
+    Until something imports ``opentelemetry.trace`` (an SDK set-up, auto-instrumentation,
+    a host's own tracing) no tracer provider can be set, so every span would be a
+    non-recording one: memmw then opens none, and looks again at the next span (one dict
+    lookup) instead of importing the API itself, which cost a fresh process's first search
+    about 15 ms. Once the API is loaded the tracer is looked up once.
+    """
     global _tracer
     if _tracer is _UNRESOLVED:
-        try:
-            from opentelemetry import trace
-        except ImportError:
-            _tracer = None
-        else:
-            _tracer = trace.get_tracer(TRACER_NAME, _version())
+        trace = sys.modules.get("opentelemetry.trace")
+        if trace is None:
+            return None
+        _tracer = trace.get_tracer(TRACER_NAME, _version())
     return _tracer
 
 
@@ -218,7 +225,7 @@ def use_tracer_provider(provider: Any | None) -> None:
 
 
 def tracing_available() -> bool:
-    """True when ``opentelemetry-api`` is installed (spans are created)."""
+    """True once this process has loaded OpenTelemetry's API (spans are created)."""
     return _resolve() is not None
 
 

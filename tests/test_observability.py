@@ -308,6 +308,7 @@ def test_without_opentelemetry_every_operation_works_with_the_shared_no_op(
     memory: Memory, monkeypatch: pytest.MonkeyPatch, traced: Traced
 ) -> None:
     monkeypatch.setitem(sys.modules, "opentelemetry", None)  # import fails: no extra
+    monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)  # and nothing loaded it
     monkeypatch.setattr(observability, "_tracer", observability._UNRESOLVED)
     assert not observability.tracing_available()
     assert observability.span("search", "main") is observability.NO_SPAN
@@ -443,3 +444,39 @@ def test_no_span_contains_note_query_or_path_text(
     for word in words:
         leaked = [t for t in texts if word.casefold() in t]
         assert leaked == [], (word, leaked)
+
+
+def test_a_process_that_never_loads_opentelemetry_searches_without_importing_it(
+    tmp_path: Path,
+) -> None:
+    """memmw does not import the API itself (it cost the first search ~15 ms); a tracer
+    provider set up after the first search still gets every later span."""
+    import subprocess
+
+    code = f"""
+import sys
+from pathlib import Path
+from memmw import Memory, MemoryConfig
+ws = Path({str(tmp_path / "ws")!r}); (ws / "memory").mkdir(parents=True)
+(ws / "MEMORY.md").write_text("- The gateway runs on port 8443.\\n")
+with Memory(workspace=ws, state_dir={str(tmp_path / "state")!r},
+            config=MemoryConfig(provider="none")) as mem:
+    mem.sync()
+    assert mem.search("gateway port"), "no hit"
+    print("loaded" if "opentelemetry.trace" in sys.modules else "not loaded")
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    mem.search("gateway port")
+    print(sorted(s.name for s in exporter.get_finished_spans()))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    ).stdout.split("\n")
+    assert out[0] == "not loaded"
+    assert out[1] == "['search_memory']"
