@@ -2,11 +2,11 @@
 
 A search's whole walk below the engine happens here: the count and threshold are resolved
 once (:meth:`AgentSearch.resolve`), a session's :class:`Visibility` decides which hits it
-is shown (the search fetches more to make up for the ones it hides), the query is embedded once through the embedding
-service (:class:`~memmw.embeddings.service.QueryVector`), each index answers through its
-:class:`Retriever` (the store picks how its vectors are searched, the
-:class:`~memmw.search.searcher.Searcher` ranks), the ``store.shared`` namespaces are read
-beside the agent's own index, and the answer comes back as a value.
+is shown (the search fetches more to make up for the ones it hides), the query is embedded
+once through the embedding service (:class:`~memmw.embeddings.service.QueryVector`), each
+index answers through its :class:`Retriever` (the store picks how its vectors are searched,
+the :class:`~memmw.search.searcher.Searcher` ranks), the ``store.shared`` namespaces are
+read beside the agent's own index, and the answer comes back as a value.
 """
 
 from __future__ import annotations
