@@ -113,10 +113,11 @@ def bm25_search(
 ) -> list[KeywordHit]:
     """Top chunks by BM25 over the query terms' postings (any term may match).
 
-    The one BM25 scorer of both stores. Terms whose summed best possible contribution
-    cannot lift a chunk to the ``limit``-th score are not scored over their postings:
-    only the chunks still in the running are looked up in them (``_pruned``, MaxScore).
-    The answer is the exhaustive one (``bm25_exhaustive``) bit for bit.
+    The one BM25 scorer of both stores. From ``PRUNE_MIN_POSTINGS`` postings on, terms
+    whose summed best possible contribution cannot lift a chunk to the ``limit``-th score
+    are not scored over their postings: only the chunks still in the running are looked
+    up in them (``_pruned``, MaxScore). The answer is the exhaustive one
+    (``bm25_exhaustive``) bit for bit.
 
     Args:
         postings: One entry per distinct query term, in query order (empty when the term
@@ -136,7 +137,7 @@ def bm25_search(
     lists = [p for p in postings if len(p)]
     if not n_docs or not lists or limit < 1:
         return []
-    if len(lists) > 1:
+    if len(lists) > 1 and sum(len(p) for p in lists) >= PRUNE_MIN_POSTINGS:
         pruned = _pruned(lists, n_docs, total_terms, limit, arena)
         if pruned is not None:
             return pruned
@@ -192,6 +193,13 @@ def bm25_exhaustive(
     ]
 
 
+#: Fewer postings than this (all the query's terms together) are scored exhaustively:
+#: below it MaxScore's bookkeeping costs more than the postings it skips. Measured per
+#: query, pruned against exhaustive, whole searches, keyword-only (LoCoMo-derived notes;
+#: ``benchmarks/keyword_scale.py`` workspaces): 50k and 142k chunks, every bucket up to
+#: 400k postings 10-20% slower pruned; 1.42M chunks, 0.4-0.7M postings 12.4 vs 11.3 ms,
+#: 0.7-0.9M 16.1 vs 15.7, 1.0-1.2M 18.2 vs 20.7, 2-2.9M 30.8 vs 41.4 (pruned first).
+PRUNE_MIN_POSTINGS = 1_000_000
 #: Relative slack of the pruning bounds. The bounds add float32 contributions in another
 #: order (or in float64) than the final scores, which differ by a few ulps (~1e-7 each);
 #: a chunk is dropped only when it misses the threshold by far more than that.

@@ -426,7 +426,10 @@ def test_pruned_top_k_equals_exhaustive_scoring(
     posting, whether or not MaxScore skips the frequent terms (``lookup_cost`` 0: it
     prunes whenever the bounds allow, however many chunks it looks up)."""
     lists, n_docs, total = corpus
-    with mock.patch.object(keyword, "LOOKUP_COST", lookup_cost):
+    with (
+        mock.patch.object(keyword, "LOOKUP_COST", lookup_cost),
+        mock.patch.object(keyword, "PRUNE_MIN_POSTINGS", 0),
+    ):
         got = bm25_search(lists, n_docs, total, limit)
     assert hits(got) == hits(bm25_exhaustive(lists, n_docs, total, limit))
 
@@ -447,6 +450,25 @@ def test_pruning_skips_a_frequent_term_and_keeps_the_answer() -> None:
             return super().lookup(rowids)
 
     watched = Watched(common.rowids, common.tf, common.doc_len)
-    got = bm25_search([watched, rare], n, 30.0 * n, 10)
+    with mock.patch.object(keyword, "PRUNE_MIN_POSTINGS", 0):
+        got = bm25_search([watched, rare], n, 30.0 * n, 10)
     assert hits(got) == hits(bm25_exhaustive([common, rare], n, 30.0 * n, 10))
     assert looked and max(looked) <= 40  # only the rare term's chunks were looked up
+
+
+def test_few_postings_are_scored_exhaustively_many_are_pruned() -> None:
+    """Below ``PRUNE_MIN_POSTINGS`` (all terms together) MaxScore is not tried: its
+    bookkeeping costs more than the postings it skips there. The answer is the same."""
+    n = 3_000
+    rows = np.arange(n, dtype=np.int64)
+    lengths = np.full(n, 30, dtype=np.int32)
+    common = Postings(rows, np.ones(n, dtype=np.int32), lengths)
+    rare = Postings(rows[::100], np.full(30, 3, dtype=np.int32), lengths[::100])
+    want = hits(bm25_exhaustive([common, rare], n, 30.0 * n, 5))
+    for minimum, tried in ((n + 31, False), (n + 30, True)):
+        with (
+            mock.patch.object(keyword, "PRUNE_MIN_POSTINGS", minimum),
+            mock.patch.object(keyword, "_pruned", wraps=keyword._pruned) as pruned,
+        ):
+            assert hits(bm25_search([common, rare], n, 30.0 * n, 5)) == want
+        assert pruned.called is tried

@@ -387,7 +387,10 @@ def test_keyword_search_over_stored_segments_equals_exhaustive_scoring(
         }
         # The lazy document frequency is the decoded one.
         assert {h: len(p) for h, p in lazy.items()} == {h: len(p) for h, p in decoded.items()}
-        with mock.patch.object(keyword, "LOOKUP_COST", 0):
+        with (
+            mock.patch.object(keyword, "LOOKUP_COST", 0),
+            mock.patch.object(keyword, "PRUNE_MIN_POSTINGS", 0),
+        ):
             got = bm25_search([lazy.get(h, EMPTY) for h in query], n_docs, total, limit)
         want = bm25_exhaustive([decoded.get(h, EMPTY) for h in query], n_docs, total, limit)
         assert [(h.rowid, h.bm25, h.matched) for h in got] == [
