@@ -43,6 +43,12 @@ class _Read:
     depth: int
 
 
+def _repeatable_read() -> Any:
+    import psycopg
+
+    return psycopg.IsolationLevel.REPEATABLE_READ
+
+
 def _driver_errors() -> tuple[type[BaseException], ...]:
     import psycopg
 
@@ -175,11 +181,19 @@ class PostgresStore:
         return row is not None
 
     def published(self) -> bool:
-        """True once an index has been built (its identity is recorded)."""
-        if not self.exists():
-            return False
-        with self.read() as reader:
-            return reader.get_meta("identity") is not None
+        """True once an index has been built (its identity is recorded): one statement."""
+        current: _Read | None = getattr(self._reads, "current", None)
+        if current is not None or (self._writer_thread.mine() and self._writer is not None):
+            with self.read() as reader:  # inside a snapshot or the writer: what it sees
+                return reader.get_meta("identity") is not None
+        pool = self._ensure_pool()
+        with pool.connection() as conn:
+            row = conn.execute(
+                "SELECT m.value IS NOT NULL FROM memmw.namespaces n LEFT JOIN memmw.meta m"
+                " ON m.namespace_id = n.id AND m.key = 'identity' WHERE n.name = %s",
+                (self.namespace,),
+            ).fetchone()
+        return bool(row and row[0])
 
     def open(self) -> bool:
         """Connect on first use; True when a new pool was opened.
@@ -211,16 +225,28 @@ class PostgresStore:
         ns = self.namespace_id
         pool = self._ensure_pool()
         try:
-            with pool.connection() as conn, conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                reader = PostgresReader(
-                    conn, ns, fts_tokenizer=self.fts_tokenizer, vector_backend=self.vector_backend
-                )
-                self._reads.current = _Read(conn, reader, 1)
+            with pool.connection() as conn:
+                # The snapshot's characteristics go with its BEGIN (one round trip, not a
+                # SET TRANSACTION more); the pooled connection gets its defaults back.
+                conn.isolation_level = _repeatable_read()
+                conn.read_only = True
                 try:
-                    yield reader
+                    with conn.transaction():
+                        reader = PostgresReader(
+                            conn,
+                            ns,
+                            fts_tokenizer=self.fts_tokenizer,
+                            vector_backend=self.vector_backend,
+                        )
+                        reader.snapshot = True
+                        self._reads.current = _Read(conn, reader, 1)
+                        try:
+                            yield reader
+                        finally:
+                            self._reads.current = None
                 finally:
-                    self._reads.current = None
+                    conn.isolation_level = None
+                    conn.read_only = None
         except _driver_errors() as exc:
             raise translate(exc, self.location) from exc
 
