@@ -43,6 +43,10 @@ class _Read:
     depth: int
 
 
+#: Chunks of a rebuilt namespace from which the rebuild samples the planner statistics.
+ANALYZE_MIN_CHUNKS = 10_000
+
+
 def _repeatable_read() -> Any:
     import psycopg
 
@@ -440,6 +444,27 @@ class PostgresStore:
                 writer.end_bulk(commit=False)
                 raise
             writer.end_bulk(commit=True)
+        self._analyze_after_load(writer)
+
+    def _analyze_after_load(self, writer: PostgresWriter) -> None:
+        """Sample the planner statistics of the tables a large rebuild just filled.
+
+        Autovacuum samples them again only minutes later: until then the planner plans
+        the searches of a namespace of 250,000 chunks with the statistics of the far
+        smaller tables it saw before (measured: keyword p95 740 ms in the first minute
+        after the load, 14 ms once sampled). Statistics only: a failure changes nothing.
+        """
+        row = writer.conn.execute(
+            "SELECT coalesce(sum(n_docs), 0) FROM memmw.source_stats WHERE namespace_id = %s",
+            (writer.namespace_id,),
+        ).fetchone()
+        if not row or int(row[0]) < ANALYZE_MIN_CHUNKS:
+            return
+        with contextlib.suppress(*_driver_errors()):
+            writer.conn.execute(
+                "ANALYZE memmw.chunks, memmw.files, memmw.chunk_vectors,"
+                " memmw.postings_segments, memmw.postings_dead, memmw.source_stats"
+            )
 
     def quarantine(self, reason: str) -> str:
         """Set a damaged namespace aside under another name; the next write starts a fresh one.

@@ -734,3 +734,44 @@ def test_a_snapshot_reads_what_a_search_needs_in_few_round_trips(store: Postgres
         w.set_meta("generation", "8")
     with store.read() as r:
         assert r.get_meta("generation") == "8"
+
+
+def test_a_large_rebuild_samples_the_planner_statistics(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebuild of at least ``ANALYZE_MIN_CHUNKS`` chunks runs ANALYZE on the tables it
+    filled once it committed (searches right after a big load otherwise get plans made
+    for the smaller tables autovacuum last sampled); a smaller one leaves them alone."""
+    from memmw.store.postgres import backend
+
+    def analyzed() -> object:
+        with store.write() as w:
+            w.conn.execute("SELECT pg_stat_clear_snapshot()")
+            row = w.conn.execute(
+                "SELECT last_analyze FROM pg_stat_user_tables"
+                " WHERE schemaname = 'memmw' AND relname = 'chunks'"
+            ).fetchone()
+        return row[0] if row else None
+
+    def rebuild() -> None:
+        with store.write() as w, store.rebuild(w) as staged:
+            for path, text in NOTES.items():
+                staged.replace_file(
+                    path=path,
+                    source="memory",
+                    file_hash=f"h-{len(text)}",
+                    mtime=1.0,
+                    size=len(text),
+                    decay_ts=None,
+                    chunks=chunk_text(text, tokens=20, overlap=0),
+                    model="fts-only",
+                )
+
+    monkeypatch.setattr(backend, "ANALYZE_MIN_CHUNKS", 10**9)
+    before = analyzed()
+    rebuild()
+    assert analyzed() == before
+    monkeypatch.setattr(backend, "ANALYZE_MIN_CHUNKS", 1)
+    rebuild()
+    after = analyzed()
+    assert after is not None and after != before
