@@ -123,6 +123,7 @@ class PostgresStore:
         self._pool = pool
         self._owns_pool = pool is None
         self._namespace_id: int | None = None
+        self._exists = False
         self._reads = threading.local()
         self._writer_thread = WriterThread()
         self._lock_conn: psycopg.Connection[Any] | None = None
@@ -176,13 +177,21 @@ class PostgresStore:
         return self._namespace_id
 
     def exists(self) -> bool:
-        """True when the database has this namespace (possibly empty)."""
+        """True when the database has this namespace (possibly empty).
+
+        Once seen it is not asked again: nothing deletes a namespace row (a reset empties
+        it, setting a damaged one aside inserts its successor at once), and every search
+        asks.
+        """
+        if self._exists:
+            return True
         pool = self._ensure_pool()
         with pool.connection() as conn:
             row = conn.execute(
                 "SELECT 1 FROM memmw.namespaces WHERE name = %s", (self.namespace,)
             ).fetchone()
-        return row is not None
+        self._exists = row is not None
+        return self._exists
 
     def published(self) -> bool:
         """True once an index has been built (its identity is recorded): one statement."""

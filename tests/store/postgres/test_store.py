@@ -775,3 +775,31 @@ def test_a_large_rebuild_samples_the_planner_statistics(
     rebuild()
     after = analyzed()
     assert after is not None and after != before
+
+
+def test_a_namespace_seen_once_is_not_asked_for_again(
+    pg_database: str, shared_pool: object
+) -> None:
+    """``exists`` asks the server until the namespace is there, then never again (every
+    search asks; nothing deletes a namespace row: a reset empties it)."""
+    import psycopg
+
+    store = _store(pg_database, shared_pool)
+    assert not store.exists()
+    _fill(store)
+    assert store.exists()
+    sent: list[str] = []
+    original = psycopg.Connection.execute
+
+    def counted(self: psycopg.Connection[object], query: object, *a: object, **k: object) -> object:
+        sent.append(str(query))
+        return original(self, query, *a, **k)  # type: ignore[arg-type]
+
+    psycopg.Connection.execute = counted  # type: ignore[method-assign]
+    try:
+        assert store.exists()
+    finally:
+        psycopg.Connection.execute = original  # type: ignore[method-assign]
+    assert sent == []
+    store.reset()
+    assert store.exists()
