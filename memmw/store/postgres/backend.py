@@ -43,6 +43,16 @@ class _Read:
     depth: int
 
 
+#: Chunks of a rebuilt namespace from which the rebuild vacuums and analyzes its tables.
+ANALYZE_MIN_CHUNKS = 10_000
+
+
+def _repeatable_read() -> Any:
+    import psycopg
+
+    return psycopg.IsolationLevel.REPEATABLE_READ
+
+
 def _driver_errors() -> tuple[type[BaseException], ...]:
     import psycopg
 
@@ -113,6 +123,7 @@ class PostgresStore:
         self._pool = pool
         self._owns_pool = pool is None
         self._namespace_id: int | None = None
+        self._exists = False
         self._reads = threading.local()
         self._writer_thread = WriterThread()
         self._lock_conn: psycopg.Connection[Any] | None = None
@@ -166,20 +177,36 @@ class PostgresStore:
         return self._namespace_id
 
     def exists(self) -> bool:
-        """True when the database has this namespace (possibly empty)."""
+        """True when the database has this namespace (possibly empty).
+
+        Once seen it is not asked again: nothing deletes a namespace row (a reset empties
+        it, setting a damaged one aside inserts its successor at once), and every search
+        asks.
+        """
+        if self._exists:
+            return True
         pool = self._ensure_pool()
         with pool.connection() as conn:
             row = conn.execute(
                 "SELECT 1 FROM memmw.namespaces WHERE name = %s", (self.namespace,)
             ).fetchone()
-        return row is not None
+        self._exists = row is not None
+        return self._exists
 
     def published(self) -> bool:
-        """True once an index has been built (its identity is recorded)."""
-        if not self.exists():
-            return False
-        with self.read() as reader:
-            return reader.get_meta("identity") is not None
+        """True once an index has been built (its identity is recorded): one statement."""
+        current: _Read | None = getattr(self._reads, "current", None)
+        if current is not None or (self._writer_thread.mine() and self._writer is not None):
+            with self.read() as reader:  # inside a snapshot or the writer: what it sees
+                return reader.get_meta("identity") is not None
+        pool = self._ensure_pool()
+        with pool.connection() as conn:
+            row = conn.execute(
+                "SELECT m.value IS NOT NULL FROM memmw.namespaces n LEFT JOIN memmw.meta m"
+                " ON m.namespace_id = n.id AND m.key = 'identity' WHERE n.name = %s",
+                (self.namespace,),
+            ).fetchone()
+        return bool(row and row[0])
 
     def open(self) -> bool:
         """Connect on first use; True when a new pool was opened.
@@ -211,16 +238,28 @@ class PostgresStore:
         ns = self.namespace_id
         pool = self._ensure_pool()
         try:
-            with pool.connection() as conn, conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                reader = PostgresReader(
-                    conn, ns, fts_tokenizer=self.fts_tokenizer, vector_backend=self.vector_backend
-                )
-                self._reads.current = _Read(conn, reader, 1)
+            with pool.connection() as conn:
+                # The snapshot's characteristics go with its BEGIN (one round trip, not a
+                # SET TRANSACTION more); the pooled connection gets its defaults back.
+                conn.isolation_level = _repeatable_read()
+                conn.read_only = True
                 try:
-                    yield reader
+                    with conn.transaction():
+                        reader = PostgresReader(
+                            conn,
+                            ns,
+                            fts_tokenizer=self.fts_tokenizer,
+                            vector_backend=self.vector_backend,
+                        )
+                        reader.snapshot = True
+                        self._reads.current = _Read(conn, reader, 1)
+                        try:
+                            yield reader
+                        finally:
+                            self._reads.current = None
                 finally:
-                    self._reads.current = None
+                    conn.isolation_level = None
+                    conn.read_only = None
         except _driver_errors() as exc:
             raise translate(exc, self.location) from exc
 
@@ -414,6 +453,30 @@ class PostgresStore:
                 writer.end_bulk(commit=False)
                 raise
             writer.end_bulk(commit=True)
+        self._analyze_after_load(writer)
+
+    def _analyze_after_load(self, writer: PostgresWriter) -> None:
+        """Vacuum and sample the planner statistics of the tables a large rebuild filled.
+
+        Autovacuum comes by only minutes later: until then the planner plans a namespace
+        of 250,000 chunks with the statistics of the smaller tables it saw before, and
+        every first read of a loaded row sets its hint bits (measured right after such a
+        load, 200 searches: keyword p50 / p95 31.6 / 83.5 ms as before, 24.1 / 62.1 with
+        ANALYZE, 18.8 / 41.5 with VACUUM (ANALYZE); 9-13 / 14-22 ms once autovacuum
+        passed). Maintenance only: a failure changes nothing.
+        """
+        row = writer.conn.execute(
+            "SELECT coalesce(sum(n_docs), 0) FROM memmw.source_stats WHERE namespace_id = %s",
+            (writer.namespace_id,),
+        ).fetchone()
+        if not row or int(row[0]) < ANALYZE_MIN_CHUNKS:
+            return
+        with contextlib.suppress(*_driver_errors()):
+            # Outside any transaction (the writer's connection is autocommit).
+            writer.conn.execute(
+                "VACUUM (ANALYZE) memmw.chunks, memmw.files, memmw.chunk_vectors,"
+                " memmw.postings_segments, memmw.postings_dead, memmw.source_stats"
+            )
 
     def quarantine(self, reason: str) -> str:
         """Set a damaged namespace aside under another name; the next write starts a fresh one.

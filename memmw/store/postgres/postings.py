@@ -35,6 +35,9 @@ class PgSegments:
         self.conn = conn
         self.ns = namespace_id
         self._dead: tuple[list[str], list[int]] | None = None
+        #: Queries sent in the same round trip as ``segments`` (a pipeline), and their rows.
+        self.also: list[tuple[str, tuple[Any, ...]]] = []
+        self.extra: list[list[tuple[Any, ...]]] = []
 
     def add_stats(self, source: str, chunks: int, length: int) -> None:
         self.conn.execute(
@@ -134,13 +137,20 @@ class PgSegments:
     ) -> Iterable[tuple[int, int, bytes]]:
         """The terms' segments, and the sources' tombstones in the same round trip (kept
         for ``dead_rowids``)."""
-        rows = self.conn.execute(
+        query = (
             "SELECT term_hash, seg, data FROM memmw.postings_segments WHERE namespace_id = %s"
             " AND source = ANY(%s) AND term_hash = ANY(%s)"
             " UNION ALL SELECT NULL, chunk_rowid, NULL FROM memmw.postings_dead"
-            " WHERE namespace_id = %s AND source = ANY(%s) ORDER BY 1, 2",
-            (self.ns, list(sources), list(terms), self.ns, list(sources)),
-        ).fetchall()
+            " WHERE namespace_id = %s AND source = ANY(%s) ORDER BY 1, 2"
+        )
+        params = (self.ns, list(sources), list(terms), self.ns, list(sources))
+        if self.also:
+            with self.conn.pipeline():
+                cursors = [self.conn.execute(q, p) for q, p in [(query, params), *self.also]]
+            rows = cursors[0].fetchall()
+            self.extra = [c.fetchall() for c in cursors[1:]]
+        else:
+            rows = self.conn.execute(query, params).fetchall()
         self._dead = (list(sources), [int(seg) for term, seg, _ in rows if term is None])
         return [(int(t), int(seg), bytes(d)) for t, seg, d in rows if t is not None]
 

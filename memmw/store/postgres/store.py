@@ -139,6 +139,13 @@ class PostgresReader:
         self.fts_tokenizer = fts_tokenizer
         #: ``sqlite-vec`` asks for the store's own KNN below ``HNSW_MIN_VECTORS`` too.
         self.vector_backend = vector_backend
+        #: A snapshot's reads never change (``PostgresBackend.read`` is REPEATABLE READ,
+        #: READ ONLY): the meta rows, keyword statistics and newest decay date it read
+        #: are kept for the snapshot's later asks (round trips a search does not repeat).
+        self.snapshot = False
+        self._meta: dict[str, str] | None = None
+        self._stats: dict[tuple[str, ...], tuple[int, float]] = {}
+        self._newest: tuple[float | None] | None = None
 
     def _one(self, query: str, params: Sequence[Any] | Mapping[str, Any]) -> Any:
         row = self.conn.execute(query, params).fetchone()
@@ -146,7 +153,19 @@ class PostgresReader:
 
     # -- meta and identity -----------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
-        """A meta value of this namespace, or None."""
+        """A meta value of this namespace, or None (in a snapshot, every meta row is
+        read with the first ask: one round trip for a search's identity, generation and
+        epoch)."""
+        if self.snapshot:
+            if self._meta is None:
+                self._meta = {
+                    str(k): str(v)
+                    for k, v in self.conn.execute(
+                        "SELECT key, value FROM memmw.meta WHERE namespace_id = %s",
+                        (self.namespace_id,),
+                    ).fetchall()
+                }
+            return self._meta.get(key)
         value = self._one(
             "SELECT value FROM memmw.meta WHERE namespace_id = %s AND key = %s",
             (self.namespace_id, key),
@@ -213,6 +232,8 @@ class PostgresReader:
 
     def newest_decay_ts(self) -> float | None:
         """The newest dated memory (epoch seconds), the reference age for decay."""
+        if self._newest is not None:
+            return self._newest[0]
         value = self._one(
             "SELECT max(decay_ts) FROM memmw.files WHERE namespace_id = %s", (self.namespace_id,)
         )
@@ -236,6 +257,9 @@ class PostgresReader:
     # -- keyword leg -----------------------------------------------------------------
     def keyword_stats(self, sources: Sequence[str]) -> tuple[int, float]:
         """``(live chunks, total terms)`` of ``sources``, kept by every write (no scan)."""
+        kept = self._stats.get(tuple(sources))
+        if kept is not None:
+            return kept
         row = self.conn.execute(
             "SELECT coalesce(sum(n_docs), 0), coalesce(sum(total_len), 0)"
             " FROM memmw.source_stats WHERE namespace_id = %s AND source = ANY(%s)",
@@ -247,8 +271,29 @@ class PostgresReader:
         self, term_hashes: Sequence[int], sources: Sequence[str], arena: Arena = FRESH
     ) -> dict[int, TermPostings]:
         """Live postings of each term hash present in ``sources``: its segments, read in
-        one round trip and decoded on demand (``memmw.store.segments``)."""
-        return read_postings(PgSegments(self.conn, self.namespace_id), term_hashes, sources, arena)
+        one round trip and decoded on demand (``memmw.store.segments``). In a snapshot the
+        same round trip reads the sources' keyword statistics and the newest decay date,
+        which a search asks for next."""
+        table = PgSegments(self.conn, self.namespace_id)
+        if not self.snapshot:
+            return read_postings(table, term_hashes, sources, arena)
+        table.also = [
+            (
+                "SELECT coalesce(sum(n_docs), 0), coalesce(sum(total_len), 0)"
+                " FROM memmw.source_stats WHERE namespace_id = %s AND source = ANY(%s)",
+                (self.namespace_id, list(sources)),
+            ),
+            (
+                "SELECT max(decay_ts) FROM memmw.files WHERE namespace_id = %s",
+                (self.namespace_id,),
+            ),
+        ]
+        found = read_postings(table, term_hashes, sources, arena)
+        if table.extra:
+            (stats,), (newest,) = table.extra
+            self._stats[tuple(sources)] = (int(stats[0]), float(stats[1]))
+            self._newest = (None if newest[0] is None else float(newest[0]),)
+        return found
 
     def bm25_search(
         self,

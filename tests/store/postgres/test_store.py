@@ -684,3 +684,123 @@ def test_write_vectors_keeps_the_last_vector_of_a_chunk_and_builds_the_index_aft
         ).fetchone()
         assert name is not None and name[0] is not None
         assert {blob for _, blob in r.vector_rows(["memory"])} == {last}
+
+
+def test_a_snapshot_reads_what_a_search_needs_in_few_round_trips(store: PostgresStore) -> None:
+    """In a read snapshot the meta rows, the keyword statistics and the newest decay date
+    come with the first ask and the postings (one round trip each), and they are what
+    separate statements read; a write after the snapshot is seen by the next one."""
+    import psycopg
+
+    assert not store.published()
+    _fill(store)
+    with store.write() as w:
+        w.set_identity({"provider": "none"})
+        w.set_meta("generation", "7")
+    assert store.published()
+    hashes = [term_hash(t) for t in query_terms("gateway Alice atlas tea")]
+    with store.write() as w:  # not a snapshot: statement by statement
+        want_found = {h: p.rowids.tolist() for h, p in w.postings(hashes, ["memory"]).items()}
+    sent: list[str] = []
+    original = psycopg.Connection.execute
+
+    def counted(self: psycopg.Connection[object], query: object, *a: object, **k: object) -> object:
+        sent.append(str(query))
+        return original(self, query, *a, **k)  # type: ignore[arg-type]
+
+    with store.read() as r:
+        want_stats = (r.keyword_stats(["memory"]), r.newest_decay_ts())
+        want_meta = {k: r.get_meta(k) for k in ("generation", "epoch", "identity", "nope")}
+    psycopg.Connection.execute = counted  # type: ignore[method-assign]
+    try:
+        with store.read() as r:
+            got_meta = {k: r.get_meta(k) for k in ("generation", "epoch", "identity", "nope")}
+            metas = len(sent)
+            found = r.postings(hashes, ["memory"])
+            postings = len(sent)
+            got_stats = (r.keyword_stats(["memory"]), r.newest_decay_ts())
+            after = len(sent)
+    finally:
+        psycopg.Connection.execute = original  # type: ignore[method-assign]
+    assert got_meta == want_meta and got_meta["generation"] == "7"
+    assert got_stats == want_stats and got_stats[0][0] > 0
+    assert {h: p.rowids.tolist() for h, p in found.items()} == want_found
+    assert len(want_found) == 4
+    # The pool's liveness check and one read of every meta row; the postings with the
+    # statistics and the decay date (one pipeline); nothing more for them afterwards.
+    assert metas == 2 and "memmw.meta" in sent[1]
+    assert postings - metas == 3 and after == postings
+    with store.write() as w:
+        w.set_meta("generation", "8")
+    with store.read() as r:
+        assert r.get_meta("generation") == "8"
+
+
+def test_a_large_rebuild_samples_the_planner_statistics(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebuild of at least ``ANALYZE_MIN_CHUNKS`` chunks runs VACUUM (ANALYZE) on the
+    tables it filled once it committed (searches right after a big load otherwise get
+    plans made for the smaller tables autovacuum last sampled); a smaller one leaves them
+    alone."""
+    from memmw.store.postgres import backend
+
+    def analyzed() -> object:
+        with store.write() as w:
+            w.conn.execute("SELECT pg_stat_clear_snapshot()")
+            row = w.conn.execute(
+                "SELECT (last_analyze, last_vacuum) FROM pg_stat_user_tables"
+                " WHERE schemaname = 'memmw' AND relname = 'chunks'"
+            ).fetchone()
+        return row[0] if row else None
+
+    def rebuild() -> None:
+        with store.write() as w, store.rebuild(w) as staged:
+            for path, text in NOTES.items():
+                staged.replace_file(
+                    path=path,
+                    source="memory",
+                    file_hash=f"h-{len(text)}",
+                    mtime=1.0,
+                    size=len(text),
+                    decay_ts=None,
+                    chunks=chunk_text(text, tokens=20, overlap=0),
+                    model="fts-only",
+                )
+
+    monkeypatch.setattr(backend, "ANALYZE_MIN_CHUNKS", 10**9)
+    before = analyzed()
+    rebuild()
+    assert analyzed() == before
+    monkeypatch.setattr(backend, "ANALYZE_MIN_CHUNKS", 1)
+    rebuild()
+    after = analyzed()
+    assert after is not None and after != before and None not in after  # type: ignore[operator]
+
+
+def test_a_namespace_seen_once_is_not_asked_for_again(
+    pg_database: str, shared_pool: object
+) -> None:
+    """``exists`` asks the server until the namespace is there, then never again (every
+    search asks; nothing deletes a namespace row: a reset empties it)."""
+    import psycopg
+
+    store = _store(pg_database, shared_pool)
+    assert not store.exists()
+    _fill(store)
+    assert store.exists()
+    sent: list[str] = []
+    original = psycopg.Connection.execute
+
+    def counted(self: psycopg.Connection[object], query: object, *a: object, **k: object) -> object:
+        sent.append(str(query))
+        return original(self, query, *a, **k)  # type: ignore[arg-type]
+
+    psycopg.Connection.execute = counted  # type: ignore[method-assign]
+    try:
+        assert store.exists()
+    finally:
+        psycopg.Connection.execute = original  # type: ignore[method-assign]
+    assert sent == []
+    store.reset()
+    assert store.exists()
