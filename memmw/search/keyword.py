@@ -137,8 +137,9 @@ def bm25_search(
     lists = [p for p in postings if len(p)]
     if not n_docs or not lists or limit < 1:
         return []
-    if len(lists) > 1 and sum(len(p) for p in lists) >= PRUNE_MIN_POSTINGS:
-        pruned = _pruned(lists, n_docs, total_terms, limit, arena)
+    total = sum(len(p) for p in lists)
+    if len(lists) > 1 and total >= PRUNE_MIN_POSTINGS:
+        pruned = _pruned(lists, total, n_docs, total_terms, limit, arena)
         if pruned is not None:
             return pruned
     return bm25_exhaustive(lists, n_docs, total_terms, limit, arena)
@@ -218,7 +219,12 @@ def _kth(values: np.ndarray, k: int) -> float:
 
 
 def _pruned(
-    lists: Sequence[TermPostings], n_docs: int, total_terms: float, limit: int, arena: Arena
+    lists: Sequence[TermPostings],
+    total: int,
+    n_docs: int,
+    total_terms: float,
+    limit: int,
+    arena: Arena,
 ) -> list[KeywordHit] | None:
     """MaxScore: the exhaustive answer without scoring the frequent terms' postings.
 
@@ -232,11 +238,11 @@ def _pruned(
     few left are scored exactly: every term's contribution by the one float32 formula,
     added in query order as the exhaustive scoring adds them, so the scores are the same
     bits. None when pruning would skip nothing worth it (the caller scores exhaustively).
+    ``total`` is the postings of ``lists`` together (the caller counted them).
     """
     avgdl = total_terms / n_docs
     weights = [idf(len(p), n_docs) for p in lists]
     bounds = [w * (K1 + 1) for w in weights]
-    total = sum(len(p) for p in lists)
     hi = max(p.last for p in lists)
     if hi >= DENSE_SPAN:
         return None
