@@ -1,24 +1,28 @@
-"""Rows a search read before, kept in the process and checked against the server's row version.
+"""Chunk rows a search read before, kept in the process and checked against the server's
+row version.
 
-A search reads the same hot rows again and again: the postings segments of frequent terms
-and the chunk rows of the best hits. ``RowCache`` keeps them (least recently used first out,
-bounded by bytes) with the version the server gave each: its key and ``xmin``, the
-transaction that wrote that row version. A later read sends the versions it holds and the
-server returns the data of the rows whose version differs (written since, or never read)
-and only the key and version of the others, so nothing stale is ever used: a row written
-again, even with the same bytes, has a new ``xmin`` and is read again; a row deleted is not
-returned at all.
+Searches read the same hot chunks again and again (their text and term hashes are most of
+what ``chunks`` reads and sends). ``CHUNKS`` keeps them, least recently used out first,
+bounded by bytes, with the version the server gave each: ``xmin``, the transaction that
+wrote that row version. A snapshot's ``chunks`` sends the rowids it holds; the server
+returns every wanted row's rowid and ``xmin`` and the columns of the others, and a held
+row is used only when its ``xmin`` is the server's (else it is read again), so nothing
+stale is ever answered: a deleted chunk is not returned at all, and a row written again
+has a new ``xmin``.
 
-Why ``(key, xmin)`` names one row version's content: PostgreSQL keeps one visible version
-per key in a committed snapshot, and a version's ``xmin`` is the id of the transaction that
-wrote it, never changed afterwards (freezing keeps it; ``VACUUM FULL`` copies it). Two
-committed versions of one key share an ``xmin`` only if one transaction wrote both, and then
-only the last is ever visible outside it; only snapshots (committed rows) fill the cache.
-Transaction ids come back after 2^32 transactions: the segments also compare their
-postings count, and a process would have to hold the entry through all of them.
+Why ``(rowid, xmin)`` names one row version's content: a committed snapshot sees one
+version per key, and a version's ``xmin`` is the id of the transaction that wrote it,
+never changed afterwards (freezing keeps it, ``VACUUM FULL`` copies it). Two committed
+versions of one key share an ``xmin`` only if one transaction wrote both, and then only
+the last is ever visible outside it; only snapshots (committed rows) fill the cache.
+(Chunk rows are never updated in place anyway: rowids are not reused.) Transaction ids
+repeat only after 2^32 transactions, which a process would have to outlive holding the row.
 
-One cache per process (``SEGMENTS``, ``CHUNKS``), shared by every store and thread of it:
-entries are keyed by the server, database and namespace (``scope``).
+One cache per process, shared by every store and thread of it: entries are keyed by the
+DSN and namespace (``scope``) and the rowid.
+
+Postings segments are not cached: measured at 25k chunks per agent, sending the versions
+held and comparing them in the server cost as much as sending the segments in binary.
 """
 
 from __future__ import annotations
@@ -28,12 +32,11 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
+from memmw.store.protocol import ChunkRow
+
 V = TypeVar("V")
 
-#: Bytes of postings segments kept per process (the hot terms of an agent of some 100k
-#: chunks; a frequent term's segments are a few hundred KB).
-SEGMENT_CACHE_BYTES = 64 << 20
-#: Bytes of chunk rows (text and term hashes) kept per process.
+#: Bytes of chunk rows (text, term hashes, path) kept per process: some thousands of chunks.
 CHUNK_CACHE_BYTES = 16 << 20
 
 
@@ -89,9 +92,5 @@ class RowCache(Generic[V]):
             self._bytes = 0
 
 
-#: Segment = ``(version, data)``; version = ``xmin << 32 | postings count``.
-Segments = dict[int, tuple[int, bytes]]
-#: One term's segments in one source, by ``seg``: key ``(scope, source, term hash)``.
-SEGMENTS: RowCache[Segments] = RowCache(SEGMENT_CACHE_BYTES)
 #: Chunk rows ``(xmin, row)`` by ``(scope, rowid)``.
-CHUNKS: RowCache[tuple[int, object]] = RowCache(CHUNK_CACHE_BYTES)
+CHUNKS: RowCache[tuple[int, ChunkRow]] = RowCache(CHUNK_CACHE_BYTES)

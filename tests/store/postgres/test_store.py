@@ -803,3 +803,56 @@ def test_a_namespace_seen_once_is_not_asked_for_again(
     assert sent == []
     store.reset()
     assert store.exists()
+
+
+def test_a_pooled_connection_the_server_dropped_is_replaced_without_a_check_per_read(
+    pg_database: str,
+) -> None:
+    """Searches take pooled connections without the pool's liveness round trip: the first
+    round trip of a read (its BEGIN) or of ``published`` finds a connection the server
+    dropped, and the next one is used, up to a pool of dead ones (the server restarted)."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    name = f"probe-{uuid.uuid4().hex[:8]}"
+    store = PostgresStore(make_conninfo(pg_database, application_name=name), pool_size=3,
+                          agent_id=f"agent-{uuid.uuid4().hex[:8]}")
+    try:
+        _fill(store)
+        with store.write() as w:
+            w.set_identity({"provider": "none"})
+        pool = store._ensure_pool()
+        # Every connection of the pool opened and back in it.
+        with pool.connection(), pool.connection(), pool.connection():
+            pass
+        sent: list[str] = []
+        original = psycopg.Cursor.execute
+
+        def counted(self: psycopg.Cursor[object], query: object, *a: object, **k: object) -> object:
+            sent.append(str(query))
+            return original(self, query, *a, **k)  # type: ignore[arg-type]
+
+        for ask in ("read", "published"):
+            with psycopg.connect(pg_database, autocommit=True) as admin:
+                killed = admin.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE application_name = %s", (name,),
+                ).fetchone()
+            assert killed is not None and killed[0] == 3
+            psycopg.Cursor.execute = counted  # type: ignore[method-assign]
+            try:
+                if ask == "read":
+                    with store.read() as r:
+                        assert r.get_meta("identity") is not None
+                        assert r.chunk_count(["memory"]) > 0
+                else:
+                    assert store.published()
+            finally:
+                psycopg.Cursor.execute = original  # type: ignore[method-assign]
+            # No empty liveness query: the failed first round trips were the checks.
+            assert "" not in sent
+            sent.clear()
+            with pool.connection(), pool.connection(), pool.connection():
+                pass
+    finally:
+        store.close()
