@@ -125,6 +125,12 @@ def _chunk_row(row: Sequence[Any]) -> ChunkRow:
     )
 
 
+def _chunk_bytes(chunk: ChunkRow) -> int:
+    """About the memory a cached chunk row holds (its strings, hashes and line map)."""
+    return (len(chunk.text) + len(chunk.terms_blob) + len(chunk.path) + len(chunk.id)
+            + 40 * len(chunk.line_map or ()) + 400)
+
+
 def as_array(value: Any) -> np.ndarray:
     """A pgvector value as float32 (its loader gives ``Vector`` or an array by version)."""
     if hasattr(value, "to_numpy"):
@@ -256,8 +262,7 @@ class PostgresReader:
             rowid, xmin = int(row[0]), int(row[1])
             if row[2] is not None:
                 chunk = _chunk_row(row[2:])
-                CHUNKS.put((scope, rowid), (xmin, chunk),
-                           len(chunk.text) + len(chunk.terms_blob) + len(chunk.path) + 400)
+                CHUNKS.put((scope, rowid), (xmin, chunk), _chunk_bytes(chunk))
                 out[rowid] = chunk
             elif held[rowid][0] == xmin:  # the row version held: the same columns
                 out[rowid] = held[rowid][1]
@@ -266,8 +271,7 @@ class PostgresReader:
         if again:
             for row in self.conn.execute(_CACHED_CHUNKS_SQL, ([], again, self.namespace_id)):
                 chunk = _chunk_row(row[2:])
-                CHUNKS.put((scope, chunk.rowid), (int(row[1]), chunk),
-                           len(chunk.text) + len(chunk.terms_blob) + len(chunk.path) + 400)
+                CHUNKS.put((scope, chunk.rowid), (int(row[1]), chunk), _chunk_bytes(chunk))
                 out[chunk.rowid] = chunk
         return out
 
