@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from memmw.errors import ConfigError, IndexBusyError, IndexCorruptError, IndexStoreError
 from memmw.redaction import redact_error
 from memmw.store.ownership import WriterThread
-from memmw.store.postgres.connection import open_pool, redact_dsn
+from memmw.store.postgres.connection import open_pool, probed, redact_dsn
 from memmw.store.postgres.schema import WRITER_LOCK_CLASS
 from memmw.store.postgres.store import PostgresReader, PostgresWriter
 from memmw.store.protocol import LockHolder, StoreHealth, StoreWriter
@@ -47,10 +47,8 @@ class _Read:
 ANALYZE_MIN_CHUNKS = 10_000
 
 
-def _repeatable_read() -> Any:
-    import psycopg
-
-    return psycopg.IsolationLevel.REPEATABLE_READ
+#: A search's snapshot: its reads see one committed state and write nothing.
+_BEGIN_SNAPSHOT = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 
 
 def _driver_errors() -> tuple[type[BaseException], ...]:
@@ -200,13 +198,16 @@ class PostgresStore:
             with self.read() as reader:  # inside a snapshot or the writer: what it sees
                 return reader.get_meta("identity") is not None
         pool = self._ensure_pool()
-        with pool.connection() as conn:
-            row = conn.execute(
+
+        def ask(conn: psycopg.Connection[Any]) -> Any:
+            return conn.execute(
                 "SELECT m.value IS NOT NULL FROM memmw.namespaces n LEFT JOIN memmw.meta m"
                 " ON m.namespace_id = n.id AND m.key = 'identity' WHERE n.name = %s",
                 (self.namespace,),
             ).fetchone()
-        return bool(row and row[0])
+
+        with probed(pool, ask) as (_, row):
+            return bool(row and row[0])
 
     def open(self) -> bool:
         """Connect on first use; True when a new pool was opened.
@@ -237,29 +238,39 @@ class PostgresStore:
             return
         ns = self.namespace_id
         pool = self._ensure_pool()
+
+        def begin(conn: psycopg.Connection[Any]) -> dict[str, str]:
+            # The snapshot's BEGIN and its meta rows (a search's identity, generation and
+            # epoch) in one round trip, which also checks the pooled connection.
+            cur = conn.execute(
+                f"{_BEGIN_SNAPSHOT}; SELECT key, value FROM memmw.meta"
+                f" WHERE namespace_id = {int(ns)}"
+            )
+            cur.nextset()
+            return {str(k): str(v) for k, v in cur.fetchall()}
+
         try:
-            with pool.connection() as conn:
-                # The snapshot's characteristics go with its BEGIN (one round trip, not a
-                # SET TRANSACTION more); the pooled connection gets its defaults back.
-                conn.isolation_level = _repeatable_read()
-                conn.read_only = True
+            with probed(pool, begin) as (conn, meta):
+                reader = PostgresReader(
+                    conn,
+                    ns,
+                    fts_tokenizer=self.fts_tokenizer,
+                    vector_backend=self.vector_backend,
+                )
+                reader.snapshot = True
+                reader.cache_scope = (self.dsn, ns)
+                reader.prefetch_meta(meta)
+                self._reads.current = _Read(conn, reader, 1)
                 try:
-                    with conn.transaction():
-                        reader = PostgresReader(
-                            conn,
-                            ns,
-                            fts_tokenizer=self.fts_tokenizer,
-                            vector_backend=self.vector_backend,
-                        )
-                        reader.snapshot = True
-                        self._reads.current = _Read(conn, reader, 1)
-                        try:
-                            yield reader
-                        finally:
-                            self._reads.current = None
-                finally:
-                    conn.isolation_level = None
-                    conn.read_only = None
+                    yield reader
+                except BaseException:
+                    self._reads.current = None
+                    if not conn.closed:
+                        with contextlib.suppress(*_driver_errors()):
+                            conn.execute("ROLLBACK")
+                    raise
+                self._reads.current = None
+                conn.execute("COMMIT")
         except _driver_errors() as exc:
             raise translate(exc, self.location) from exc
 

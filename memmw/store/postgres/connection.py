@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memmw.errors import ConfigError, IndexStoreError
 from memmw.redaction import dsn_is_ambiguous, mask_dsn, redact_error
@@ -14,6 +17,8 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: Environment variable with the DSN when ``store.dsn`` is not set.
 DSN_ENV = "MEMMW_STORE_DSN"
@@ -55,6 +60,52 @@ def connect_error(dsn: str, exc: BaseException) -> str:
             "percent-encode it ('@' is %40, '/' is %2F) or use ~/.pgpass"
         )
     return redact_error(str(exc), dsn=dsn)
+
+
+#: Set while this thread takes a connection whose first round trip checks it (``probed``).
+_probing = threading.local()
+
+
+def _check(conn: psycopg.Connection[Any]) -> None:
+    """The pool's check of a connection before handing it out (a round trip), skipped
+    for ``probed``, whose own first round trip finds a dead connection."""
+    if getattr(_probing, "on", False):
+        return
+    from psycopg_pool import ConnectionPool
+
+    ConnectionPool.check_connection(conn)
+
+
+@contextlib.contextmanager
+def probed(
+    pool: ConnectionPool[Any], first: Callable[[psycopg.Connection[Any]], T]
+) -> Iterator[tuple[psycopg.Connection[Any], T]]:
+    """A pooled connection and the result of ``first(conn)``, its first round trip.
+
+    A connection that died (the server restarted) fails that round trip: the pool drops
+    it and the next one is tried, as the pool's own check would have, without that
+    check's round trip before every use (a search's reads go through here). ``first``
+    must be safe to repeat (a read, a BEGIN).
+    """
+    import psycopg
+
+    attempts = pool.max_size + 1
+    for attempt in range(attempts):
+        with contextlib.ExitStack() as stack:
+            _probing.on = True
+            try:
+                conn = stack.enter_context(pool.connection())
+            finally:
+                _probing.on = False
+            try:
+                value = first(conn)
+            except psycopg.OperationalError:
+                if not conn.broken or attempt == attempts - 1:
+                    raise
+                log.info("a pooled PostgreSQL connection was lost; trying another")
+                continue  # returned broken: the pool replaces it
+            yield conn, value
+            return
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
@@ -107,8 +158,9 @@ def open_pool(dsn: str, *, max_size: int = 4) -> ConnectionPool[Any]:
         max_size=max_size,
         kwargs={"autocommit": True},
         configure=_configure,
-        # A connection that died with the server is replaced, not handed out.
-        check=ConnectionPool.check_connection,
+        # A connection that died with the server is replaced, not handed out (``probed``
+        # checks by its first round trip instead).
+        check=_check,
         open=False,
         name="memmw",
     )

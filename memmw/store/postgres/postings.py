@@ -35,9 +35,10 @@ class PgSegments:
         self.conn = conn
         self.ns = namespace_id
         self._dead: tuple[list[str], list[int]] | None = None
-        #: Queries sent in the same round trip as ``segments`` (a pipeline), and their rows.
-        self.also: list[tuple[str, tuple[Any, ...]]] = []
-        self.extra: list[list[tuple[Any, ...]]] = []
+        #: ``segments`` also reads the statistics and the newest decay date (a snapshot's).
+        self.read_stats = False
+        self.stats: tuple[int, float] | None = None
+        self.newest: tuple[float | None] | None = None
 
     def add_stats(self, source: str, chunks: int, length: int) -> None:
         self.conn.execute(
@@ -74,7 +75,7 @@ class PgSegments:
     def segment_keys(
         self, source: str, terms: Sequence[int], small: int
     ) -> Iterable[tuple[int, int, int, bytes | None]]:
-        return self.conn.execute(
+        return self.conn.cursor(binary=True).execute(
             "SELECT term_hash, seg, n, CASE WHEN n <= %s THEN data END"
             " FROM memmw.postings_segments WHERE namespace_id = %s AND source = %s"
             " AND term_hash = ANY(%s) ORDER BY term_hash, seg",
@@ -82,7 +83,7 @@ class PgSegments:
         ).fetchall()
 
     def segment(self, source: str, term: int, seg: int) -> bytes:
-        row = self.conn.execute(
+        row = self.conn.cursor(binary=True).execute(
             "SELECT data FROM memmw.postings_segments WHERE namespace_id = %s AND source = %s"
             " AND term_hash = %s AND seg = %s",
             (self.ns, source, term, seg),
@@ -135,24 +136,44 @@ class PgSegments:
     def segments(
         self, sources: Sequence[str], terms: Sequence[int]
     ) -> Iterable[tuple[int, int, bytes]]:
-        """The terms' segments, and the sources' tombstones in the same round trip (kept
-        for ``dead_rowids``)."""
+        """The terms' segments, and the sources' tombstones in the same statement (kept
+        for ``dead_rowids``); with ``read_stats``, also the sources' keyword statistics
+        and the newest decay date (``stats``, ``newest``), which a search asks for next.
+
+        One statement, one round trip, bytea in binary (no hex to encode and decode).
+        """
+        src = list(sources)
         query = (
-            "SELECT term_hash, seg, data FROM memmw.postings_segments WHERE namespace_id = %s"
-            " AND source = ANY(%s) AND term_hash = ANY(%s)"
-            " UNION ALL SELECT NULL, chunk_rowid, NULL FROM memmw.postings_dead"
-            " WHERE namespace_id = %s AND source = ANY(%s) ORDER BY 1, 2"
+            "SELECT 0, term_hash, seg, data, NULL::float8 FROM memmw.postings_segments"
+            " WHERE namespace_id = %(ns)s AND source = ANY(%(src)s)"
+            " AND term_hash = ANY(%(terms)s)"
+            " UNION ALL SELECT 1, NULL, chunk_rowid, NULL, NULL FROM memmw.postings_dead"
+            " WHERE namespace_id = %(ns)s AND source = ANY(%(src)s)"
         )
-        params = (self.ns, list(sources), list(terms), self.ns, list(sources))
-        if self.also:
-            with self.conn.pipeline():
-                cursors = [self.conn.execute(q, p) for q, p in [(query, params), *self.also]]
-            rows = cursors[0].fetchall()
-            self.extra = [c.fetchall() for c in cursors[1:]]
-        else:
-            rows = self.conn.execute(query, params).fetchall()
-        self._dead = (list(sources), [int(seg) for term, seg, _ in rows if term is None])
-        return [(int(t), int(seg), bytes(d)) for t, seg, d in rows if t is not None]
+        if self.read_stats:
+            query += (
+                " UNION ALL SELECT 2, coalesce(sum(n_docs), 0)::bigint,"
+                " coalesce(sum(total_len), 0)::bigint, NULL, NULL FROM memmw.source_stats"
+                " WHERE namespace_id = %(ns)s AND source = ANY(%(src)s)"
+                " UNION ALL SELECT 3, NULL, NULL, NULL, max(decay_ts) FROM memmw.files"
+                " WHERE namespace_id = %(ns)s"
+            )
+        rows = self.conn.cursor(binary=True).execute(
+            query + " ORDER BY 1, 2, 3", {"ns": self.ns, "src": src, "terms": list(terms)}
+        ).fetchall()
+        out: list[tuple[int, int, bytes]] = []
+        dead: list[int] = []
+        for kind, term, seg, data, value in rows:
+            if kind == 0:
+                out.append((int(term), int(seg), bytes(data)))
+            elif kind == 1:
+                dead.append(int(seg))
+            elif kind == 2:
+                self.stats = (int(term), float(seg))
+            else:
+                self.newest = (None if value is None else float(value),)
+        self._dead = (src, dead)
+        return out
 
 
 #: One logged change: ``(source, rowid, hashes, tf or None for a removal, length)``.

@@ -7,7 +7,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,6 +15,7 @@ import numpy as np
 from memmw.store.arena import FRESH, Arena
 from memmw.store.postgres import graph as pg_graph
 from memmw.store.postgres.bulk import copy_vectors
+from memmw.store.postgres.cache import CHUNKS
 from memmw.store.postgres.postings import PgPostingsLog, PgSegments
 from memmw.store.protocol import (
     ChunkRow,
@@ -47,6 +48,24 @@ HNSW_BUILD_MEMORY_CAP_KB = 1024 * 1024
 _CHUNK_COLUMNS = (
     "c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.text, c.line_map, "
     "c.importance, c.n_terms, f.decay_ts, c.terms"
+)
+
+# ``chunks`` of a snapshot: every row's rowid and version (``xmin``), and the columns of
+# those not held in the process's cache (``memmw.store.postgres.cache``), the first
+# parameter: their text and term hashes are most of what the server reads and sends.
+_CACHED_CHUNKS_SQL = (
+    "SELECT c.rowid, c.xmin::text::bigint, "
+    + ", ".join(
+        f"CASE WHEN h.held THEN NULL ELSE {col} END"
+        for col in [
+            "c.rowid", "c.id", "c.path", "c.source", "c.start_line", "c.end_line", "c.text",
+            "c.line_map", "c.importance", "c.n_terms",
+            # A lookup of the file's row by its key for each chunk (a join hashes them all).
+            "(SELECT f.decay_ts FROM memmw.files f WHERE f.id = c.file_id)", "c.terms",
+        ]
+    )
+    + " FROM memmw.chunks c, LATERAL (SELECT c.rowid = ANY(%s::bigint[]) AS held) h"
+    " WHERE c.rowid = ANY(%s) AND c.namespace_id = %s"
 )
 
 # One file's row and its chunks (parallel arrays, in chunk order) in one round trip.
@@ -106,6 +125,12 @@ def _chunk_row(row: Sequence[Any]) -> ChunkRow:
     )
 
 
+def _chunk_bytes(chunk: ChunkRow) -> int:
+    """About the memory a cached chunk row holds (its strings, hashes and line map)."""
+    return (len(chunk.text) + len(chunk.terms_blob) + len(chunk.path) + len(chunk.id)
+            + 40 * len(chunk.line_map or ()) + 400)
+
+
 def as_array(value: Any) -> np.ndarray:
     """A pgvector value as float32 (its loader gives ``Vector`` or an array by version)."""
     if hasattr(value, "to_numpy"):
@@ -146,12 +171,19 @@ class PostgresReader:
         self._meta: dict[str, str] | None = None
         self._stats: dict[tuple[str, ...], tuple[int, float]] = {}
         self._newest: tuple[float | None] | None = None
+        #: The key of this server, database and namespace in the process's caches of rows
+        #: (``memmw.store.postgres.cache``); set for snapshots only (committed rows).
+        self.cache_scope: Hashable | None = None
 
     def _one(self, query: str, params: Sequence[Any] | Mapping[str, Any]) -> Any:
         row = self.conn.execute(query, params).fetchone()
         return None if row is None else row[0]
 
     # -- meta and identity -----------------------------------------------------------
+    def prefetch_meta(self, meta: dict[str, str]) -> None:
+        """The snapshot's meta rows, read with its BEGIN (``PostgresStore.read``)."""
+        self._meta = dict(meta)
+
     def get_meta(self, key: str) -> str | None:
         """A meta value of this namespace, or None (in a snapshot, every meta row is
         read with the first ask: one round trip for a search's identity, generation and
@@ -205,12 +237,43 @@ class PostgresReader:
         """Chunks of this namespace by rowid (missing ids are absent from the result)."""
         if not ids:
             return {}
+        if self.cache_scope is not None:
+            return self._cached_chunks(ids, self.cache_scope)
         rows = self.conn.execute(
             f"SELECT {_CHUNK_COLUMNS} FROM memmw.chunks c JOIN memmw.files f"
             " ON f.id = c.file_id WHERE c.rowid = ANY(%s) AND c.namespace_id = %s",
             ([int(i) for i in ids], self.namespace_id),
         ).fetchall()
         return {int(row[0]): _chunk_row(row) for row in rows}
+
+    def _cached_chunks(self, ids: Sequence[int], scope: Hashable) -> dict[int, ChunkRow]:
+        """``chunks`` through the process's cache of chunk rows (``cache.CHUNKS``): a row
+        held at the version the server has now is not sent again."""
+        wanted = [int(i) for i in ids]
+        held: dict[int, tuple[int, ChunkRow]] = {}
+        for rowid in wanted:
+            entry = CHUNKS.get((scope, rowid))
+            if entry is not None:
+                held[rowid] = entry
+        out: dict[int, ChunkRow] = {}
+        again: list[int] = []
+        rows = self.conn.execute(_CACHED_CHUNKS_SQL, (list(held), wanted, self.namespace_id))
+        for row in rows.fetchall():
+            rowid, xmin = int(row[0]), int(row[1])
+            if row[2] is not None:
+                chunk = _chunk_row(row[2:])
+                CHUNKS.put((scope, rowid), (xmin, chunk), _chunk_bytes(chunk))
+                out[rowid] = chunk
+            elif held[rowid][0] == xmin:  # the row version held: the same columns
+                out[rowid] = held[rowid][1]
+            else:  # another version of the row than the one held (not seen in practice)
+                again.append(rowid)
+        if again:
+            for row in self.conn.execute(_CACHED_CHUNKS_SQL, ([], again, self.namespace_id)):
+                chunk = _chunk_row(row[2:])
+                CHUNKS.put((scope, chunk.rowid), (int(row[1]), chunk), _chunk_bytes(chunk))
+                out[chunk.rowid] = chunk
+        return out
 
     def chunk_rowids(self, sources: Sequence[str]) -> list[int]:
         """Rowids of every chunk of ``sources``, ascending."""
@@ -275,24 +338,12 @@ class PostgresReader:
         same round trip reads the sources' keyword statistics and the newest decay date,
         which a search asks for next."""
         table = PgSegments(self.conn, self.namespace_id)
-        if not self.snapshot:
-            return read_postings(table, term_hashes, sources, arena)
-        table.also = [
-            (
-                "SELECT coalesce(sum(n_docs), 0), coalesce(sum(total_len), 0)"
-                " FROM memmw.source_stats WHERE namespace_id = %s AND source = ANY(%s)",
-                (self.namespace_id, list(sources)),
-            ),
-            (
-                "SELECT max(decay_ts) FROM memmw.files WHERE namespace_id = %s",
-                (self.namespace_id,),
-            ),
-        ]
+        table.read_stats = self.snapshot
         found = read_postings(table, term_hashes, sources, arena)
-        if table.extra:
-            (stats,), (newest,) = table.extra
-            self._stats[tuple(sources)] = (int(stats[0]), float(stats[1]))
-            self._newest = (None if newest[0] is None else float(newest[0]),)
+        if table.stats is not None:
+            self._stats[tuple(sources)] = table.stats
+        if table.newest is not None:
+            self._newest = table.newest
         return found
 
     def bm25_search(

@@ -687,9 +687,11 @@ def test_write_vectors_keeps_the_last_vector_of_a_chunk_and_builds_the_index_aft
 
 
 def test_a_snapshot_reads_what_a_search_needs_in_few_round_trips(store: PostgresStore) -> None:
-    """In a read snapshot the meta rows, the keyword statistics and the newest decay date
-    come with the first ask and the postings (one round trip each), and they are what
-    separate statements read; a write after the snapshot is seen by the next one."""
+    """A read snapshot starts with one round trip (its BEGIN with every meta row, which
+    also finds a dead pooled connection: no liveness check before it); the postings come
+    with the keyword statistics and the newest decay date in one statement; nothing more
+    is asked for them afterwards, and they are what separate statements read; a write
+    after the snapshot is seen by the next one."""
     import psycopg
 
     assert not store.published()
@@ -701,17 +703,16 @@ def test_a_snapshot_reads_what_a_search_needs_in_few_round_trips(store: Postgres
     hashes = [term_hash(t) for t in query_terms("gateway Alice atlas tea")]
     with store.write() as w:  # not a snapshot: statement by statement
         want_found = {h: p.rowids.tolist() for h, p in w.postings(hashes, ["memory"]).items()}
+        want_stats = (w.keyword_stats(["memory"]), w.newest_decay_ts())
+        want_meta = {k: w.get_meta(k) for k in ("generation", "epoch", "identity", "nope")}
     sent: list[str] = []
-    original = psycopg.Connection.execute
+    original = psycopg.Cursor.execute
 
-    def counted(self: psycopg.Connection[object], query: object, *a: object, **k: object) -> object:
+    def counted(self: psycopg.Cursor[object], query: object, *a: object, **k: object) -> object:
         sent.append(str(query))
         return original(self, query, *a, **k)  # type: ignore[arg-type]
 
-    with store.read() as r:
-        want_stats = (r.keyword_stats(["memory"]), r.newest_decay_ts())
-        want_meta = {k: r.get_meta(k) for k in ("generation", "epoch", "identity", "nope")}
-    psycopg.Connection.execute = counted  # type: ignore[method-assign]
+    psycopg.Cursor.execute = counted  # type: ignore[method-assign]
     try:
         with store.read() as r:
             got_meta = {k: r.get_meta(k) for k in ("generation", "epoch", "identity", "nope")}
@@ -721,15 +722,13 @@ def test_a_snapshot_reads_what_a_search_needs_in_few_round_trips(store: Postgres
             got_stats = (r.keyword_stats(["memory"]), r.newest_decay_ts())
             after = len(sent)
     finally:
-        psycopg.Connection.execute = original  # type: ignore[method-assign]
+        psycopg.Cursor.execute = original  # type: ignore[method-assign]
     assert got_meta == want_meta and got_meta["generation"] == "7"
     assert got_stats == want_stats and got_stats[0][0] > 0
     assert {h: p.rowids.tolist() for h, p in found.items()} == want_found
     assert len(want_found) == 4
-    # The pool's liveness check and one read of every meta row; the postings with the
-    # statistics and the decay date (one pipeline); nothing more for them afterwards.
-    assert metas == 2 and "memmw.meta" in sent[1]
-    assert postings - metas == 3 and after == postings
+    assert metas == 1 and "BEGIN" in sent[0] and "memmw.meta" in sent[0]
+    assert postings - metas == 1 and after == postings
     with store.write() as w:
         w.set_meta("generation", "8")
     with store.read() as r:
@@ -804,3 +803,56 @@ def test_a_namespace_seen_once_is_not_asked_for_again(
     assert sent == []
     store.reset()
     assert store.exists()
+
+
+def test_a_pooled_connection_the_server_dropped_is_replaced_without_a_check_per_read(
+    pg_database: str,
+) -> None:
+    """Searches take pooled connections without the pool's liveness round trip: the first
+    round trip of a read (its BEGIN) or of ``published`` finds a connection the server
+    dropped, and the next one is used, up to a pool of dead ones (the server restarted)."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    name = f"probe-{uuid.uuid4().hex[:8]}"
+    store = PostgresStore(make_conninfo(pg_database, application_name=name), pool_size=3,
+                          agent_id=f"agent-{uuid.uuid4().hex[:8]}")
+    try:
+        _fill(store)
+        with store.write() as w:
+            w.set_identity({"provider": "none"})
+        pool = store._ensure_pool()
+        # Every connection of the pool opened and back in it.
+        with pool.connection(), pool.connection(), pool.connection():
+            pass
+        sent: list[str] = []
+        original = psycopg.Cursor.execute
+
+        def counted(self: psycopg.Cursor[object], query: object, *a: object, **k: object) -> object:
+            sent.append(str(query))
+            return original(self, query, *a, **k)  # type: ignore[arg-type]
+
+        for ask in ("read", "published"):
+            with psycopg.connect(pg_database, autocommit=True) as admin:
+                killed = admin.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE application_name = %s", (name,),
+                ).fetchone()
+            assert killed is not None and killed[0] == 3
+            psycopg.Cursor.execute = counted  # type: ignore[method-assign]
+            try:
+                if ask == "read":
+                    with store.read() as r:
+                        assert r.get_meta("identity") is not None
+                        assert r.chunk_count(["memory"]) > 0
+                else:
+                    assert store.published()
+            finally:
+                psycopg.Cursor.execute = original  # type: ignore[method-assign]
+            # No empty liveness query: the failed first round trips were the checks.
+            assert "" not in sent
+            sent.clear()
+            with pool.connection(), pool.connection(), pool.connection():
+                pass
+    finally:
+        store.close()
