@@ -385,6 +385,8 @@ def _name_spans(query: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for m in _CAPITALISED.finditer(query):
         words = re.split(r"[ -]", m.group())
+        if all(normalize(w) in STOP_WORDS for w in words):
+            continue  # "What", "When": a sentence's first word, no name
         for size in range(min(len(words), lexicon.MAX_NAME_WORDS), 0, -1):
             for i in range(len(words) - size + 1):
                 out.append((" ".join(words[i : i + size]), words[i]))

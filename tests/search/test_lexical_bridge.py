@@ -184,3 +184,19 @@ def test_the_vector_leg_embeds_the_translations(tmp_path: Path) -> None:
             assert provider.queries[-1] == "Any news from Hangzhou or Paris? (杭州)"
     finally:
         unregister_provider("recording")
+
+
+def test_a_sync_leaves_the_dictionary_read_so_no_turn_waits_for_it(tmp_path: Path) -> None:
+    """The dictionary is read in the background from the moment a searcher is made and a
+    sync waits for it: the first search after a sync never reads it (a turn's deadline)."""
+    tables, warming = list(lexicon._tables), list(lexicon._warming)
+    lexicon._tables.clear()
+    lexicon._warming.clear()
+    try:
+        with memory(tmp_path, {"USER.md": "# About me\n- Allergic to peanuts.\n"}) as mem:
+            assert lexicon._tables and lexicon._tables[0] is not None  # read by the sync
+            assert len(lexicon._warming) == 1  # once, in the background
+            assert paths(mem, "我对什么过敏？")[:1] == ["USER.md"]
+    finally:
+        lexicon._tables[:] = tables
+        lexicon._warming[:] = warming
