@@ -9,6 +9,10 @@ entity's names (one synonym group: BM25 counts it as one query term), so ``our C
 finds the note that says ``Dima``. A present-tense question (``asks_present``) searches
 the words for "now" in several languages as one group instead of its own cue words
 (``present_terms``: "these days" finds the note that says "jetzt", never "day").
+Across Chinese and English (``lexical_synonyms``, from CC-CEDICT via
+``memmw.text.lexicon``): a Chinese word of the query is also searched by its short
+English glosses (``过敏``: ``allergic``), a romanised proper name by its Chinese headwords
+(``Hangzhou``: ``杭州``), both as synonym groups; the vector leg embeds them too.
 """
 
 from __future__ import annotations
@@ -376,20 +380,20 @@ def newest_first(
 
 
 #: Capitalised words of a query (Latin letters), for proper names in the dictionary.
-_CAPITALISED = re.compile(r"\b[A-Z][a-z]+(?:[ -][A-Z][a-z]+)*\b")
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]*(?:[ -][A-Z][a-z]*)*\b")
 
 
-def _name_spans(query: str) -> list[tuple[str, str]]:
-    """``(name, its first word)`` for every run of capitalised Latin words in ``query``
-    and each of its shorter runs (longest first), up to ``lexicon.MAX_NAME_WORDS`` words."""
-    out: list[tuple[str, str]] = []
+def _name_spans(query: str) -> list[str]:
+    """Every run of capitalised Latin words in ``query`` and each of its shorter runs
+    (longest first), up to ``lexicon.MAX_NAME_WORDS`` words."""
+    out: list[str] = []
     for m in _CAPITALISED.finditer(query):
         words = re.split(r"[ -]", m.group())
         if all(normalize(w) in STOP_WORDS for w in words):
             continue  # "What", "When": a sentence's first word, no name
         for size in range(min(len(words), lexicon.MAX_NAME_WORDS), 0, -1):
             for i in range(len(words) - size + 1):
-                out.append((" ".join(words[i : i + size]), words[i]))
+                out.append(" ".join(words[i : i + size]))
     return out
 
 
@@ -417,12 +421,12 @@ def lexical_synonyms(query: str, q_terms: Sequence[str]) -> dict[str, tuple[str,
         for word in lexicon.chinese_words(normalize(query)):
             if word[:2] in present:
                 add(word[:2], lexicon.english_terms(word))
-    for name, first in _name_spans(query):
-        anchor = query_terms(first)
-        if anchor and anchor[0] in present:
+    for name in _name_spans(query):
+        anchor = next((t for t in query_terms(name) if t in present), None)
+        if anchor is not None:
             heads = lexicon.chinese_names(name)
             if heads:
-                add(anchor[0], [t for head in heads for t in _han_terms(head)])
+                add(anchor, [t for head in heads for t in _han_terms(head)])
     return {t: tuple(g) for t, g in out.items() if g}
 
 
@@ -436,7 +440,7 @@ def lexical_vector_words(query: str, known: Callable[[Sequence[str]], set[str]])
         for word in lexicon.chinese_words(normalize(query)):
             for gloss in lexicon.english_words(word):
                 words.setdefault(gloss)
-    heads = [h for name, _ in _name_spans(query) for h in lexicon.chinese_names(name)]
+    heads = [h for name in _name_spans(query) for h in lexicon.chinese_names(name)]
     if heads:
         held = known([t for h in heads for t in _han_terms(h)])
         for head in heads:

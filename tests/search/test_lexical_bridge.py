@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from memmw import Memory, MemoryConfig
 from memmw.search.expansion import lexical_synonyms, lexical_vector_words
 from memmw.text import lexicon
-from memmw.text.analysis import query_terms
+from memmw.text.analysis import STOP_WORDS, query_terms
 from tests.conftest import write
 
 from ..conftest import make_memory
@@ -31,8 +31,13 @@ WORDS = [
     for w in sorted(_TABLES.glosses)[::97]
     if lexicon.english_words(w) and w[:2] in query_terms(w)
 ]
-#: Romanised names the dictionary knows, written as a person would (``Hangzhou``).
-NAMES = sorted(n for n in _TABLES.names if n.isascii() and n.replace(" ", "").isalpha())[::7]
+#: Romanised names the dictionary knows, written as a person would (``Hangzhou``), that
+#: hold a search term (not "Anding": its stem is the stop word "and").
+NAMES = sorted(
+    n
+    for n in _TABLES.names
+    if n.isascii() and n.replace(" ", "").isalpha() and not set(query_terms(n)) <= STOP_WORDS
+)[::7]
 FILLER = [f"# 2026-07-{d}\n- Groceries and laundry {d}.\n" for d in range(10, 20)]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -39,7 +40,7 @@ def test_a_romanised_proper_name_gives_its_chinese_headwords() -> None:
     tables = lexicon._load()
     assert tables is not None
     heads = [h for hs in tables.names.values() for h in hs]
-    assert heads and all(len(h) >= 2 for h in heads)
+    assert heads and all(len(h) >= 2 and lexicon._HAN_WORD.fullmatch(h) for h in heads)
     assert all(len(hs) <= lexicon.MAX_NAME_HEADWORDS for hs in tables.names.values())
 
 
@@ -64,3 +65,17 @@ def test_without_the_dictionary_every_lookup_answers_nothing(monkeypatch: pytest
     assert lexicon.chinese_words("我对什么过敏") == []
     assert lexicon.english_words.__wrapped__("过敏") == ()
     assert lexicon.chinese_names("Hangzhou") == ()
+
+
+def test_a_damaged_dictionary_is_said_once_and_search_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = tmp_path / "cedict.txt.gz"
+    broken.write_bytes(b"not gzip at all")
+    monkeypatch.setattr(lexicon, "_data_file", lambda: broken)
+    monkeypatch.setattr(lexicon, "_tables", [])
+    with caplog.at_level("WARNING", logger="memmw.text.lexicon"):
+        assert not lexicon.available()
+        assert lexicon.chinese_names("Hangzhou") == ()
+    assert [r.message for r in caplog.records if "unreadable" in r.message][:1]
+    assert len([r for r in caplog.records if "unreadable" in r.message]) == 1
