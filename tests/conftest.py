@@ -6,6 +6,7 @@ PostgreSQL fixtures (``pg_dsn``, ``pg_database``)."""
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,10 @@ settings.register_profile("deep", max_examples=3000)
 _profile = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else None)
 if _profile:
     settings.load_profile(_profile)
+
+# What memmw keeps in the user's cache folder (the dictionary tables of
+# memmw.text.lexicon) goes to a folder of this test run, never the real one.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="memmw-test-cache-")
 
 
 def write(path: Path, text: str = "x\n") -> Path:

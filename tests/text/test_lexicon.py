@@ -80,3 +80,49 @@ def test_a_damaged_dictionary_is_said_once_and_search_goes_on(
         assert lexicon.chinese_names("Hangzhou") == ()
     assert [r.message for r in caplog.records if "unreadable" in r.message][:1]
     assert len([r for r in caplog.records if "unreadable" in r.message]) == 1
+
+
+def _fresh_read(monkeypatch: pytest.MonkeyPatch, cache: Path) -> lexicon._Tables | None:
+    """The tables as a new process reads them, with ``cache`` as the cache folder."""
+    monkeypatch.setattr(lexicon, "_cache_dir", lambda: cache)
+    monkeypatch.setattr(lexicon, "_tables", [])
+    return lexicon._load()
+
+
+def test_a_later_process_reads_the_tables_back_from_the_cache_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built = _fresh_read(monkeypatch, tmp_path)
+    assert built is not None
+    [kept] = tmp_path.glob("cedict-*.marshal")
+    monkeypatch.setattr(lexicon, "_build", lambda path: pytest.fail("parsed again"))
+    again = _fresh_read(monkeypatch, tmp_path)
+    assert again == built  # every table, entry for entry
+    assert list(tmp_path.glob("cedict-*.marshal")) == [kept]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [b"", b"\x00garbage", b"\xe9\x01\x00\x00\x00", None],
+    ids=["empty", "garbage", "wrong-shape", "other-format"],
+)
+def test_a_damaged_or_stale_cache_file_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: bytes | None
+) -> None:
+    built = _fresh_read(monkeypatch, tmp_path)
+    [kept] = tmp_path.glob("cedict-*.marshal")
+    if damage is None:  # a file of an older format is left behind, then removed
+        kept.rename(tmp_path / "cedict-0-1-2.marshal")
+    else:
+        kept.write_bytes(damage)
+    assert _fresh_read(monkeypatch, tmp_path) == built
+    assert [p.name for p in tmp_path.glob("cedict-*.marshal")] == [kept.name]
+
+
+def test_a_cache_folder_that_cannot_be_written_costs_only_the_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the folder should be")
+    tables = _fresh_read(monkeypatch, blocked / "memmw")
+    assert tables is not None and tables.names["hangzhou"] == ("杭州",)
