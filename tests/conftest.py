@@ -180,3 +180,27 @@ def pg_store(pg_database: str) -> Iterator[object]:
         yield store
     finally:
         store.close()
+
+
+@pytest.fixture
+def recording_provider() -> Iterator[Any]:
+    """A deterministic embedding provider registered as ``recording`` that keeps every
+    query text it embeds (``.queries``): what the vector leg was asked to embed."""
+    from memmw.embeddings.registry import register_provider, unregister_provider
+    from memmw.testing import FakeEmbeddingProvider
+
+    class Recording(FakeEmbeddingProvider):
+        def __init__(self) -> None:
+            super().__init__(dims=16)
+            self.queries: list[str] = []
+
+        def embed_query(self, text: str) -> list[float]:
+            self.queries.append(text)
+            return super().embed_query(text)
+
+    provider = Recording()
+    register_provider("recording", lambda config: provider, replace=True)
+    try:
+        yield provider
+    finally:
+        unregister_provider("recording")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from hypothesis import given, settings
@@ -199,32 +200,18 @@ def test_a_synonym_group_is_one_posting_list(lists: list[Postings]) -> None:
     assert merged.doc_len.tolist() == [10 + r for r in sorted(expected)]
 
 
-def test_the_vector_leg_embeds_the_query_with_the_entitys_other_names(tmp_path: Path) -> None:
+def test_the_vector_leg_embeds_the_query_with_the_entitys_other_names(
+    tmp_path: Path, recording_provider: Any
+) -> None:
     """Both legs: the keyword leg searches the synonym group, the vector leg embeds the
     question followed by the other names (a note that uses one of them is near it)."""
-    from memmw.embeddings.registry import register_provider, unregister_provider
-    from memmw.testing import FakeEmbeddingProvider
-
-    class Recording(FakeEmbeddingProvider):
-        def __init__(self) -> None:
-            super().__init__(dims=16)
-            self.queries: list[str] = []
-
-        def embed_query(self, text: str) -> list[float]:
-            self.queries.append(text)
-            return super().embed_query(text)
-
-    provider = Recording()
-    register_provider("recording", lambda config: provider, replace=True)
-    try:
-        with make_memory(workspace=workspace(tmp_path), state_dir=tmp_path / "s", config=MemoryConfig(provider="recording")) as mem:
-            mem.sync()
-            mem.search("What did our CTO say about Kafka?")
-            assert provider.queries[-1] == "What did our CTO say about Kafka? (Dmitri Volkov, Dima)"
-            mem.search("groceries and laundry")
-            assert provider.queries[-1] == "groceries and laundry"  # no entity named: unchanged
-    finally:
-        unregister_provider("recording")
+    provider = recording_provider
+    with make_memory(workspace=workspace(tmp_path), state_dir=tmp_path / "s", config=MemoryConfig(provider="recording")) as mem:
+        mem.sync()
+        mem.search("What did our CTO say about Kafka?")
+        assert provider.queries[-1] == "What did our CTO say about Kafka? (Dmitri Volkov, Dima)"
+        mem.search("groceries and laundry")
+        assert provider.queries[-1] == "groceries and laundry"  # no entity named: unchanged
 
 
 

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -165,31 +166,15 @@ def test_an_index_without_chinese_answers_english_questions_as_without_the_bridg
     assert bridged == plain
 
 
-def test_the_vector_leg_embeds_the_translations(tmp_path: Path) -> None:
-    from memmw.embeddings.registry import register_provider, unregister_provider
-    from memmw.testing import FakeEmbeddingProvider
-
-    class Recording(FakeEmbeddingProvider):
-        def __init__(self) -> None:
-            super().__init__(dims=16)
-            self.queries: list[str] = []
-
-        def embed_query(self, text: str) -> list[float]:
-            self.queries.append(text)
-            return super().embed_query(text)
-
-    provider = Recording()
-    register_provider("recording", lambda config: provider, replace=True)
+def test_the_vector_leg_embeds_the_translations(tmp_path: Path, recording_provider: Any) -> None:
+    provider = recording_provider
     notes = {"memory/2026-09-16.md": "# 2026-09-16\n- 杭州用户测试结果\n"}
-    try:
-        with memory(tmp_path, notes, provider="recording") as mem:
-            mem.search("我对什么过敏？")
-            assert provider.queries[-1].startswith("我对什么过敏？ (")
-            assert "allergic" in provider.queries[-1]
-            mem.search("Any news from Hangzhou or Paris?")  # the index holds 杭州, not 巴黎
-            assert provider.queries[-1] == "Any news from Hangzhou or Paris? (杭州)"
-    finally:
-        unregister_provider("recording")
+    with memory(tmp_path, notes, provider="recording") as mem:
+        mem.search("我对什么过敏？")
+        assert provider.queries[-1].startswith("我对什么过敏？ (")
+        assert "allergic" in provider.queries[-1]
+        mem.search("Any news from Hangzhou or Paris?")  # the index holds 杭州, not 巴黎
+        assert provider.queries[-1] == "Any news from Hangzhou or Paris? (杭州)"
 
 
 def test_a_sync_leaves_the_dictionary_read_so_no_turn_waits_for_it(tmp_path: Path) -> None:
