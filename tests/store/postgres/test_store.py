@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,6 +21,24 @@ from memmw.store.segments import decode
 from memmw.store.terms import term_hash
 from memmw.text.analysis import query_terms, terms
 from memmw.text.chunking import chunk_text
+
+
+@contextlib.contextmanager
+def _statements_sent(cls: Any) -> Iterator[list[str]]:
+    """The statements ``cls.execute`` sends while the block runs (``cls``: psycopg's
+    ``Cursor`` or ``Connection``), in order."""
+    sent: list[str] = []
+    original = cls.execute
+
+    def counted(self: object, query: object, *a: object, **k: object) -> object:
+        sent.append(str(query))
+        return original(self, query, *a, **k)
+
+    cls.execute = counted
+    try:
+        yield sent
+    finally:
+        cls.execute = original
 
 pytestmark = pytest.mark.postgres
 
@@ -705,24 +725,13 @@ def test_a_snapshot_reads_what_a_search_needs_in_few_round_trips(store: Postgres
         want_found = {h: p.rowids.tolist() for h, p in w.postings(hashes, ["memory"]).items()}
         want_stats = (w.keyword_stats(["memory"]), w.newest_decay_ts())
         want_meta = {k: w.get_meta(k) for k in ("generation", "epoch", "identity", "nope")}
-    sent: list[str] = []
-    original = psycopg.Cursor.execute
-
-    def counted(self: psycopg.Cursor[object], query: object, *a: object, **k: object) -> object:
-        sent.append(str(query))
-        return original(self, query, *a, **k)  # type: ignore[arg-type]
-
-    psycopg.Cursor.execute = counted  # type: ignore[method-assign]
-    try:
-        with store.read() as r:
-            got_meta = {k: r.get_meta(k) for k in ("generation", "epoch", "identity", "nope")}
-            metas = len(sent)
-            found = r.postings(hashes, ["memory"])
-            postings = len(sent)
-            got_stats = (r.keyword_stats(["memory"]), r.newest_decay_ts())
-            after = len(sent)
-    finally:
-        psycopg.Cursor.execute = original  # type: ignore[method-assign]
+    with _statements_sent(psycopg.Cursor) as sent, store.read() as r:
+        got_meta = {k: r.get_meta(k) for k in ("generation", "epoch", "identity", "nope")}
+        metas = len(sent)
+        found = r.postings(hashes, ["memory"])
+        postings = len(sent)
+        got_stats = (r.keyword_stats(["memory"]), r.newest_decay_ts())
+        after = len(sent)
     assert got_meta == want_meta and got_meta["generation"] == "7"
     assert got_stats == want_stats and got_stats[0][0] > 0
     assert {h: p.rowids.tolist() for h, p in found.items()} == want_found
@@ -788,18 +797,8 @@ def test_a_namespace_seen_once_is_not_asked_for_again(
     assert not store.exists()
     _fill(store)
     assert store.exists()
-    sent: list[str] = []
-    original = psycopg.Connection.execute
-
-    def counted(self: psycopg.Connection[object], query: object, *a: object, **k: object) -> object:
-        sent.append(str(query))
-        return original(self, query, *a, **k)  # type: ignore[arg-type]
-
-    psycopg.Connection.execute = counted  # type: ignore[method-assign]
-    try:
+    with _statements_sent(psycopg.Connection) as sent:
         assert store.exists()
-    finally:
-        psycopg.Connection.execute = original  # type: ignore[method-assign]
     assert sent == []
     store.reset()
     assert store.exists()
@@ -825,13 +824,6 @@ def test_a_pooled_connection_the_server_dropped_is_replaced_without_a_check_per_
         # Every connection of the pool opened and back in it.
         with pool.connection(), pool.connection(), pool.connection():
             pass
-        sent: list[str] = []
-        original = psycopg.Cursor.execute
-
-        def counted(self: psycopg.Cursor[object], query: object, *a: object, **k: object) -> object:
-            sent.append(str(query))
-            return original(self, query, *a, **k)  # type: ignore[arg-type]
-
         for ask in ("read", "published"):
             with psycopg.connect(pg_database, autocommit=True) as admin:
                 killed = admin.execute(
@@ -839,19 +831,15 @@ def test_a_pooled_connection_the_server_dropped_is_replaced_without_a_check_per_
                     " WHERE application_name = %s", (name,),
                 ).fetchone()
             assert killed is not None and killed[0] == 3
-            psycopg.Cursor.execute = counted  # type: ignore[method-assign]
-            try:
+            with _statements_sent(psycopg.Cursor) as sent:
                 if ask == "read":
                     with store.read() as r:
                         assert r.get_meta("identity") is not None
                         assert r.chunk_count(["memory"]) > 0
                 else:
                     assert store.published()
-            finally:
-                psycopg.Cursor.execute = original  # type: ignore[method-assign]
             # No empty liveness query: the failed first round trips were the checks.
             assert "" not in sent
-            sent.clear()
             with pool.connection(), pool.connection(), pool.connection():
                 pass
     finally:
