@@ -257,9 +257,7 @@ class PostgresStore:
                     fts_tokenizer=self.fts_tokenizer,
                     vector_backend=self.vector_backend,
                 )
-                reader.snapshot = True
-                reader.cache_scope = (self.dsn, ns)
-                reader.prefetch_meta(meta)
+                reader.as_snapshot(meta, (self.dsn, ns))
                 self._reads.current = _Read(conn, reader, 1)
                 try:
                     yield reader

@@ -164,10 +164,10 @@ class PostgresReader:
         self.fts_tokenizer = fts_tokenizer
         #: ``sqlite-vec`` asks for the store's own KNN below ``HNSW_MIN_VECTORS`` too.
         self.vector_backend = vector_backend
-        #: A snapshot's reads never change (``PostgresBackend.read`` is REPEATABLE READ,
+        #: A snapshot's reads never change (``PostgresStore.read`` is REPEATABLE READ,
         #: READ ONLY): the meta rows, keyword statistics and newest decay date it read
         #: are kept for the snapshot's later asks (round trips a search does not repeat).
-        self.snapshot = False
+        #: ``_meta`` is set for a snapshot only (:meth:`as_snapshot`).
         self._meta: dict[str, str] | None = None
         self._stats: dict[tuple[str, ...], tuple[int, float]] = {}
         self._newest: tuple[float | None] | None = None
@@ -180,23 +180,18 @@ class PostgresReader:
         return None if row is None else row[0]
 
     # -- meta and identity -----------------------------------------------------------
-    def prefetch_meta(self, meta: dict[str, str]) -> None:
-        """The snapshot's meta rows, read with its BEGIN (``PostgresStore.read``)."""
+    def as_snapshot(self, meta: dict[str, str], cache_scope: Hashable) -> None:
+        """Make this reader a read snapshot's (``PostgresStore.read``): ``meta``, every
+        meta row read with its BEGIN, answers :meth:`get_meta`; the postings read also
+        bring the keyword statistics and newest decay date; chunk rows go through the
+        process's cache under ``cache_scope``."""
         self._meta = dict(meta)
+        self.cache_scope = cache_scope
 
     def get_meta(self, key: str) -> str | None:
-        """A meta value of this namespace, or None (in a snapshot, every meta row is
-        read with the first ask: one round trip for a search's identity, generation and
-        epoch)."""
-        if self.snapshot:
-            if self._meta is None:
-                self._meta = {
-                    str(k): str(v)
-                    for k, v in self.conn.execute(
-                        "SELECT key, value FROM memmw.meta WHERE namespace_id = %s",
-                        (self.namespace_id,),
-                    ).fetchall()
-                }
+        """A meta value of this namespace, or None (a snapshot's from the meta rows read
+        with its BEGIN: no round trip)."""
+        if self._meta is not None:
             return self._meta.get(key)
         value = self._one(
             "SELECT value FROM memmw.meta WHERE namespace_id = %s AND key = %s",
@@ -338,7 +333,7 @@ class PostgresReader:
         same round trip reads the sources' keyword statistics and the newest decay date,
         which a search asks for next."""
         table = PgSegments(self.conn, self.namespace_id)
-        table.read_stats = self.snapshot
+        table.read_stats = self._meta is not None  # a snapshot
         found = read_postings(table, term_hashes, sources, arena)
         if table.stats is not None:
             self._stats[tuple(sources)] = table.stats
