@@ -62,7 +62,6 @@ _PAREN = re.compile(r"\([^)]*\)|\[[^\]]*\]")
 _HAN_CLASS = "\u3400-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
 _HAN = re.compile(f"[{_HAN_CLASS}]")
 _HAN_RUN = re.compile(f"[{_HAN_CLASS}]{{2,}}")
-_HAN_WORD = _HAN_RUN
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
 _LOWER_WORD = re.compile(r"\b[a-z]+\b")
 _NAME_WORD = re.compile(r"[A-Z][a-z'\-]*[a-z]|[A-Z]")
@@ -115,14 +114,14 @@ def _build(path: Path) -> _Tables:
             if 2 <= len(simp) <= MAX_WORD_CHARS:
                 kept = "/".join(senses[:_KEPT_SENSES])
                 for head in dict.fromkeys((simp, trad)):
-                    if not _HAN_WORD.fullmatch(head):
+                    if not _HAN_RUN.fullmatch(head):
                         continue  # "2019冠状病毒病", "卡拉OK": no run of Chinese holds it
                     if head in glosses:
                         glosses[head] = glosses[head] + "/" + kept
                     else:
                         glosses[head] = kept
                     longest = max(longest, len(head))
-            if proper and _HAN_WORD.fullmatch(simp):
+            if proper and _HAN_RUN.fullmatch(simp):
                 first = _PAREN.sub(" ", senses[0]).strip()
                 name = _leading_name(first)
                 if name is not None:
@@ -130,7 +129,7 @@ def _build(path: Path) -> _Tables:
                     rest = first[len(name) :].lstrip()
                     sound = "".join(ch for ch in pinyin.casefold() if ch.isalpha())
                     rank = 0 if sound == name.replace(" ", "") else 1 if rest[:1] in ",;" else 2
-                    heads = [h for h in dict.fromkeys((simp, trad)) if _HAN_WORD.fullmatch(h)]
+                    heads = [h for h in dict.fromkeys((simp, trad)) if _HAN_RUN.fullmatch(h)]
                     names.setdefault(name, []).extend((rank, h) for h in heads)
     return _Tables(
         glosses=glosses,

@@ -41,7 +41,7 @@ def test_a_romanised_proper_name_gives_its_chinese_headwords() -> None:
     tables = lexicon._load()
     assert tables is not None
     heads = [h for hs in tables.names.values() for h in hs]
-    assert heads and all(len(h) >= 2 and lexicon._HAN_WORD.fullmatch(h) for h in heads)
+    assert heads and all(len(h) >= 2 and lexicon._HAN_RUN.fullmatch(h) for h in heads)
     assert all(len(hs) <= lexicon.MAX_NAME_HEADWORDS for hs in tables.names.values())
 
 
