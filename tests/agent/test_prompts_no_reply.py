@@ -8,6 +8,8 @@ fuzz benchmark.
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -161,7 +163,15 @@ def test_special_tokens_at_either_end_are_never_shown(body: str, special: str, w
     }[where]
     shown = visible_text(text)
     assert shown is not None and special not in shown
-    assert shown.strip() == body.strip()
+    # The cut takes the whitespace and invisible characters beside the token with it (a
+    # soft hyphen right after "<|endoftext|>" goes too); the body's visible text stays.
+    assert _without_blank_ends(shown) == _without_blank_ends(body)
+
+
+def _without_blank_ends(text: str) -> str:
+    """``text`` without whitespace and invisible (format) characters at either end."""
+    blank = {c for c in text if c.isspace() or unicodedata.category(c) == "Cf"}
+    return text.strip("".join(blank))
 
 
 @SETTINGS
