@@ -64,20 +64,27 @@ def _store(pg_database: str, pool: object, name: str | None = None) -> PostgresS
     )
 
 
+def _replace_note(target: Any, path: str, text: str) -> list[int]:
+    """``text`` written as the memory note ``path`` by ``target`` (a writer, or a rebuild's
+    staging), in chunks of 20 tokens; the chunks' rowids."""
+    rowids: list[int] = target.replace_file(
+        path=path,
+        source="memory",
+        file_hash=f"h-{len(text)}",
+        mtime=1.0,
+        size=len(text),
+        decay_ts=None,
+        chunks=chunk_text(text, tokens=20, overlap=0),
+        model="fts-only",
+    )
+    return rowids
+
+
 def _fill(store: PostgresStore, notes: dict[str, str] = NOTES) -> dict[str, list[int]]:
     written: dict[str, list[int]] = {}
     with store.write() as w, w.transaction():
         for path, text in notes.items():
-            written[path] = w.replace_file(
-                path=path,
-                source="memory",
-                file_hash=f"h-{len(text)}",
-                mtime=1.0,
-                size=len(text),
-                decay_ts=None,
-                chunks=chunk_text(text, tokens=20, overlap=0),
-                model="fts-only",
-            )
+            written[path] = _replace_note(w, path, text)
         w.bump_generation()
     return written
 
@@ -765,16 +772,7 @@ def test_a_large_rebuild_samples_the_planner_statistics(
     def rebuild() -> None:
         with store.write() as w, store.rebuild(w) as staged:
             for path, text in NOTES.items():
-                staged.replace_file(
-                    path=path,
-                    source="memory",
-                    file_hash=f"h-{len(text)}",
-                    mtime=1.0,
-                    size=len(text),
-                    decay_ts=None,
-                    chunks=chunk_text(text, tokens=20, overlap=0),
-                    model="fts-only",
-                )
+                _replace_note(staged, path, text)
 
     monkeypatch.setattr(backend, "ANALYZE_MIN_CHUNKS", 10**9)
     before = analyzed()
