@@ -602,9 +602,16 @@ class Memory:
                 self._freshness.on_search()  # a background sync if dirty; never waits
             try:
                 self._open_store()
-                return self._agent_search.run(
+                run = self._agent_search.run(
                     query, max_results, min_score, report=report, visible=visible
                 )
+                if not self._published():
+                    # Reset by another process while this search read it: rebuild, answer.
+                    self.sync(embeddings="background")
+                    run = self._agent_search.run(
+                        query, max_results, min_score, report=report, visible=visible
+                    )
+                return run
             except IndexCorruptError as exc:
                 # Damage found past the header (a torn page): rebuild, then answer.
                 log.warning("the index is damaged (%s); rebuilding it from the notes", exc)

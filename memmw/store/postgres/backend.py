@@ -122,6 +122,9 @@ class PostgresStore:
         self._owns_pool = pool is None
         self._namespace_id: int | None = None
         self._exists = False
+        #: An identity was seen: ``published`` answers without a round trip (as the SQLite
+        #: backend does) until a snapshot finds none or this process resets the index.
+        self._published = False
         self._reads = threading.local()
         self._writer_thread = WriterThread()
         self._lock_conn: psycopg.Connection[Any] | None = None
@@ -192,11 +195,14 @@ class PostgresStore:
         return self._exists
 
     def published(self) -> bool:
-        """True once an index has been built (its identity is recorded): one statement."""
+        """True once an index has been built (its identity is recorded): one statement
+        until it is seen, none after (each search asks, and its snapshot checks again)."""
         current: _Read | None = getattr(self._reads, "current", None)
         if current is not None or (self._writer_thread.mine() and self._writer is not None):
             with self.read() as reader:  # inside a snapshot or the writer: what it sees
                 return reader.get_meta("identity") is not None
+        if self._published:
+            return True
         pool = self._ensure_pool()
 
         def ask(conn: psycopg.Connection[Any]) -> Any:
@@ -207,7 +213,8 @@ class PostgresStore:
             ).fetchone()
 
         with probed(pool, ask) as (_, row):
-            return bool(row and row[0])
+            self._published = bool(row and row[0])
+        return self._published
 
     def open(self) -> bool:
         """Connect on first use; True when a new pool was opened.
@@ -251,6 +258,8 @@ class PostgresStore:
 
         try:
             with probed(pool, begin) as (conn, meta):
+                if "identity" not in meta:
+                    self._published = False  # reset elsewhere: the next search asks again
                 reader = PostgresReader(
                     conn,
                     ns,
@@ -516,12 +525,14 @@ class PostgresStore:
             ) from exc
         assert row is not None
         log.warning("namespace %s set aside as %s (%s)", self.namespace, aside, reason)
+        self._published = False
         self._namespace_id = writer.namespace_id = int(row[0])
         return aside
 
     # -- lifecycle -----------------------------------------------------------------------
     def reset(self) -> None:
         """Delete this namespace's rows (never a Markdown file); the next sync rebuilds it."""
+        self._published = False
         with self.write(timeout=120, what="reset") as writer, writer.transaction():
             writer.clear_rows()
             writer.conn.execute(

@@ -87,6 +87,26 @@ def test_two_agents_share_one_database_without_seeing_each_other(
         store.close()
 
 
+def test_an_index_reset_by_another_process_is_rebuilt_by_the_search_that_finds_it(
+    pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search knows the index was built without asking (``published`` remembers it);
+    once another process resets it, the snapshot that finds it empty makes that search
+    rebuild it from the notes and answer from the rebuilt index."""
+    monkeypatch.setenv("MEMMW_STORE_DSN", pg_database)
+    config = MemoryConfig(provider="none", store=StoreConfig(backend="postgres"))
+    ws = _workspace(tmp_path / "ws")
+    with (
+        make_memory(workspace=ws, state_dir=tmp_path / "a", agent_id="reset", config=config) as a,
+        make_memory(workspace=ws, state_dir=tmp_path / "b", agent_id="reset", config=config) as b,
+    ):
+        a.sync()
+        before = _answers(a)
+        assert before[0][0][0] == "MEMORY.md"
+        b.reset()
+        assert _answers(a) == before
+
+
 def test_a_shared_namespace_is_searched_alongside_the_agents_own(
     pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

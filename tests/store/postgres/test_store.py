@@ -842,3 +842,40 @@ def test_a_pooled_connection_the_server_dropped_is_replaced_without_a_check_per_
                 pass
     finally:
         store.close()
+
+
+def test_published_is_asked_once_and_a_reset_elsewhere_is_seen_by_the_next_snapshot(
+    pg_database: str,
+) -> None:
+    """Every search asks ``published`` first: once an identity was seen it answers without
+    a round trip (the SQLite backend does the same), and a snapshot that finds the identity
+    gone (another process reset the index) makes the next call ask the server again."""
+    import psycopg
+
+    agent = f"agent-{uuid.uuid4().hex[:8]}"
+    store = PostgresStore(pg_database, agent_id=agent)
+    elsewhere = PostgresStore(pg_database, agent_id=agent)
+    try:
+        _fill(store)
+        assert not store.published()
+        with store.write() as w:
+            w.set_identity({"provider": "none"})
+        assert store.published()
+        with _statements_sent(psycopg.Cursor) as sent:
+            assert store.published()
+        assert sent == []
+        elsewhere.reset()
+        with store.read() as r:
+            assert r.get_meta("identity") is None
+        with _statements_sent(psycopg.Cursor) as sent:
+            assert not store.published()
+        assert len(sent) == 1
+        # This process's own reset forgets it at once.
+        with store.write() as w:
+            w.set_identity({"provider": "none"})
+        assert store.published()
+        store.reset()
+        assert not store.published()
+    finally:
+        store.close()
+        elsewhere.close()
