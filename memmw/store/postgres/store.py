@@ -32,6 +32,7 @@ from memmw.store.vectorsearch import VectorCache, VectorIndex, choose_vector_ind
 
 if TYPE_CHECKING:
     import psycopg
+    from psycopg.types.numeric import Int8
 
     from memmw.notes.syntax import ParsedNote
     from memmw.text.chunking import Chunk
@@ -67,6 +68,16 @@ _CACHED_CHUNKS_SQL = (
     + " FROM memmw.chunks c, LATERAL (SELECT c.rowid = ANY(%s::bigint[]) AS held) h"
     " WHERE c.rowid = ANY(%s) AND c.namespace_id = %s"
 )
+
+def _bigints(values: Iterable[int]) -> list[Int8]:
+    """Rowids as a bigint[] parameter whatever their size: psycopg would send a list of
+    small ints as smallint[] and larger ones as integer[], so the server cast the array
+    (measured: 0.52 against 0.30 ms for the chunk rows of a search) and a statement
+    prepared for one type was prepared again for the other."""
+    from psycopg.types.numeric import Int8
+
+    return [Int8(v) for v in values]
+
 
 # One file's row and its chunks (parallel arrays, in chunk order) in one round trip.
 _REPLACE_FILE_SQL = """
@@ -237,7 +248,7 @@ class PostgresReader:
         rows = self.conn.execute(
             f"SELECT {_CHUNK_COLUMNS} FROM memmw.chunks c JOIN memmw.files f"
             " ON f.id = c.file_id WHERE c.rowid = ANY(%s) AND c.namespace_id = %s",
-            ([int(i) for i in ids], self.namespace_id),
+            (_bigints(ids), self.namespace_id),
         ).fetchall()
         return {int(row[0]): _chunk_row(row) for row in rows}
 
@@ -252,7 +263,9 @@ class PostgresReader:
                 held[rowid] = entry
         out: dict[int, ChunkRow] = {}
         again: list[int] = []
-        rows = self.conn.execute(_CACHED_CHUNKS_SQL, (list(held), wanted, self.namespace_id))
+        rows = self.conn.execute(
+            _CACHED_CHUNKS_SQL, (_bigints(held), _bigints(wanted), self.namespace_id)
+        )
         for row in rows.fetchall():
             rowid, xmin = int(row[0]), int(row[1])
             if row[2] is not None:
@@ -264,7 +277,9 @@ class PostgresReader:
             else:  # another version of the row than the one held (not seen in practice)
                 again.append(rowid)
         if again:
-            for row in self.conn.execute(_CACHED_CHUNKS_SQL, ([], again, self.namespace_id)):
+            for row in self.conn.execute(
+                _CACHED_CHUNKS_SQL, (_bigints([]), _bigints(again), self.namespace_id)
+            ):
                 chunk = _chunk_row(row[2:])
                 CHUNKS.put((scope, chunk.rowid), (int(row[1]), chunk), _chunk_bytes(chunk))
                 out[chunk.rowid] = chunk
