@@ -34,7 +34,7 @@ class PgSegments:
     def __init__(self, conn: psycopg.Connection[Any], namespace_id: int) -> None:
         self.conn = conn
         self.ns = namespace_id
-        self._dead: tuple[list[str], list[int]] | None = None
+        self._dead: tuple[list[str], np.ndarray] | None = None
         #: ``segments`` also reads the statistics and the newest decay date (a snapshot's).
         self.read_stats = False
         self.stats: tuple[int, float] | None = None
@@ -147,7 +147,10 @@ class PgSegments:
             "SELECT 0, term_hash, seg, data, NULL::float8 FROM memmw.postings_segments"
             " WHERE namespace_id = %(ns)s AND source = ANY(%(src)s)"
             " AND term_hash = ANY(%(terms)s)"
-            " UNION ALL SELECT 1, NULL, chunk_rowid, NULL, NULL FROM memmw.postings_dead"
+            # The tombstones (up to DEAD_MAX, many while syncs delete chunks) as one
+            # big-endian int64 array, not one row each.
+            " UNION ALL SELECT 1, NULL, NULL, string_agg(int8send(chunk_rowid), ''::bytea),"
+            " NULL FROM memmw.postings_dead"
             " WHERE namespace_id = %(ns)s AND source = ANY(%(src)s)"
         )
         if self.read_stats:
@@ -162,12 +165,13 @@ class PgSegments:
             query + " ORDER BY 1, 2, 3", {"ns": self.ns, "src": src, "terms": list(terms)}
         ).fetchall()
         out: list[tuple[int, int, bytes]] = []
-        dead: list[int] = []
+        dead = np.zeros(0, dtype=np.int64)
         for kind, term, seg, data, value in rows:
             if kind == 0:
                 out.append((int(term), int(seg), bytes(data)))
             elif kind == 1:
-                dead.append(int(seg))
+                if data is not None:
+                    dead = np.frombuffer(data, dtype=">i8").astype(np.int64)
             elif kind == 2:
                 self.stats = (int(term), float(seg))
             else:

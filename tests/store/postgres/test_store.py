@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memmw.errors import ConfigError, IndexBusyError, IndexStoreError
 from memmw.store.postgres.backend import PostgresStore
@@ -879,3 +881,52 @@ def test_published_is_asked_once_and_a_reset_elsewhere_is_seen_by_the_next_snaps
     finally:
         store.close()
         elsewhere.close()
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    notes=st.lists(
+        st.lists(st.sampled_from("zebra tea gateway atlas port lisbon".split()), min_size=1,
+                 max_size=30),
+        min_size=1, max_size=6,
+    ),
+    gone=st.sets(st.integers(0, 5)),
+    dead_max=st.sampled_from([0, 3, 2048]),
+)
+def test_a_search_reads_each_terms_live_postings_whatever_the_tombstones(
+    pg_database: str, shared_pool: object, notes: list[list[str]], gone: set[int], dead_max: int
+) -> None:
+    """The postings a search reads (segments, tombstones and statistics in one statement)
+    are the stored postings of live chunks: a note deleted or rewritten leaves tombstones
+    (purged past ``DEAD_MAX``) that every read leaves out."""
+    from unittest import mock
+
+    from memmw.store import segments
+
+    store = _store(pg_database, shared_pool)
+    with mock.patch.object(segments, "DEAD_MAX", dead_max):
+        with store.write() as w, w.transaction():
+            for i, words in enumerate(notes):
+                _replace_note(w, f"memory/{i}.md", " ".join(words) + "\n")
+        with store.write() as w, w.transaction():
+            for i in sorted(gone):
+                if i < len(notes):
+                    if i % 2:
+                        w.delete_file(f"memory/{i}.md", "memory")
+                    else:  # rewritten: its old chunks become tombstones too
+                        _replace_note(w, f"memory/{i}.md", "zebra " + " ".join(notes[i]) + "\n")
+    want, stats = _table_rows(store)
+    with store.read() as r:
+        # Every term stored, those of tombstoned chunks only included.
+        vocab = [int(h) for (h,) in r.conn.execute(
+            "SELECT DISTINCT term_hash FROM memmw.postings_segments WHERE namespace_id = %s",
+            (r.namespace_id,),
+        ).fetchall()]
+        got = r.postings(vocab, ["memory"])
+        read = sorted(
+            (int(h), int(x), int(t), int(d))
+            for h, p in got.items()
+            for x, t, d in zip(p.rowids.tolist(), p.tf.tolist(), p.doc_len.tolist(), strict=True)
+        )
+        assert r.keyword_stats(["memory"]) == (stats[0], float(stats[1]))
+    assert read == want
