@@ -410,9 +410,16 @@ class SegmentPostings:
         for _, data in segments:
             n += (len(data) - 3) // (data[0] + data[1] + data[2])
         if len(dead) and len(segments):
-            for i in self._segment_of(dead):
-                rows = self._segment(i)[0]
-                n -= int(np.count_nonzero(np.isin(rows, dead, assume_unique=True)))
+            touched = self._segment_of(dead)
+            if 2 * len(touched) > len(segments):
+                # Tombstones in most segments (syncs deleting chunks all over): decoding
+                # the term at once costs less than segment by segment, and a search that
+                # scores the term needs it decoded anyway.
+                n = len(self._decode_all())
+            else:
+                for i in touched:
+                    rows = self._segment(i)[0]
+                    n -= int(np.count_nonzero(np.isin(rows, dead, assume_unique=True)))
         self._len = n
 
     def _segment_of(self, rowids: np.ndarray) -> list[int]:
@@ -520,7 +527,10 @@ def read_postings(
     segments: dict[int, list[tuple[int, bytes]]] = {}
     for term, seg, data in table.segments(sources, wanted):
         segments.setdefault(int(term), []).append((int(seg), data))
-    dead = np.sort(np.fromiter(table.dead_rowids(sources), dtype=np.int64))
+    held = table.dead_rowids(sources)
+    dead = np.sort(
+        held.astype(np.int64) if isinstance(held, np.ndarray) else np.fromiter(held, np.int64)
+    )
     out: dict[int, TermPostings] = {}
     for term, segs in segments.items():
         if len(sources) == 1:
