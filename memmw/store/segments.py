@@ -22,6 +22,14 @@ tombstone, name those segments).
 
 Writes are buffered per transaction (``PostingsBuffer``) and applied term by term by
 ``flush``, so a sync touching many chunks reads and writes each term's segments once.
+
+A full rebuild (a bulk buffer) leaves every term in full segments but its last one: a
+flush past ``FLUSH_AT`` (``carry``) writes only each term's full segments and holds back
+the rest (fewer than ``SEGMENT_MAX`` postings a term, at most ``CARRY_MAX`` in all, which
+count toward ``FLUSH_AT``) for the next flush, so a posting is written once. When the
+held-back postings pass ``CARRY_MAX``, those of the terms seen least recently are written
+as a short segment; the last flush then rewrites (``compact``) the terms that ended up
+with a short segment before their last one, from that segment on.
 A query reads only its terms' rows. A store gives this module its tables through
 ``SegmentTable``; the writer's lock of each store makes a flush the only writer of them.
 """
@@ -50,6 +58,9 @@ TAIL_SEGMENTS = 8
 DEAD_MAX = 2048
 #: Buffered postings that trigger a flush (bounds the memory of a full rebuild).
 FLUSH_AT = 2_000_000
+#: Postings a bulk buffer holds back at most after a flush (each term's last, short
+#: piece; they count toward ``FLUSH_AT``, so a flush writes at least the rest of it).
+CARRY_MAX = FLUSH_AT // 2
 
 _U32 = 2**32
 _WIDTHS = (1, 2, 4)
@@ -87,6 +98,10 @@ class SegmentTable(Protocol):
 
     def segment(self, source: str, term: int, seg: int) -> bytes:
         """One segment's data."""
+        ...
+
+    def underfilled(self, source: str, full: int) -> Iterable[int]:
+        """Terms of ``source`` with a segment of fewer than ``full`` postings before their last."""
         ...
 
     def write(
@@ -175,11 +190,18 @@ class PostingsBuffer:
         self.bulk = bulk
         self._pending: dict[str, _Pending] = {}
         self.size = 0
+        #: Bulk: the postings held back by the last ``flush(carry=True)``, per source.
+        self._carry: dict[str, _Carry] = {}
+        #: Bulk: the sources a flush wrote a short segment of, and those written again
+        #: since (``compact`` is due at the next flush that holds nothing back).
+        self._short: set[str] = set()
+        self._due: set[str] = set()
+        self._clock = 0  # flushes so far: the age of held-back postings
 
     @property
     def pending(self) -> bool:
         """True when changes wait for ``flush``."""
-        return bool(self._pending)
+        return bool(self._pending) or bool(self._carry)
 
     def add(self, source: str, rowid: int, hashes: np.ndarray, tf: np.ndarray, length: int) -> None:
         """A new chunk (its rowid is larger than every rowid already written)."""
@@ -202,15 +224,172 @@ class PostingsBuffer:
 
     def clear(self) -> None:
         """Forget every buffered change (its transaction rolled back)."""
-        self._pending, self.size = {}, 0
+        self._pending, self.size, self._carry, self._short, self._due = {}, 0, {}, set(), set()
 
-    def flush(self, table: SegmentTable) -> None:
-        """Write the buffered changes (inside the caller's transaction)."""
+    def flush(self, table: SegmentTable, *, carry: bool = False) -> None:
+        """Write the buffered changes (inside the caller's transaction).
+
+        Args:
+            carry: A bulk buffer writes each term's full segments only and holds the
+                rest back for the next flush (a flush to bound memory, not before a read
+                or a commit). Without it, everything is written and, in bulk, the terms
+                left with a short segment before their last are compacted.
+        """
         pending, self._pending, self.size = self._pending, {}, 0
-        for source, p in sorted(pending.items()):
+        held, self._carry = self._carry, {}
+        self._clock += 1
+        for source in sorted(pending.keys() | held.keys()):
+            p = pending.get(source) or _Pending()
             if p.chunks or p.length:
                 table.add_stats(source, p.chunks, p.length)
-            _flush_source(table, source, p, bulk=self.bulk)
+            if not self.bulk:
+                _flush_source(table, source, p)
+                continue
+            kept, short, wrote = _flush_bulk(
+                table, source, p, held.get(source), carry=carry, clock=self._clock
+            )
+            if wrote and source in self._short:
+                self._due.add(source)  # maybe after a term's short segment
+            if short:
+                self._short.add(source)
+            if kept is not None:
+                self._carry[source] = kept
+                self.size += len(kept.rowid)
+        if not carry:
+            for source in sorted(self._due):
+                compact(table, source)
+            self._due.clear()
+
+
+@dataclass
+class _Carry:
+    """Postings of one source a bulk buffer held back, by term then rowid."""
+
+    rowid: np.ndarray
+    hash: np.ndarray
+    tf: np.ndarray
+    dl: np.ndarray
+    seen: np.ndarray  # the flush that buffered each
+
+
+def _pieces(rows: np.ndarray) -> list[tuple[int, int]]:
+    """``(start, end)`` of the segments ``rows`` (one term's, ascending) are cut into: full
+    ones (``SEGMENT_MAX``), each offset from its first rowid below 2**32, the rest last."""
+    out: list[tuple[int, int]] = []
+    start, n = 0, len(rows)
+    while start < n:
+        end = min(start + SEGMENT_MAX, n)
+        if int(rows[end - 1]) - int(rows[start]) >= _U32:  # never with real rowids
+            end = int(np.searchsorted(rows, int(rows[start]) + _U32, "left"))
+        out.append((start, end))
+        start = end
+    return out
+
+
+def _flush_bulk(
+    table: SegmentTable, source: str, p: _Pending, held: _Carry | None, *, carry: bool,
+    clock: int,
+) -> tuple[_Carry | None, bool, bool]:
+    """Write one source's postings of a bulk buffer (the table holds only what it wrote).
+
+    Returns the postings held back (``carry``: each term's last piece when it is short,
+    at most ``CARRY_MAX`` in all), whether a short segment was written and whether any was.
+    """
+    n_new = sum(len(a) for a in p.add_rowid)
+    a_row = _cat([*([held.rowid] if held else []), *p.add_rowid], np.int64)
+    a_hash = _cat([*([held.hash] if held else []), *p.add_hash], np.int64)
+    a_tf = _cat([*([held.tf] if held else []), *p.add_tf], np.uint16)
+    a_dl = _cat([*([held.dl] if held else []), *p.add_dl], np.uint32)
+    seen = np.concatenate(
+        [*([held.seen] if held else []), np.full(n_new, clock, dtype=np.int32)]
+    )
+    order = np.lexsort((a_row, a_hash))
+    a_row, a_hash, a_tf, a_dl, seen = (a[order] for a in (a_row, a_hash, a_tf, a_dl, seen))
+    if p.dead:
+        # Chunks added and deleted within the rebuild, held back or buffered (a bulk
+        # buffer never deletes what it wrote: a full rebuild deletes nothing).
+        died = np.fromiter((r for r, _ in p.dead), dtype=np.int64, count=len(p.dead))
+        keep = ~np.isin(a_row, died)
+        a_row, a_hash, a_tf, a_dl, seen = (a[keep] for a in (a_row, a_hash, a_tf, a_dl, seen))
+    inserts: list[tuple[int, int, int, bytes]] = []
+    back: list[tuple[int, int, int, int, int]] = []  # (age, size, term, start, end)
+    short = False
+
+    def put(term: int, start: int, end: int) -> None:
+        seg = int(a_row[start])
+        inserts.append((term, seg, end - start,
+                        encode(seg, a_row[start:end], a_tf[start:end], a_dl[start:end])))
+
+    for term, (lo, hi) in _groups(a_hash).items():
+        pieces = _pieces(a_row[lo:hi])
+        last = len(pieces) - 1
+        for i, (start, end) in enumerate(pieces):
+            if end - start < SEGMENT_MAX and i == last and carry:
+                back.append((int(seen[lo + end - 1]), end - start, term, lo + start, lo + end))
+            else:
+                short |= end - start < SEGMENT_MAX
+                put(term, lo + start, lo + end)
+    total = sum(b[1] for b in back)
+    if total > CARRY_MAX:
+        # Too much held back: write the pieces of the terms seen least recently (the
+        # rare ones, likely never seen again), the smallest first, as short segments.
+        back.sort()
+        spilled = 0
+        while total > CARRY_MAX:
+            _, size, term, start, end = back[spilled]
+            put(term, start, end)
+            total -= size
+            spilled += 1
+        back, short = back[spilled:], True
+    if inserts:
+        table.write(source, inserts, [])
+    if not back:
+        return None, short, bool(inserts)
+    keep = np.zeros(len(a_row), dtype=bool)
+    for *_, start, end in back:
+        keep[start:end] = True
+    kept = _Carry(a_row[keep], a_hash[keep], a_tf[keep], a_dl[keep], seen[keep])
+    return kept, short, bool(inserts)
+
+
+def compact(table: SegmentTable, source: str) -> int:
+    """Rewrite the terms of ``source`` that hold a short segment before their last one:
+    their segments from the first short one on, cut again into full segments (the last
+    one excepted). Postings and their order stay the same; returns how many were written."""
+    terms = sorted(int(t) for t in table.underfilled(source, SEGMENT_MAX))
+    written = 0
+    for first in range(0, len(terms), 100):  # bounds the memory: ~100 terms' short tails
+        keys: dict[int, list[tuple[int, int]]] = {}
+        small: dict[tuple[int, int], bytes] = {}
+        for term, seg, n, data in table.segment_keys(
+            source, terms[first : first + 100], SEGMENT_MAX - 1
+        ):
+            keys.setdefault(int(term), []).append((int(seg), int(n)))
+            if data is not None:
+                small[(int(term), int(seg))] = bytes(data)
+        inserts: list[tuple[int, int, int, bytes]] = []
+        deletes: list[tuple[int, int]] = []
+        for term, segs in keys.items():
+            at = next((i for i, (_, n) in enumerate(segs) if n < SEGMENT_MAX), len(segs))
+            old = [seg for seg, _ in segs[at:]]
+            if len(old) < 2:
+                continue
+            rows, tf, dl = _decode_term(
+                [(seg, small.get((term, seg)) or table.segment(source, term, seg)) for seg in old]
+            )
+            new = set()
+            for start, end in _pieces(rows):
+                seg = int(rows[start])
+                new.add(seg)
+                inserts.append(
+                    (term, seg, end - start, encode(seg, rows[start:end], tf[start:end],
+                                                    dl[start:end]))
+                )
+            deletes += [(term, seg) for seg in old if seg not in new]
+            written += len(rows)
+        if inserts or deletes:
+            table.write(source, inserts, deletes)
+    return written
 
 
 def _cat(parts: list[np.ndarray], dtype: type | np.dtype) -> np.ndarray:
@@ -234,13 +413,12 @@ def _dead_arrays(rows: list[tuple[int, bytes]]) -> tuple[np.ndarray, np.ndarray]
     return _cat(rowids, np.int64), _cat([h.astype(np.int64) for h in hashes], np.int64)
 
 
-def _flush_source(table: SegmentTable, source: str, p: _Pending, *, bulk: bool) -> None:
+def _flush_source(table: SegmentTable, source: str, p: _Pending) -> None:
     a_row, a_hash = _cat(p.add_rowid, np.int64), _cat(p.add_hash, np.int64)
     a_tf, a_dl = _cat(p.add_tf, np.uint16), _cat(p.add_dl, np.uint32)
     order = np.lexsort((a_row, a_hash))
     a_row, a_hash, a_tf, a_dl = a_row[order], a_hash[order], a_tf[order], a_dl[order]
-    # A chunk added and deleted within one buffer never reaches the table (a full rebuild
-    # deletes nothing: no set of every rowid then).
+    # A chunk added and deleted within one buffer never reaches the table.
     born = {int(part[0]) for part in p.add_rowid if len(part)} if p.dead else set()
     gone = [(r, h) for r, h in p.dead if r not in born]
     died = {r for r, _ in p.dead if r in born}
@@ -248,7 +426,7 @@ def _flush_source(table: SegmentTable, source: str, p: _Pending, *, bulk: bool) 
         keep = ~np.isin(a_row, np.fromiter(died, dtype=np.int64, count=len(died)))
         a_row, a_hash, a_tf, a_dl = a_row[keep], a_hash[keep], a_tf[keep], a_dl[keep]
     d_row = d_hash = np.zeros(0, dtype=np.int64)
-    if gone and not bulk:
+    if gone:
         # Deleted chunks become tombstones: rewriting every segment that holds one costs
         # a sync far more than skipping them at read time until they are many.
         table.add_dead(source, [(r, h.astype("<i8").tobytes()) for r, h in gone])
@@ -264,14 +442,13 @@ def _flush_source(table: SegmentTable, source: str, p: _Pending, *, bulk: bool) 
     # incremental sync more than the rest of the flush.
     seg_keys: dict[int, list[tuple[int, int]]] = {}
     small: dict[tuple[int, int], bytes] = {}
-    if not bulk:
-        for start in range(0, len(touched), 500):
-            for term, seg, n, data in table.segment_keys(
-                source, touched[start : start + 500], TAIL_MAX
-            ):
-                seg_keys.setdefault(int(term), []).append((int(seg), int(n)))
-                if data is not None:
-                    small[(int(term), int(seg))] = bytes(data)
+    for start in range(0, len(touched), 500):
+        for term, seg, n, data in table.segment_keys(
+            source, touched[start : start + 500], TAIL_MAX
+        ):
+            seg_keys.setdefault(int(term), []).append((int(seg), int(n)))
+            if data is not None:
+                small[(int(term), int(seg))] = bytes(data)
     inserts: list[tuple[int, int, int, bytes]] = []
     deletes: list[tuple[int, int]] = []
     for term in touched:

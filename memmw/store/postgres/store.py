@@ -25,7 +25,7 @@ from memmw.store.protocol import (
     VectorStats,
     chunk_id,
 )
-from memmw.store.segments import FLUSH_AT, read_postings
+from memmw.store.segments import FLUSH_AT, compact, read_postings
 from memmw.store.terms import term_counts, term_hash
 from memmw.store.vectors import VectorMatrix
 from memmw.store.vectorsearch import VectorCache, VectorIndex, choose_vector_index
@@ -625,10 +625,17 @@ class PostgresWriter(PostgresReader):
         self._bulk_mark = self.postings_log.mark()
 
     def end_bulk(self, *, commit: bool) -> None:
-        """Write the logged postings (``commit``) or drop them; back to direct writes."""
+        """Write the logged postings (``commit``) or drop them; back to direct writes.
+
+        Committed, the sources it wrote are compacted: every term then holds full segments
+        but its last one (its flushes past ``FLUSH_AT`` each left short segments)."""
         self.staged, mark, self._bulk_mark = None, self._bulk_mark, None
         if commit:
+            sources = {op[0] for op in self.postings_log.ops[mark[0] if mark else 0 :]}
             self.flush_postings()
+            table = PgSegments(self.conn, self.namespace_id)
+            for source in sorted(sources):
+                compact(table, source)
             self.postings_log.settle()
         elif mark is not None:
             self.postings_log.rollback(mark)
