@@ -22,16 +22,18 @@ tombstone, name those segments).
 
 Writes are buffered per transaction (``PostingsBuffer``) and applied term by term by
 ``flush``, so a sync touching many chunks reads and writes each term's segments once.
-
-A full rebuild (a bulk buffer) leaves every term in full segments but its last one: a
-flush past ``FLUSH_AT`` (``carry``) writes only each term's full segments and holds back
-the rest (fewer than ``SEGMENT_MAX`` postings a term, at most ``CARRY_MAX`` in all, which
-count toward ``FLUSH_AT``) for the next flush, so a posting is written once. When the
-held-back postings pass ``CARRY_MAX``, those of the terms seen least recently are written
-as a short segment; the last flush then rewrites (``compact``) the terms that ended up
-with a short segment before their last one, from that segment on.
 A query reads only its terms' rows. A store gives this module its tables through
 ``SegmentTable``; the writer's lock of each store makes a flush the only writer of them.
+
+A full rebuild (a bulk buffer) leaves every term in full segments but its last one (reads
+then take the fewest rows and per-segment steps): a flush past ``FLUSH_AT`` (``carry``)
+writes only each term's full segments and holds the rest back for the next flush (fewer
+than ``SEGMENT_MAX`` postings a term, at most ``CARRY_MAX`` in all, counted in
+``FLUSH_AT``), so a posting is written once. Past ``CARRY_MAX``, the pieces of the terms
+seen least recently are written as short segments, and the next flush that holds nothing
+back rewrites (``compact``) the terms left with a short segment before their last one,
+from that segment on. PostgreSQL's rebuild (flushed without holding back) compacts at its
+end.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ _UINT: dict[int, np.dtype[np.unsignedinteger]] = {
 }
 
 EMPTY = EMPTY_POSTINGS
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 class SegmentTable(Protocol):
@@ -192,11 +195,12 @@ class PostingsBuffer:
         self.size = 0
         #: Bulk: the postings held back by the last ``flush(carry=True)``, per source.
         self._carry: dict[str, _Carry] = {}
-        #: Bulk: the sources a flush wrote a short segment of, and those written again
-        #: since (``compact`` is due at the next flush that holds nothing back).
+        #: Bulk: the terms that got a short segment by a flush holding back (sorted), the
+        #: sources a flush wrote without holding back, and the sources written after
+        #: either (``compact`` is due at the next flush that holds nothing back).
+        self._spilled: dict[str, np.ndarray] = {}
         self._short: set[str] = set()
         self._due: set[str] = set()
-        self._clock = 0  # flushes so far: the age of held-back postings
 
     @property
     def pending(self) -> bool:
@@ -224,7 +228,8 @@ class PostingsBuffer:
 
     def clear(self) -> None:
         """Forget every buffered change (its transaction rolled back)."""
-        self._pending, self.size, self._carry, self._short, self._due = {}, 0, {}, set(), set()
+        self._pending, self.size, self._carry = {}, 0, {}
+        self._spilled, self._short, self._due = {}, set(), set()
 
     def flush(self, table: SegmentTable, *, carry: bool = False) -> None:
         """Write the buffered changes (inside the caller's transaction).
@@ -237,7 +242,6 @@ class PostingsBuffer:
         """
         pending, self._pending, self.size = self._pending, {}, 0
         held, self._carry = self._carry, {}
-        self._clock += 1
         for source in sorted(pending.keys() | held.keys()):
             p = pending.get(source) or _Pending()
             if p.chunks or p.length:
@@ -245,19 +249,22 @@ class PostingsBuffer:
             if not self.bulk:
                 _flush_source(table, source, p)
                 continue
-            kept, short, wrote = _flush_bulk(
-                table, source, p, held.get(source), carry=carry, clock=self._clock
+            before = self._spilled.get(source, _NONE)
+            kept, spilled, wrote = _flush_bulk(
+                table, source, p, held.get(source), before, carry=carry
             )
-            if wrote and source in self._short:
+            if wrote and (source in self._short or len(spilled) > len(before)):
                 self._due.add(source)  # maybe after a term's short segment
-            if short:
-                self._short.add(source)
+            if wrote and not carry:
+                self._short.add(source)  # each term's last segment
+            self._spilled[source] = spilled
             if kept is not None:
                 self._carry[source] = kept
                 self.size += len(kept.rowid)
         if not carry:
             for source in sorted(self._due):
                 compact(table, source)
+                self._spilled.pop(source, None)
             self._due.clear()
 
 
@@ -269,7 +276,6 @@ class _Carry:
     hash: np.ndarray
     tf: np.ndarray
     dl: np.ndarray
-    seen: np.ndarray  # the flush that buffered each
 
 
 def _pieces(rows: np.ndarray) -> list[tuple[int, int]]:
@@ -287,69 +293,87 @@ def _pieces(rows: np.ndarray) -> list[tuple[int, int]]:
 
 
 def _flush_bulk(
-    table: SegmentTable, source: str, p: _Pending, held: _Carry | None, *, carry: bool,
-    clock: int,
-) -> tuple[_Carry | None, bool, bool]:
+    table: SegmentTable, source: str, p: _Pending, held: _Carry | None, spilled: np.ndarray,
+    *, carry: bool,
+) -> tuple[_Carry | None, np.ndarray, bool]:
     """Write one source's postings of a bulk buffer (the table holds only what it wrote).
 
-    Returns the postings held back (``carry``: each term's last piece when it is short,
-    at most ``CARRY_MAX`` in all), whether a short segment was written and whether any was.
+    ``carry``: each term's last piece, when short, is held back, at most ``CARRY_MAX``
+    postings in all. Past that, pieces are written short ("spilled"), of the terms in
+    ``spilled`` first (spilled before: ``compact`` rewrites them from there on anyway),
+    then of those with the fewest postings in this flush (the least to rewrite later).
+
+    Returns the postings held back, ``spilled`` with the terms spilled now, and whether
+    anything was written.
     """
-    n_new = sum(len(a) for a in p.add_rowid)
-    a_row = _cat([*([held.rowid] if held else []), *p.add_rowid], np.int64)
-    a_hash = _cat([*([held.hash] if held else []), *p.add_hash], np.int64)
-    a_tf = _cat([*([held.tf] if held else []), *p.add_tf], np.uint16)
-    a_dl = _cat([*([held.dl] if held else []), *p.add_dl], np.uint32)
-    seen = np.concatenate(
-        [*([held.seen] if held else []), np.full(n_new, clock, dtype=np.int32)]
-    )
-    order = np.lexsort((a_row, a_hash))
-    a_row, a_hash, a_tf, a_dl, seen = (a[order] for a in (a_row, a_hash, a_tf, a_dl, seen))
+    old = [held] if held else []
+    a_row = _cat([*(h.rowid for h in old), *p.add_rowid], np.int64)
+    a_hash = _cat([*(h.hash for h in old), *p.add_hash], np.int64)
+    a_tf = _cat([*(h.tf for h in old), *p.add_tf], np.uint16)
+    a_dl = _cat([*(h.dl for h in old), *p.add_dl], np.uint32)
+    fresh = np.zeros(len(a_row), dtype=np.int32)  # 1: buffered since the last flush
+    fresh[len(held.rowid) if held else 0 :] = 1
+    if len(a_row) < 2 or bool(np.all(a_row[1:] > a_row[:-1])):
+        # Rowids ascend in the order added (each chunk's are new): a stable sort by term
+        # alone (merging sorted runs) keeps them ascending within a term.
+        order = np.argsort(a_hash, kind="stable")
+    else:
+        order = np.lexsort((a_row, a_hash))
+    a_row, a_hash, a_tf, a_dl, fresh = (a[order] for a in (a_row, a_hash, a_tf, a_dl, fresh))
     if p.dead:
         # Chunks added and deleted within the rebuild, held back or buffered (a bulk
         # buffer never deletes what it wrote: a full rebuild deletes nothing).
         died = np.fromiter((r for r, _ in p.dead), dtype=np.int64, count=len(p.dead))
         keep = ~np.isin(a_row, died)
-        a_row, a_hash, a_tf, a_dl, seen = (a[keep] for a in (a_row, a_hash, a_tf, a_dl, seen))
+        a_row, a_hash, a_tf, a_dl, fresh = (a[keep] for a in (a_row, a_hash, a_tf, a_dl, fresh))
     inserts: list[tuple[int, int, int, bytes]] = []
-    back: list[tuple[int, int, int, int, int]] = []  # (age, size, term, start, end)
-    short = False
+    back: list[tuple[bool, int, int, int, int, int]] = []  # (clean, new, size, term, start, end)
 
     def put(term: int, start: int, end: int) -> None:
         seg = int(a_row[start])
         inserts.append((term, seg, end - start,
                         encode(seg, a_row[start:end], a_tf[start:end], a_dl[start:end])))
 
-    for term, (lo, hi) in _groups(a_hash).items():
+    groups = _groups(a_hash)
+    clean: list[bool] = []
+    fresh_counts: list[int] = []
+    if carry and groups:
+        terms = np.fromiter(groups, dtype=np.int64, count=len(groups))
+        at = np.minimum(np.searchsorted(spilled, terms), max(len(spilled) - 1, 0))
+        clean = (spilled[at] != terms).tolist() if len(spilled) else [True] * len(terms)
+        bounds = np.fromiter((lo for lo, _ in groups.values()), dtype=np.int64,
+                             count=len(groups))
+        fresh_counts = np.add.reduceat(fresh, bounds).tolist()  # new postings of each term
+    del fresh
+    for i, (term, (lo, hi)) in enumerate(groups.items()):
         pieces = _pieces(a_row[lo:hi])
-        last = len(pieces) - 1
-        for i, (start, end) in enumerate(pieces):
-            if end - start < SEGMENT_MAX and i == last and carry:
-                back.append((int(seen[lo + end - 1]), end - start, term, lo + start, lo + end))
-            else:
-                short |= end - start < SEGMENT_MAX
-                put(term, lo + start, lo + end)
-    total = sum(b[1] for b in back)
+        start, end = pieces[-1]
+        if carry and end - start < SEGMENT_MAX:
+            pieces.pop()
+            back.append((clean[i], fresh_counts[i], end - start, term, lo + start, lo + end))
+        for start, end in pieces:
+            put(term, lo + start, lo + end)
+    total = sum(b[2] for b in back)
     if total > CARRY_MAX:
-        # Too much held back: write the pieces of the terms seen least recently (the
-        # rare ones, likely never seen again), the smallest first, as short segments.
         back.sort()
-        spilled = 0
+        n = 0
         while total > CARRY_MAX:
-            _, size, term, start, end = back[spilled]
+            _, _, size, term, start, end = back[n]
             put(term, start, end)
             total -= size
-            spilled += 1
-        back, short = back[spilled:], True
+            n += 1
+        out = np.fromiter((b[3] for b in back[:n]), dtype=np.int64, count=n)
+        spilled = np.union1d(spilled, out)
+        back = back[n:]
     if inserts:
         table.write(source, inserts, [])
     if not back:
-        return None, short, bool(inserts)
+        return None, spilled, bool(inserts)
     keep = np.zeros(len(a_row), dtype=bool)
     for *_, start, end in back:
         keep[start:end] = True
-    kept = _Carry(a_row[keep], a_hash[keep], a_tf[keep], a_dl[keep], seen[keep])
-    return kept, short, bool(inserts)
+    kept = _Carry(a_row[keep], a_hash[keep], a_tf[keep], a_dl[keep])
+    return kept, spilled, bool(inserts)
 
 
 def compact(table: SegmentTable, source: str) -> int:
