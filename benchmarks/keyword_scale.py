@@ -119,7 +119,7 @@ def segment_layout(spec: dict[str, Any]) -> dict[str, float]:
         rows = [conn.execute(q.format(table="postings", where="", term="term")).fetchone()
                 for q in _LAYOUT]
         conn.close()
-    (segs, postings, full), (mid_segs, mid_postings), (bad,) = rows  # type: ignore[misc]
+    (segs, postings, full), (mid_segs, mid_postings), (bad,) = (map(float, r) for r in rows)
     return {
         "segments": int(segs), "mean_n": postings / segs if segs else 0.0, "full": int(full),
         "mid_mean_n": mid_postings / mid_segs if mid_segs else 0.0,

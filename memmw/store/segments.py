@@ -306,26 +306,27 @@ def _flush_bulk(
     Returns the postings held back, ``spilled`` with the terms spilled now, and whether
     anything was written.
     """
-    old = [held] if held else []
-    a_row = _cat([*(h.rowid for h in old), *p.add_rowid], np.int64)
-    a_hash = _cat([*(h.hash for h in old), *p.add_hash], np.int64)
-    a_tf = _cat([*(h.tf for h in old), *p.add_tf], np.uint16)
-    a_dl = _cat([*(h.dl for h in old), *p.add_dl], np.uint32)
-    fresh = np.zeros(len(a_row), dtype=np.int32)  # 1: buffered since the last flush
-    fresh[len(held.rowid) if held else 0 :] = 1
-    if len(a_row) < 2 or bool(np.all(a_row[1:] > a_row[:-1])):
-        # Rowids ascend in the order added (each chunk's are new): a stable sort by term
-        # alone (merging sorted runs) keeps them ascending within a term.
-        order = np.argsort(a_hash, kind="stable")
-    else:
-        order = np.lexsort((a_row, a_hash))
-    a_row, a_hash, a_tf, a_dl, fresh = (a[order] for a in (a_row, a_hash, a_tf, a_dl, fresh))
+    a_row, a_hash = _cat(p.add_rowid, np.int64), _cat(p.add_hash, np.int64)
+    a_tf, a_dl = _cat(p.add_tf, np.uint16), _cat(p.add_dl, np.uint32)
+    order = np.lexsort((a_row, a_hash))
+    a_row, a_hash, a_tf, a_dl = a_row[order], a_hash[order], a_tf[order], a_dl[order]
+    del order
+    if held is not None:
+        # Merged in, not sorted again: a held-back posting goes before the new ones of
+        # its term (its rowid is older).
+        at_old = np.arange(len(held.rowid)) + np.searchsorted(a_hash, held.hash, "left")
+        at_new = np.arange(len(a_row)) + np.searchsorted(held.hash, a_hash, "right")
+        a_row, a_hash, a_tf, a_dl = (
+            _interleave(o, at_old, n, at_new)
+            for o, n in ((held.rowid, a_row), (held.hash, a_hash), (held.tf, a_tf),
+                         (held.dl, a_dl))
+        )
     if p.dead:
         # Chunks added and deleted within the rebuild, held back or buffered (a bulk
         # buffer never deletes what it wrote: a full rebuild deletes nothing).
         died = np.fromiter((r for r, _ in p.dead), dtype=np.int64, count=len(p.dead))
         keep = ~np.isin(a_row, died)
-        a_row, a_hash, a_tf, a_dl, fresh = (a[keep] for a in (a_row, a_hash, a_tf, a_dl, fresh))
+        a_row, a_hash, a_tf, a_dl = a_row[keep], a_hash[keep], a_tf[keep], a_dl[keep]
     inserts: list[tuple[int, int, int, bytes]] = []
     back: list[tuple[bool, int, int, int, int, int]] = []  # (clean, new, size, term, start, end)
 
@@ -341,10 +342,12 @@ def _flush_bulk(
         terms = np.fromiter(groups, dtype=np.int64, count=len(groups))
         at = np.minimum(np.searchsorted(spilled, terms), max(len(spilled) - 1, 0))
         clean = (spilled[at] != terms).tolist() if len(spilled) else [True] * len(terms)
-        bounds = np.fromiter((lo for lo, _ in groups.values()), dtype=np.int64,
-                             count=len(groups))
-        fresh_counts = np.add.reduceat(fresh, bounds).tolist()  # new postings of each term
-    del fresh
+        sizes = np.fromiter((hi - lo for lo, hi in groups.values()), dtype=np.int64,
+                            count=len(groups))
+        if held is not None:  # less the held-back ones: the term's new postings
+            sizes -= np.searchsorted(held.hash, terms, "right")
+            sizes += np.searchsorted(held.hash, terms, "left")
+        fresh_counts = sizes.tolist()
     for i, (term, (lo, hi)) in enumerate(groups.items()):
         pieces = _pieces(a_row[lo:hi])
         start, end = pieces[-1]
@@ -374,6 +377,14 @@ def _flush_bulk(
         keep[start:end] = True
     kept = _Carry(a_row[keep], a_hash[keep], a_tf[keep], a_dl[keep])
     return kept, spilled, bool(inserts)
+
+
+def _interleave(a: np.ndarray, at_a: np.ndarray, b: np.ndarray, at_b: np.ndarray) -> np.ndarray:
+    """``a`` and ``b`` in one array, at the positions ``at_a`` and ``at_b``."""
+    out = np.empty(len(a) + len(b), dtype=np.result_type(a, b))
+    out[at_a] = a
+    out[at_b] = b
+    return out
 
 
 def compact(table: SegmentTable, source: str) -> int:
