@@ -185,8 +185,10 @@ class PostingsBuffer:
 
     Args:
         bulk: The table holds no postings but the ones this buffer writes (a full
-            rebuild into an empty database): flushes then only insert segments, never
-            read them back.
+            rebuild into an empty database): flushes then insert segments without reading
+            any back, each term's full ones first (``flush(carry=True)``), and a flush
+            that holds nothing back compacts the terms left with a short segment before
+            their last.
     """
 
     def __init__(self, *, bulk: bool = False) -> None:
