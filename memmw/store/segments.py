@@ -206,8 +206,8 @@ class PostingsBuffer:
 
     @property
     def pending(self) -> bool:
-        """True when changes wait for ``flush``."""
-        return bool(self._pending) or bool(self._carry)
+        """True when changes wait for ``flush`` (held-back postings, a compaction due)."""
+        return bool(self._pending) or bool(self._carry) or bool(self._due)
 
     def add(self, source: str, rowid: int, hashes: np.ndarray, tf: np.ndarray, length: int) -> None:
         """A new chunk (its rowid is larger than every rowid already written)."""
@@ -324,11 +324,15 @@ def _flush_bulk(
                          (held.dl, a_dl))
         )
     if p.dead:
-        # Chunks added and deleted within the rebuild, held back or buffered (a bulk
-        # buffer never deletes what it wrote: a full rebuild deletes nothing).
+        # Deleted chunks: never written when added since the last flush, else tombstones
+        # (some of their postings may be written), as in an incremental flush.
         died = np.fromiter((r for r, _ in p.dead), dtype=np.int64, count=len(p.dead))
         keep = ~np.isin(a_row, died)
         a_row, a_hash, a_tf, a_dl = a_row[keep], a_hash[keep], a_tf[keep], a_dl[keep]
+        born = {int(part[0]) for part in p.add_rowid if len(part)}
+        gone = [(r, h.astype("<i8").tobytes()) for r, h in p.dead if r not in born]
+        if gone:
+            table.add_dead(source, gone)
     inserts: list[tuple[int, int, int, bytes]] = []
     back: list[tuple[bool, int, int, int, int, int]] = []  # (clean, new, size, term, start, end)
 

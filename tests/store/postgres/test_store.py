@@ -670,7 +670,7 @@ def test_a_staged_rebuild_writes_the_same_rows_as_file_by_file_writes(
 WORDS = "alpha beta gamma delta tea coffee gateway port zeppelin hangar basil".split()
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     notes=st.dictionaries(
         st.sampled_from([f"memory/2026-01-{d:02d}.md" for d in range(1, 9)]),
@@ -682,21 +682,23 @@ WORDS = "alpha beta gamma delta tea coffee gateway port zeppelin hangar basil".s
     segment_max=st.sampled_from([3, 5]),
     tail_max=st.sampled_from([0, 1]),
     twice=st.booleans(),
+    rolled_back=st.sampled_from([None, 0, 2]),
+    carry_max=st.sampled_from([0, 3, 1000]),
 )
 def test_a_staged_rebuild_leaves_every_term_in_full_segments_but_its_last(
     pg_database: str, shared_pool: object, notes: dict[str, str], flush_at: int,
-    segment_max: int, tail_max: int, twice: bool,
+    segment_max: int, tail_max: int, twice: bool, rolled_back: int | None, carry_max: int,
 ) -> None:
     """Flushes past ``FLUSH_AT`` inside a rebuild each leave short segments; at the end
     every term's segments are full but its last, holding the same postings as direct
-    writes (issue 25)."""
+    writes (issue 25), also when a savepoint inside it rolled back one of its flushes."""
     from memmw.store import segments
     from memmw.store.postgres import store as pg_store_mod
 
     # As SEGMENT_MAX=4096 and TAIL_MAX=256: a flush appends a term's postings in a new
     # segment after its short last one rather than rewriting it.
     with mock.patch.multiple(
-        segments, SEGMENT_MAX=segment_max, TAIL_MAX=tail_max
+        segments, SEGMENT_MAX=segment_max, TAIL_MAX=tail_max, CARRY_MAX=carry_max
     ), mock.patch.object(pg_store_mod, "FLUSH_AT", flush_at):
         direct, staged_store = _store(pg_database, shared_pool), _store(pg_database, shared_pool)
         _fill(direct, notes)
@@ -704,7 +706,11 @@ def test_a_staged_rebuild_leaves_every_term_in_full_segments_but_its_last(
             if twice:  # a file written twice: its first chunks are deleted in the rebuild
                 first = next(iter(notes))
                 _put(staged, first, "A first version, replaced below: walrus tea.\n")
-            for path, text in notes.items():
+            for i, (path, text) in enumerate(notes.items()):
+                if i == rolled_back:
+                    with pytest.raises(RuntimeError), staged.transaction():
+                        _put(staged, "memory/rolled-back.md", "Rolled back: walrus tea.\n")
+                        raise RuntimeError("roll back this savepoint")
                 _put(staged, path, text)
         want, got = _table_rows(direct), _table_rows(staged_store)
         assert got[1] == want[1]
