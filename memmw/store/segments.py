@@ -25,15 +25,15 @@ Writes are buffered per transaction (``PostingsBuffer``) and applied term by ter
 A query reads only its terms' rows. A store gives this module its tables through
 ``SegmentTable``; the writer's lock of each store makes a flush the only writer of them.
 
-A full rebuild (a bulk buffer) leaves every term in full segments but its last one (reads
-then take the fewest rows and per-segment steps): a flush past ``FLUSH_AT`` (``carry``)
-writes only each term's full segments and holds the rest back for the next flush (fewer
-than ``SEGMENT_MAX`` postings a term, at most ``CARRY_MAX`` in all, counted in
-``FLUSH_AT``), so a posting is written once. Past ``CARRY_MAX``, the pieces of the terms
-seen least recently are written as short segments, and the next flush that holds nothing
-back rewrites (``compact``) the terms left with a short segment before their last one,
-from that segment on. PostgreSQL's rebuild (flushed without holding back) compacts at its
-end.
+A full rebuild (one bulk buffer, in both stores) leaves every term in full segments but
+its last one (reads then take the fewest rows and per-segment steps): a flush past
+``FLUSH_AT`` (``carry``) writes only each term's full segments and holds the rest back for
+the next flush (fewer than ``SEGMENT_MAX`` postings a term, at most ``CARRY_MAX`` in all,
+counted in ``FLUSH_AT``), so most postings are written once. Past ``CARRY_MAX``, pieces
+are written as short segments ("spilled": first of the terms spilled before, then of
+those with the fewest new postings), and the next flush that holds nothing back rewrites
+(``compact``) the terms left with a short segment before their last one, from that
+segment on: a posting is written at most twice.
 """
 
 from __future__ import annotations
