@@ -33,7 +33,8 @@ counted in ``FLUSH_AT``), so most postings are written once. Past ``CARRY_MAX``,
 are written as short segments ("spilled": first of the terms spilled before, then of
 those with the fewest new postings), and the next flush that holds nothing back rewrites
 (``compact``) the terms left with a short segment before their last one, from that
-segment on: a posting is written at most twice.
+segment on: a posting is written at most twice (once more for each read inside the
+rebuild that flushes while a compaction is due).
 """
 
 from __future__ import annotations
