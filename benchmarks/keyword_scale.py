@@ -92,6 +92,51 @@ def _timed(mem: Any, queries: list[str], **kwargs: Any) -> list[float]:
     return out
 
 
+#: Postings a full segment holds (``memmw.store.segments.SEGMENT_MAX``).
+SEGMENT_FULL = 4096
+
+
+def segment_layout(spec: dict[str, Any]) -> dict[str, float]:
+    """The agent's keyword postings segments as stored, read straight from the tables (the
+    same SQL for every checkout): how many, their mean size, how many are full, the mean
+    size of those of terms with 5k-100k postings, and the terms with a short segment
+    before their last one."""
+    if spec.get("dsn"):
+        import psycopg
+
+        table = "memmw.postings_segments"
+        where = (" WHERE namespace_id = (SELECT id FROM memmw.namespaces WHERE name = %s)",
+                 (spec.get("agent", AGENT),))
+        term = "term_hash"
+        with psycopg.connect(spec["dsn"]) as conn:
+            rows = [conn.execute(q.format(table=table, where=where[0], term=term),
+                                 where[1]).fetchone() for q in _LAYOUT]
+    else:
+        import sqlite3
+
+        db = Path(spec["state"]) / "memory" / f"{spec.get('agent', AGENT)}.sqlite"
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        rows = [conn.execute(q.format(table="postings", where="", term="term")).fetchone()
+                for q in _LAYOUT]
+        conn.close()
+    (segs, postings, full), (mid_segs, mid_postings), (bad,) = (map(float, r) for r in rows)
+    return {
+        "segments": int(segs), "mean_n": postings / segs if segs else 0.0, "full": int(full),
+        "mid_mean_n": mid_postings / mid_segs if mid_segs else 0.0,
+        "terms_short_inside": int(bad),
+    }
+
+
+_LAYOUT = (
+    f"SELECT count(*), coalesce(sum(n), 0), coalesce(sum(CASE WHEN n >= {SEGMENT_FULL}"
+    " THEN 1 ELSE 0 END), 0) FROM {table}{where}",
+    "SELECT coalesce(sum(c), 0), coalesce(sum(t), 0) FROM (SELECT count(*) AS c, sum(n) AS t"
+    " FROM {table}{where} GROUP BY source, {term} HAVING sum(n) BETWEEN 5000 AND 100000) AS m",
+    "SELECT count(*) FROM (SELECT 1 FROM {table}{where} GROUP BY source, {term} HAVING"
+    f" min(CASE WHEN n < {SEGMENT_FULL} THEN seg END) < max(seg)) AS b",
+)
+
+
 def worker(spec_path: str) -> None:
     """One measurement (``spec["task"]``); prints ``RESULT <json>``."""
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
@@ -103,6 +148,7 @@ def worker(spec_path: str) -> None:
             report = mem.sync(force=True)
             out["full_s"] = time.perf_counter() - t
             out["chunks"] = report.chunks_total
+        out["segments"] = segment_layout(spec)
     elif task == "search":
         t = time.perf_counter()
         mem = _memory(spec, provider=spec.get("provider", "none"))
@@ -361,17 +407,27 @@ def table(report: dict[str, Any]) -> str:
             d = d[key]
         return d if isinstance(d, (int, float)) else None
 
+    def layout_rows(label: str, per: dict[str, Any]) -> None:
+        for key, what, fmt in (("segments", "segments", "{:.0f}"),
+                               ("mean_n", "postings a segment", "{:.0f}"),
+                               ("full", "full segments", "{:.0f}"),
+                               ("mid_mean_n", "postings a segment, 5k-100k terms", "{:.0f}"),
+                               ("terms_short_inside", "terms short before last", "{:.0f}")):
+            row(f"{label}: {what}", [get(per, n, "index", "segments", key) for n in names], fmt)
+
     for chunks, per in report["sqlite"].items():
         row(f"sqlite {chunks}: chunks", [get(per, n, "index", "chunks") for n in names], "{:.0f}")
         row(f"sqlite {chunks}: full index s", [get(per, n, "index", "full_s") for n in names])
         row(f"sqlite {chunks}: index CPU s", [get(per, n, "index", "cpu_s") for n in names])
         row(f"sqlite {chunks}: index RSS MB", [get(per, n, "index", "maxrss_mb") for n in names])
+        layout_rows(f"sqlite {chunks}", per)
         for q in ("p50", "p95"):
             row(f"sqlite {chunks}: fresh keyword {q} ms",
                 [get(per, n, "search", "keyword", q) for n in names], "{:.2f}")
         row(f"sqlite {chunks}: search RSS MB", [get(per, n, "search", "maxrss_mb") for n in names])
     for key, per in report["postgres"].items():
         row(f"{key}: full index s", [get(per, n, "index", "full_s") for n in names])
+        layout_rows(key, per)
         for leg in ("keyword", "vector", "hybrid"):
             for q in ("p50", "p95"):
                 row(f"{key}: {leg} {q} ms", [get(per, n, "search", leg, q) for n in names],

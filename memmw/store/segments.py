@@ -24,6 +24,17 @@ Writes are buffered per transaction (``PostingsBuffer``) and applied term by ter
 ``flush``, so a sync touching many chunks reads and writes each term's segments once.
 A query reads only its terms' rows. A store gives this module its tables through
 ``SegmentTable``; the writer's lock of each store makes a flush the only writer of them.
+
+A full rebuild (one bulk buffer, in both stores) leaves every term in full segments but
+its last one (reads then take the fewest rows and per-segment steps): a flush past
+``FLUSH_AT`` (``carry``) writes only each term's full segments and holds the rest back for
+the next flush (fewer than ``SEGMENT_MAX`` postings a term, at most ``CARRY_MAX`` in all,
+counted in ``FLUSH_AT``), so most postings are written once. Past ``CARRY_MAX``, pieces
+are written as short segments ("spilled": first of the terms spilled before, then of
+those with the fewest new postings), and the next flush that holds nothing back rewrites
+(``compact``) the terms left with a short segment before their last one, from that
+segment on: a posting is written at most twice (once more for each read inside the
+rebuild that flushes while a compaction is due).
 """
 
 from __future__ import annotations
@@ -50,6 +61,9 @@ TAIL_SEGMENTS = 8
 DEAD_MAX = 2048
 #: Buffered postings that trigger a flush (bounds the memory of a full rebuild).
 FLUSH_AT = 2_000_000
+#: Postings a bulk buffer holds back at most after a flush (each term's last, short
+#: piece; they count toward ``FLUSH_AT``, so a flush writes at least the rest of it).
+CARRY_MAX = FLUSH_AT // 2
 
 _U32 = 2**32
 _WIDTHS = (1, 2, 4)
@@ -58,6 +72,7 @@ _UINT: dict[int, np.dtype[np.unsignedinteger]] = {
 }
 
 EMPTY = EMPTY_POSTINGS
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 class SegmentTable(Protocol):
@@ -87,6 +102,10 @@ class SegmentTable(Protocol):
 
     def segment(self, source: str, term: int, seg: int) -> bytes:
         """One segment's data."""
+        ...
+
+    def underfilled(self, source: str, full: int) -> Iterable[int]:
+        """Terms of ``source`` with a segment of fewer than ``full`` postings before their last."""
         ...
 
     def write(
@@ -167,19 +186,29 @@ class PostingsBuffer:
 
     Args:
         bulk: The table holds no postings but the ones this buffer writes (a full
-            rebuild into an empty database): flushes then only insert segments, never
-            read them back.
+            rebuild into an empty database): flushes then insert segments without reading
+            any back, each term's full ones first (``flush(carry=True)``), and a flush
+            that holds nothing back compacts the terms left with a short segment before
+            their last.
     """
 
     def __init__(self, *, bulk: bool = False) -> None:
         self.bulk = bulk
         self._pending: dict[str, _Pending] = {}
         self.size = 0
+        #: Bulk: the postings held back by the last ``flush(carry=True)``, per source.
+        self._carry: dict[str, _Carry] = {}
+        #: Bulk: the terms that got a short segment by a flush holding back (sorted), the
+        #: sources a flush wrote without holding back, and the sources written after
+        #: either (``compact`` is due at the next flush that holds nothing back).
+        self._spilled: dict[str, np.ndarray] = {}
+        self._short: set[str] = set()
+        self._due: set[str] = set()
 
     @property
     def pending(self) -> bool:
-        """True when changes wait for ``flush``."""
-        return bool(self._pending)
+        """True when changes wait for ``flush`` (held-back postings, a compaction due)."""
+        return bool(self._pending) or bool(self._carry) or bool(self._due)
 
     def add(self, source: str, rowid: int, hashes: np.ndarray, tf: np.ndarray, length: int) -> None:
         """A new chunk (its rowid is larger than every rowid already written)."""
@@ -202,15 +231,207 @@ class PostingsBuffer:
 
     def clear(self) -> None:
         """Forget every buffered change (its transaction rolled back)."""
-        self._pending, self.size = {}, 0
+        self._pending, self.size, self._carry = {}, 0, {}
+        self._spilled, self._short, self._due = {}, set(), set()
 
-    def flush(self, table: SegmentTable) -> None:
-        """Write the buffered changes (inside the caller's transaction)."""
+    def flush(self, table: SegmentTable, *, carry: bool = False) -> None:
+        """Write the buffered changes (inside the caller's transaction).
+
+        Args:
+            carry: A bulk buffer writes each term's full segments only and holds the
+                rest back for the next flush (a flush to bound memory, not before a read
+                or a commit). Without it, everything is written and, in bulk, the terms
+                left with a short segment before their last are compacted.
+        """
         pending, self._pending, self.size = self._pending, {}, 0
-        for source, p in sorted(pending.items()):
+        held, self._carry = self._carry, {}
+        for source in sorted(pending.keys() | held.keys()):
+            p = pending.get(source) or _Pending()
             if p.chunks or p.length:
                 table.add_stats(source, p.chunks, p.length)
-            _flush_source(table, source, p, bulk=self.bulk)
+            if not self.bulk:
+                _flush_source(table, source, p)
+                continue
+            before = self._spilled.get(source, _NONE)
+            kept, spilled, wrote = _flush_bulk(
+                table, source, p, held.get(source), before, carry=carry
+            )
+            if wrote and (source in self._short or len(spilled) > len(before)):
+                self._due.add(source)  # maybe after a term's short segment
+            if wrote and not carry:
+                self._short.add(source)  # each term's last segment
+            self._spilled[source] = spilled
+            if kept is not None:
+                self._carry[source] = kept
+                self.size += len(kept.rowid)
+        if not carry:
+            for source in sorted(self._due):
+                compact(table, source)
+                self._spilled.pop(source, None)
+            self._due.clear()
+
+
+@dataclass
+class _Carry:
+    """Postings of one source a bulk buffer held back, by term then rowid."""
+
+    rowid: np.ndarray
+    hash: np.ndarray
+    tf: np.ndarray
+    dl: np.ndarray
+
+
+def _pieces(rows: np.ndarray) -> list[tuple[int, int]]:
+    """``(start, end)`` of the segments ``rows`` (one term's, ascending) are cut into: full
+    ones (``SEGMENT_MAX``), each offset from its first rowid below 2**32, the rest last."""
+    out: list[tuple[int, int]] = []
+    start, n = 0, len(rows)
+    while start < n:
+        end = min(start + SEGMENT_MAX, n)
+        if int(rows[end - 1]) - int(rows[start]) >= _U32:  # never with real rowids
+            end = int(np.searchsorted(rows, int(rows[start]) + _U32, "left"))
+        out.append((start, end))
+        start = end
+    return out
+
+
+def _flush_bulk(
+    table: SegmentTable, source: str, p: _Pending, held: _Carry | None, spilled: np.ndarray,
+    *, carry: bool,
+) -> tuple[_Carry | None, np.ndarray, bool]:
+    """Write one source's postings of a bulk buffer (the table holds only what it wrote).
+
+    ``carry``: each term's last piece, when short, is held back, at most ``CARRY_MAX``
+    postings in all. Past that, pieces are written short ("spilled"), of the terms in
+    ``spilled`` first (spilled before: ``compact`` rewrites them from there on anyway),
+    then of those with the fewest postings in this flush (the least to rewrite later).
+
+    Returns the postings held back, ``spilled`` with the terms spilled now, and whether
+    anything was written.
+    """
+    a_row, a_hash = _cat(p.add_rowid, np.int64), _cat(p.add_hash, np.int64)
+    a_tf, a_dl = _cat(p.add_tf, np.uint16), _cat(p.add_dl, np.uint32)
+    order = np.lexsort((a_row, a_hash))
+    a_row, a_hash, a_tf, a_dl = a_row[order], a_hash[order], a_tf[order], a_dl[order]
+    del order
+    if held is not None:
+        # Merged in, not sorted again: a held-back posting goes before the new ones of
+        # its term (its rowid is older).
+        at_old = np.arange(len(held.rowid)) + np.searchsorted(a_hash, held.hash, "left")
+        at_new = np.arange(len(a_row)) + np.searchsorted(held.hash, a_hash, "right")
+        a_row, a_hash, a_tf, a_dl = (
+            _interleave(o, at_old, n, at_new)
+            for o, n in ((held.rowid, a_row), (held.hash, a_hash), (held.tf, a_tf),
+                         (held.dl, a_dl))
+        )
+    if p.dead:
+        # Deleted chunks: never written when added since the last flush, else tombstones
+        # (some of their postings may be written), as in an incremental flush.
+        died = np.fromiter((r for r, _ in p.dead), dtype=np.int64, count=len(p.dead))
+        keep = ~np.isin(a_row, died)
+        a_row, a_hash, a_tf, a_dl = a_row[keep], a_hash[keep], a_tf[keep], a_dl[keep]
+        born = {int(part[0]) for part in p.add_rowid if len(part)}
+        gone = [(r, h.astype("<i8").tobytes()) for r, h in p.dead if r not in born]
+        if gone:
+            table.add_dead(source, gone)
+    inserts: list[tuple[int, int, int, bytes]] = []
+    back: list[tuple[bool, int, int, int, int, int]] = []  # (clean, new, size, term, start, end)
+
+    def put(term: int, start: int, end: int) -> None:
+        seg = int(a_row[start])
+        inserts.append((term, seg, end - start,
+                        encode(seg, a_row[start:end], a_tf[start:end], a_dl[start:end])))
+
+    groups = _groups(a_hash)
+    clean: list[bool] = []
+    fresh_counts: list[int] = []
+    if carry and groups:
+        terms = np.fromiter(groups, dtype=np.int64, count=len(groups))
+        at = np.minimum(np.searchsorted(spilled, terms), max(len(spilled) - 1, 0))
+        clean = (spilled[at] != terms).tolist() if len(spilled) else [True] * len(terms)
+        sizes = np.fromiter((hi - lo for lo, hi in groups.values()), dtype=np.int64,
+                            count=len(groups))
+        if held is not None:  # less the held-back ones: the term's new postings
+            sizes -= np.searchsorted(held.hash, terms, "right")
+            sizes += np.searchsorted(held.hash, terms, "left")
+        fresh_counts = sizes.tolist()
+    for i, (term, (lo, hi)) in enumerate(groups.items()):
+        pieces = _pieces(a_row[lo:hi])
+        start, end = pieces[-1]
+        if carry and end - start < SEGMENT_MAX:
+            pieces.pop()
+            back.append((clean[i], fresh_counts[i], end - start, term, lo + start, lo + end))
+        for start, end in pieces:
+            put(term, lo + start, lo + end)
+    total = sum(b[2] for b in back)
+    if total > CARRY_MAX:
+        back.sort()
+        n = 0
+        while total > CARRY_MAX:
+            _, _, size, term, start, end = back[n]
+            put(term, start, end)
+            total -= size
+            n += 1
+        out = np.fromiter((b[3] for b in back[:n]), dtype=np.int64, count=n)
+        spilled = np.union1d(spilled, out)
+        back = back[n:]
+    if inserts:
+        table.write(source, inserts, [])
+    if not back:
+        return None, spilled, bool(inserts)
+    keep = np.zeros(len(a_row), dtype=bool)
+    for *_, start, end in back:
+        keep[start:end] = True
+    kept = _Carry(a_row[keep], a_hash[keep], a_tf[keep], a_dl[keep])
+    return kept, spilled, bool(inserts)
+
+
+def _interleave(a: np.ndarray, at_a: np.ndarray, b: np.ndarray, at_b: np.ndarray) -> np.ndarray:
+    """``a`` and ``b`` in one array, at the positions ``at_a`` and ``at_b``."""
+    out = np.empty(len(a) + len(b), dtype=np.result_type(a, b))
+    out[at_a] = a
+    out[at_b] = b
+    return out
+
+
+def compact(table: SegmentTable, source: str) -> int:
+    """Rewrite the terms of ``source`` that hold a short segment before their last one:
+    their segments from the first short one on, cut again into full segments (the last
+    one excepted). Postings and their order stay the same; returns how many were written."""
+    terms = sorted(int(t) for t in table.underfilled(source, SEGMENT_MAX))
+    written = 0
+    for first in range(0, len(terms), 100):  # bounds the memory: ~100 terms' short tails
+        keys: dict[int, list[tuple[int, int]]] = {}
+        small: dict[tuple[int, int], bytes] = {}
+        for term, seg, n, data in table.segment_keys(
+            source, terms[first : first + 100], SEGMENT_MAX - 1
+        ):
+            keys.setdefault(int(term), []).append((int(seg), int(n)))
+            if data is not None:
+                small[(int(term), int(seg))] = bytes(data)
+        inserts: list[tuple[int, int, int, bytes]] = []
+        deletes: list[tuple[int, int]] = []
+        for term, segs in keys.items():
+            at = next((i for i, (_, n) in enumerate(segs) if n < SEGMENT_MAX), len(segs))
+            old = [seg for seg, _ in segs[at:]]
+            if len(old) < 2:
+                continue
+            rows, tf, dl = _decode_term(
+                [(seg, small.get((term, seg)) or table.segment(source, term, seg)) for seg in old]
+            )
+            new = set()
+            for start, end in _pieces(rows):
+                seg = int(rows[start])
+                new.add(seg)
+                inserts.append(
+                    (term, seg, end - start, encode(seg, rows[start:end], tf[start:end],
+                                                    dl[start:end]))
+                )
+            deletes += [(term, seg) for seg in old if seg not in new]
+            written += len(rows)
+        if inserts or deletes:
+            table.write(source, inserts, deletes)
+    return written
 
 
 def _cat(parts: list[np.ndarray], dtype: type | np.dtype) -> np.ndarray:
@@ -234,13 +455,12 @@ def _dead_arrays(rows: list[tuple[int, bytes]]) -> tuple[np.ndarray, np.ndarray]
     return _cat(rowids, np.int64), _cat([h.astype(np.int64) for h in hashes], np.int64)
 
 
-def _flush_source(table: SegmentTable, source: str, p: _Pending, *, bulk: bool) -> None:
+def _flush_source(table: SegmentTable, source: str, p: _Pending) -> None:
     a_row, a_hash = _cat(p.add_rowid, np.int64), _cat(p.add_hash, np.int64)
     a_tf, a_dl = _cat(p.add_tf, np.uint16), _cat(p.add_dl, np.uint32)
     order = np.lexsort((a_row, a_hash))
     a_row, a_hash, a_tf, a_dl = a_row[order], a_hash[order], a_tf[order], a_dl[order]
-    # A chunk added and deleted within one buffer never reaches the table (a full rebuild
-    # deletes nothing: no set of every rowid then).
+    # A chunk added and deleted within one buffer never reaches the table.
     born = {int(part[0]) for part in p.add_rowid if len(part)} if p.dead else set()
     gone = [(r, h) for r, h in p.dead if r not in born]
     died = {r for r, _ in p.dead if r in born}
@@ -248,7 +468,7 @@ def _flush_source(table: SegmentTable, source: str, p: _Pending, *, bulk: bool) 
         keep = ~np.isin(a_row, np.fromiter(died, dtype=np.int64, count=len(died)))
         a_row, a_hash, a_tf, a_dl = a_row[keep], a_hash[keep], a_tf[keep], a_dl[keep]
     d_row = d_hash = np.zeros(0, dtype=np.int64)
-    if gone and not bulk:
+    if gone:
         # Deleted chunks become tombstones: rewriting every segment that holds one costs
         # a sync far more than skipping them at read time until they are many.
         table.add_dead(source, [(r, h.astype("<i8").tobytes()) for r, h in gone])
@@ -264,14 +484,13 @@ def _flush_source(table: SegmentTable, source: str, p: _Pending, *, bulk: bool) 
     # incremental sync more than the rest of the flush.
     seg_keys: dict[int, list[tuple[int, int]]] = {}
     small: dict[tuple[int, int], bytes] = {}
-    if not bulk:
-        for start in range(0, len(touched), 500):
-            for term, seg, n, data in table.segment_keys(
-                source, touched[start : start + 500], TAIL_MAX
-            ):
-                seg_keys.setdefault(int(term), []).append((int(seg), int(n)))
-                if data is not None:
-                    small[(int(term), int(seg))] = bytes(data)
+    for start in range(0, len(touched), 500):
+        for term, seg, n, data in table.segment_keys(
+            source, touched[start : start + 500], TAIL_MAX
+        ):
+            seg_keys.setdefault(int(term), []).append((int(seg), int(n)))
+            if data is not None:
+                small[(int(term), int(seg))] = bytes(data)
     inserts: list[tuple[int, int, int, bytes]] = []
     deletes: list[tuple[int, int]] = []
     for term in touched:

@@ -38,3 +38,25 @@ def test_the_clean_rebuild_check_counts_a_lost_segment(
         conn.execute("DELETE FROM postings WHERE term = ?", (term_hash(query_terms("kayaks")[0]),))
     damaged = bench._check(spec)
     assert damaged["terms_differ"] == 1
+
+
+def test_the_segment_layout_counts_terms_short_before_their_last_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    bench = importlib.import_module("keyword_scale")
+    db = tmp_path / "state" / "memory" / f"{bench.AGENT}.sqlite"
+    db.parent.mkdir(parents=True)
+    full = bench.SEGMENT_FULL
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE postings (source TEXT, term INTEGER, seg INTEGER, n INTEGER,"
+                     " data BLOB)")
+        conn.executemany("INSERT INTO postings VALUES ('memory', ?, ?, ?, x'')", [
+            (1, 0, full), (1, full, 10),  # full, then a short last one: fine
+            (2, 0, 10), (2, 10, full),  # a short one before the last
+            (3, 0, 5),
+        ])
+    layout = bench.segment_layout({"state": str(tmp_path / "state")})
+    assert layout["segments"] == 5 and layout["full"] == 2
+    assert layout["terms_short_inside"] == 1
+    assert layout["mean_n"] == (2 * full + 25) / 5

@@ -91,6 +91,24 @@ class PgSegments:
         assert row is not None
         return bytes(row[0])
 
+    def underfilled(self, source: str, full: int) -> Iterable[int]:
+        return [
+            int(t)
+            for (t,) in self.conn.execute(
+                "SELECT term_hash FROM memmw.postings_segments WHERE namespace_id = %s"
+                " AND source = %s GROUP BY term_hash"
+                " HAVING min(seg) FILTER (WHERE n < %s) < max(seg)",
+                (self.ns, source, full),
+            ).fetchall()
+        ]
+
+    def clear(self) -> None:
+        """Delete the namespace's postings, tombstones and statistics."""
+        for table in ("postings_segments", "postings_dead", "source_stats"):
+            self.conn.execute(
+                f"DELETE FROM memmw.{table} WHERE namespace_id = %s", (self.ns,)
+            )
+
     def write(
         self,
         source: str,
@@ -186,16 +204,33 @@ _Op = tuple[str, int, np.ndarray, "np.ndarray | None", int]
 
 @dataclass
 class PgPostingsLog:
-    """A writer's postings changes in order; ``ops[:flushed]`` are in the tables."""
+    """A writer's postings changes in order; ``ops[:flushed]`` are in the tables (or, in a
+    staged rebuild, held back by its buffer)."""
 
     ops: list[_Op] = field(default_factory=list)
     flushed: int = 0
-    #: Postings logged and not flushed (a staged rebuild flushes past ``FLUSH_AT``).
+    #: Postings logged and not flushed, and those a rebuild's buffer holds back (a staged
+    #: rebuild flushes past ``FLUSH_AT``).
     size: int = 0
+    #: A staged rebuild's buffer (``begin_bulk``), kept across its flushes: each term's
+    #: full segments are written, the rest held back for the next flush.
+    bulk: PostingsBuffer | None = None
+    #: Where the rebuild's ops start, and whether the rows it wrote must be deleted
+    #: before the next flush (a savepoint that rolled back a flush of it).
+    bulk_start: int = 0
+    wipe: bool = False
 
     @property
     def pending(self) -> bool:
-        return self.flushed < len(self.ops)
+        return self.flushed < len(self.ops) or (self.bulk is not None and self.bulk.pending)
+
+    def begin_bulk(self) -> None:
+        """A staged rebuild into an emptied namespace starts (nothing pending)."""
+        self.bulk, self.bulk_start, self.wipe = PostingsBuffer(bulk=True), len(self.ops), False
+
+    def end_bulk(self) -> None:
+        """Back to a fresh buffer a flush (after the rebuild's last flush or its rollback)."""
+        self.bulk, self.wipe = None, False
 
     def add(self, source: str, rowid: int, hashes: np.ndarray, tf: np.ndarray, length: int) -> None:
         self.ops.append((source, rowid, hashes, tf, length))
@@ -213,22 +248,33 @@ class PgPostingsLog:
         """Forget what was logged since ``mark``; re-queue what was flushed since."""
         added, flushed = mark
         del self.ops[added:]
+        if self.bulk is not None and self.flushed > flushed:
+            # The server undid a flush of the rebuild, which wrote postings its buffer
+            # held back before: the rebuild's postings are written again from its start.
+            self.bulk, self.wipe = PostingsBuffer(bulk=True), True
+            self.flushed = self.bulk_start
         self.flushed = min(self.flushed, flushed)
         self.size = sum(len(op[2]) for op in self.ops[self.flushed :])
+        if self.bulk is not None:
+            self.size += self.bulk.size
 
-    def flush(self, table: PgSegments) -> None:
-        """Write the pending changes through one ``PostingsBuffer``."""
+    def flush(self, table: PgSegments, *, carry: bool = False) -> None:
+        """Write the pending changes through one ``PostingsBuffer`` (a rebuild's own,
+        which holds each term's short last piece back with ``carry``)."""
         if not self.pending:
             return
-        buffer = PostingsBuffer()
+        if self.wipe:
+            table.clear()
+            self.wipe = False
+        buffer = self.bulk if self.bulk is not None else PostingsBuffer()
         for source, rowid, hashes, tf, length in self.ops[self.flushed :]:
             if tf is None:
                 buffer.remove(source, rowid, hashes, length)
             else:
                 buffer.add(source, rowid, hashes, tf, length)
-        buffer.flush(table)
+        buffer.flush(table, carry=carry)
         self.flushed = len(self.ops)
-        self.size = 0
+        self.size = buffer.size
 
     def settle(self) -> None:
         """Everything is committed: forget the log."""

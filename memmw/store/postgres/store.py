@@ -638,14 +638,20 @@ class PostgresWriter(PostgresReader):
         past ``FLUSH_AT``) rather than after each file."""
         self.staged = set()
         self._bulk_mark = self.postings_log.mark()
+        self.postings_log.begin_bulk()
 
     def end_bulk(self, *, commit: bool) -> None:
-        """Write the logged postings (``commit``) or drop them; back to direct writes."""
+        """Write the logged postings (``commit``) or drop them; back to direct writes.
+
+        Every term then holds full segments but its last one (see ``PostingsBuffer``)."""
         self.staged, mark, self._bulk_mark = None, self._bulk_mark, None
         if commit:
             self.flush_postings()
+            self.postings_log.end_bulk()
             self.postings_log.settle()
-        elif mark is not None:
+            return
+        self.postings_log.end_bulk()
+        if mark is not None:
             self.postings_log.rollback(mark)
 
     def flush_postings(self) -> None:
@@ -811,7 +817,8 @@ class PostgresWriter(PostgresReader):
             for rowid, (hashes, tf, n_terms) in zip(rowids, terms, strict=True):
                 self.postings_log.add(source, rowid, hashes, tf, n_terms)
             if self.staged is not None and self.postings_log.size >= FLUSH_AT:
-                self.flush_postings()  # bounds a rebuild's memory
+                # Bounds a rebuild's memory; each term's short last piece is held back.
+                self.postings_log.flush(PgSegments(self.conn, self.namespace_id), carry=True)
             return rowids
 
     def clear_rows(self) -> None:

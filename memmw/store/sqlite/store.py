@@ -284,7 +284,8 @@ class IndexStore:
         if fts_rows:
             self.conn.executemany("INSERT INTO chunks_fts(rowid, body) VALUES (?, ?)", fts_rows)
         if self.postings_buffer.size >= FLUSH_AT:
-            self.flush_postings()
+            # Bounds the memory: a rebuild's buffer holds back each term's short tail.
+            self.postings_buffer.flush(SqliteSegments(self.conn), carry=True)
         return rowids
 
     def flush_postings(self) -> None:

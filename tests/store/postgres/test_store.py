@@ -10,6 +10,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -664,6 +665,70 @@ def test_a_staged_rebuild_writes_the_same_rows_as_file_by_file_writes(
     )
     assert term_hash("walrus") not in {h for h, _, _, _ in got[0]}
     assert term_hash("zebra") not in {h for h, _, _, _ in got[0]}
+
+
+WORDS = "alpha beta gamma delta tea coffee gateway port zeppelin hangar basil".split()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    notes=st.dictionaries(
+        st.sampled_from([f"memory/2026-01-{d:02d}.md" for d in range(1, 9)]),
+        st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=8).map(" ".join),
+                 min_size=1, max_size=6).map("\n".join),
+        min_size=1,
+    ),
+    flush_at=st.sampled_from([1, 8, 30]),
+    segment_max=st.sampled_from([3, 5]),
+    tail_max=st.sampled_from([0, 1]),
+    twice=st.booleans(),
+    rolled_back=st.sampled_from([None, 0, 2]),
+    carry_max=st.sampled_from([0, 3, 1000]),
+)
+def test_a_staged_rebuild_leaves_every_term_in_full_segments_but_its_last(
+    pg_database: str, shared_pool: object, notes: dict[str, str], flush_at: int,
+    segment_max: int, tail_max: int, twice: bool, rolled_back: int | None, carry_max: int,
+) -> None:
+    """Flushes past ``FLUSH_AT`` inside a rebuild each leave short segments; at the end
+    every term's segments are full but its last, holding the same postings as direct
+    writes (issue 25), also when a savepoint inside it rolled back one of its flushes."""
+    from memmw.store import segments
+    from memmw.store.postgres import store as pg_store_mod
+
+    # As SEGMENT_MAX=4096 and TAIL_MAX=256: a flush appends a term's postings in a new
+    # segment after its short last one rather than rewriting it.
+    with mock.patch.multiple(
+        segments, SEGMENT_MAX=segment_max, TAIL_MAX=tail_max, CARRY_MAX=carry_max
+    ), mock.patch.object(pg_store_mod, "FLUSH_AT", flush_at):
+        direct, staged_store = _store(pg_database, shared_pool), _store(pg_database, shared_pool)
+        _fill(direct, notes)
+        with staged_store.write() as w, staged_store.rebuild(w) as staged:
+            if twice:  # a file written twice: its first chunks are deleted in the rebuild
+                first = next(iter(notes))
+                _put(staged, first, "A first version, replaced below: walrus tea.\n")
+            for i, (path, text) in enumerate(notes.items()):
+                if i == rolled_back:
+                    with pytest.raises(RuntimeError), staged.transaction():
+                        _put(staged, "memory/rolled-back.md", "Rolled back: walrus tea.\n")
+                        raise RuntimeError("roll back this savepoint")
+                _put(staged, path, text)
+        want, got = _table_rows(direct), _table_rows(staged_store)
+        assert got[1] == want[1]
+        assert sorted((h, tf, dl) for h, _, tf, dl in got[0]) == sorted(
+            (h, tf, dl) for h, _, tf, dl in want[0]
+        )
+        with staged_store.read() as r:
+            sizes: dict[int, list[int]] = {}
+            for term, n in r.conn.execute(
+                "SELECT term_hash, n FROM memmw.postings_segments WHERE namespace_id = %s"
+                " ORDER BY term_hash, seg",
+                (r.namespace_id,),
+            ).fetchall():
+                sizes.setdefault(int(term), []).append(int(n))
+        for term, ns in sizes.items():
+            assert all(n == segment_max for n in ns[:-1]), (term, ns)
+        direct.close()
+        staged_store.close()
 
 
 def test_a_staged_rebuild_may_write_an_empty_file_twice(store: PostgresStore) -> None:

@@ -165,6 +165,49 @@ def test_incremental_postings_equal_a_clean_rebuild(
         clean.conn.close()
 
 
+def segment_fill(conn: sqlite3.Connection) -> dict[tuple[str, int], list[int]]:
+    """Each term's segment sizes, in rowid order."""
+    out: dict[tuple[str, int], list[int]] = {}
+    for source, term, n in conn.execute("SELECT source, term, n FROM postings ORDER BY 1, 2, seg"):
+        out.setdefault((source, term), []).append(n)
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    files=st.dictionaries(st.sampled_from(["a.md", "b.md", "c.md", "d.md", "e.md"]), texts,
+                          min_size=1),
+    segment_max=st.sampled_from([1, 2, 3, 4]),
+    flush_at=st.sampled_from([1, 4, 10, 40, 2_000_000]),
+    carry_max=st.sampled_from([0, 2, 5, 1000]),
+)
+def test_a_staged_rebuild_leaves_every_term_in_full_segments_but_its_last(
+    files: dict[str, str], segment_max: int, flush_at: int, carry_max: int
+) -> None:
+    """The rebuild's flushes past ``FLUSH_AT`` leave no short segment before a term's last,
+    and the postings are the chunks' (issue 25: today each flush left one a term)."""
+    from memmw.store.sqlite import store as store_mod
+    from memmw.store.sqlite.sync import staged_rebuild
+
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.multiple(
+        postings_mod, SEGMENT_MAX=segment_max, CARRY_MAX=min(carry_max, flush_at // 2)
+    ), mock.patch.object(store_mod, "FLUSH_AT", flush_at):
+        live = open_store(Path(tmp) / "live.sqlite")
+        with transaction(live.conn):
+            write(live, "old.md", "an old note about zebras")
+        with (
+            staged_rebuild(Path(tmp) / "live.sqlite", live, "unicode61") as staged,
+            staged.transaction(),
+        ):
+            for path, text in sorted(files.items()):
+                write(staged, path, text)
+        got, _ = logical(live.conn)
+        assert got == expected(files)
+        for key, sizes in segment_fill(live.conn).items():
+            assert all(n == segment_max for n in sizes[:-1]), (key, sizes)
+        live.conn.close()
+
+
 @given(
     st.lists(st.tuples(st.integers(0, 2**32 - 2), st.integers(1, 65535), st.integers(1, 2**32 - 1)),
              min_size=1, max_size=40, unique_by=lambda t: t[0]),
