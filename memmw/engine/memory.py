@@ -605,7 +605,7 @@ class Memory:
                 run = self._agent_search.run(
                     query, max_results, min_score, report=report, visible=visible
                 )
-                if not self._published():
+                if run.unpublished:
                     # Reset by another process while this search read it: rebuild, answer.
                     self.sync(embeddings="background")
                     run = self._agent_search.run(

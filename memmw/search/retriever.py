@@ -73,6 +73,9 @@ class SearchRun:
     partial: bool = False
     limit: int = 0
     report: SearchResult | None = None
+    #: The agent's index had no identity in the snapshot searched: reset since the
+    #: caller checked (by another process), so the caller rebuilds and searches again.
+    unpublished: bool = False
 
 
 def keyword_only_warning(exc: Exception) -> str:
@@ -298,6 +301,7 @@ class AgentSearch:
             outcome, warning = self.own.search(
                 reader, text, query, limit=limit, min_score=min_score, aliases=aliases
             )
+            unpublished = reader.identity() is None
         hits = outcome.hits
         # The vector leg timed out: keyword-only hits, said so (``partial``).
         partial = query is not None and query.timed_out
@@ -308,7 +312,7 @@ class AgentSearch:
             hits.sort(key=lambda h: (-h.score, h.namespace or "", h.path, h.start_line))
             hits = hits[:limit]
             partial = partial or (query is not None and query.timed_out)
-        return SearchRun(hits, outcome.mode, warning, partial, limit), query
+        return SearchRun(hits, outcome.mode, warning, partial, limit, unpublished=unpublished), query
 
     def _search_shared(
         self, text: str, query: QueryVector | None, limit: int, min_score: float | None
