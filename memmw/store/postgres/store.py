@@ -69,6 +69,7 @@ _CACHED_CHUNKS_SQL = (
     " WHERE c.rowid = ANY(%s) AND c.namespace_id = %s"
 )
 
+
 def _bigints(values: Iterable[int]) -> list[Int8]:
     """Rowids as a bigint[] parameter whatever their size: psycopg would send a list of
     small ints as smallint[] and larger ones as integer[], so the server cast the array
