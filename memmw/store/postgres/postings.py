@@ -229,7 +229,7 @@ class PgPostingsLog:
         self.bulk, self.bulk_start, self.wipe = PostingsBuffer(bulk=True), len(self.ops), False
 
     def end_bulk(self) -> None:
-        """Back to a fresh buffer a flush (after the rebuild's last flush or its rollback)."""
+        """Back to a fresh buffer per flush (after the rebuild's last flush or its rollback)."""
         self.bulk, self.wipe = None, False
 
     def add(self, source: str, rowid: int, hashes: np.ndarray, tf: np.ndarray, length: int) -> None:
