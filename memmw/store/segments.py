@@ -309,11 +309,7 @@ def _flush_bulk(
     Returns the postings held back, ``spilled`` with the terms spilled now, and whether
     anything was written.
     """
-    a_row, a_hash = _cat(p.add_rowid, np.int64), _cat(p.add_hash, np.int64)
-    a_tf, a_dl = _cat(p.add_tf, np.uint16), _cat(p.add_dl, np.uint32)
-    order = np.lexsort((a_row, a_hash))
-    a_row, a_hash, a_tf, a_dl = a_row[order], a_hash[order], a_tf[order], a_dl[order]
-    del order
+    a_row, a_hash, a_tf, a_dl = _sorted_adds(p)
     if held is not None:
         # Merged in, not sorted again: a held-back posting goes before the new ones of
         # its term (its rowid is older).
@@ -401,14 +397,7 @@ def compact(table: SegmentTable, source: str) -> int:
     terms = sorted(int(t) for t in table.underfilled(source, SEGMENT_MAX))
     written = 0
     for first in range(0, len(terms), 100):  # bounds the memory: ~100 terms' short tails
-        keys: dict[int, list[tuple[int, int]]] = {}
-        small: dict[tuple[int, int], bytes] = {}
-        for term, seg, n, data in table.segment_keys(
-            source, terms[first : first + 100], SEGMENT_MAX - 1
-        ):
-            keys.setdefault(int(term), []).append((int(seg), int(n)))
-            if data is not None:
-                small[(int(term), int(seg))] = bytes(data)
+        keys, small = _segment_keys(table, source, terms[first : first + 100], SEGMENT_MAX - 1)
         inserts: list[tuple[int, int, int, bytes]] = []
         deletes: list[tuple[int, int]] = []
         for term, segs in keys.items():
@@ -455,11 +444,32 @@ def _dead_arrays(rows: list[tuple[int, bytes]]) -> tuple[np.ndarray, np.ndarray]
     return _cat(rowids, np.int64), _cat([h.astype(np.int64) for h in hashes], np.int64)
 
 
-def _flush_source(table: SegmentTable, source: str, p: _Pending) -> None:
+def _sorted_adds(p: _Pending) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(rowids, hashes, tf, lengths)`` of the postings added to ``p``, by term then rowid."""
     a_row, a_hash = _cat(p.add_rowid, np.int64), _cat(p.add_hash, np.int64)
     a_tf, a_dl = _cat(p.add_tf, np.uint16), _cat(p.add_dl, np.uint32)
     order = np.lexsort((a_row, a_hash))
-    a_row, a_hash, a_tf, a_dl = a_row[order], a_hash[order], a_tf[order], a_dl[order]
+    return a_row[order], a_hash[order], a_tf[order], a_dl[order]
+
+
+def _segment_keys(
+    table: SegmentTable, source: str, terms: Sequence[int], small: int
+) -> tuple[dict[int, list[tuple[int, int]]], dict[tuple[int, int], bytes]]:
+    """``{term: [(seg, n), ...]}`` of ``terms`` and the data of their segments of at most
+    ``small`` postings, in statements of 500 terms (one per term cost a sync more than
+    the rest of its flush)."""
+    keys: dict[int, list[tuple[int, int]]] = {}
+    data_of: dict[tuple[int, int], bytes] = {}
+    for start in range(0, len(terms), 500):
+        for term, seg, n, data in table.segment_keys(source, terms[start : start + 500], small):
+            keys.setdefault(int(term), []).append((int(seg), int(n)))
+            if data is not None:
+                data_of[(int(term), int(seg))] = bytes(data)
+    return keys, data_of
+
+
+def _flush_source(table: SegmentTable, source: str, p: _Pending) -> None:
+    a_row, a_hash, a_tf, a_dl = _sorted_adds(p)
     # A chunk added and deleted within one buffer never reaches the table.
     born = {int(part[0]) for part in p.add_rowid if len(part)} if p.dead else set()
     gone = [(r, h) for r, h in p.dead if r not in born]
@@ -479,18 +489,9 @@ def _flush_source(table: SegmentTable, source: str, p: _Pending) -> None:
             d_row, d_hash = d_row[order], d_hash[order]
     adds, dels = _groups(a_hash), _groups(d_hash)
     touched = sorted(adds.keys() | dels.keys())
-    # Segment keys of every touched term (with the data of the small ones, which an
-    # append rewrites), a few hundred terms per query: one query per term cost an
-    # incremental sync more than the rest of the flush.
-    seg_keys: dict[int, list[tuple[int, int]]] = {}
-    small: dict[tuple[int, int], bytes] = {}
-    for start in range(0, len(touched), 500):
-        for term, seg, n, data in table.segment_keys(
-            source, touched[start : start + 500], TAIL_MAX
-        ):
-            seg_keys.setdefault(int(term), []).append((int(seg), int(n)))
-            if data is not None:
-                small[(int(term), int(seg))] = bytes(data)
+    # Segment keys of every touched term, with the data of the small ones (which an
+    # append rewrites).
+    seg_keys, small = _segment_keys(table, source, touched, TAIL_MAX)
     inserts: list[tuple[int, int, int, bytes]] = []
     deletes: list[tuple[int, int]] = []
     for term in touched:

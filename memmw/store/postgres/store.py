@@ -831,13 +831,11 @@ class PostgresWriter(PostgresReader):
         """
         ns = (self.namespace_id,)
         self.flush_postings()
-        self.conn.execute("DELETE FROM memmw.postings_segments WHERE namespace_id = %s", ns)
-        self.conn.execute("DELETE FROM memmw.postings_dead WHERE namespace_id = %s", ns)
+        PgSegments(self.conn, self.namespace_id).clear()  # postings, tombstones, statistics
         self.conn.execute("DELETE FROM memmw.chunk_vectors WHERE namespace_id = %s", ns)
         pg_graph.clear(self.conn, self.namespace_id)
         self.conn.execute("DELETE FROM memmw.chunks WHERE namespace_id = %s", ns)
         self.conn.execute("DELETE FROM memmw.files WHERE namespace_id = %s", ns)
-        self.conn.execute("DELETE FROM memmw.source_stats WHERE namespace_id = %s", ns)
         self.conn.execute(
             "DELETE FROM memmw.meta WHERE namespace_id = %s AND key <> 'generation'", ns
         )
