@@ -301,7 +301,7 @@ class AgentSearch:
             outcome, warning = self.own.search(
                 reader, text, query, limit=limit, min_score=min_score, aliases=aliases
             )
-            unpublished = reader.identity() is None
+            unpublished = reader.get_meta("identity") is None  # as published() checks
         hits = outcome.hits
         # The vector leg timed out: keyword-only hits, said so (``partial``).
         partial = query is not None and query.timed_out
