@@ -231,6 +231,12 @@ def _check(spec: dict[str, Any]) -> dict[str, Any]:
     from memmw.text.analysis import query_terms
 
     hashes = sorted({term_hash(t) for q in spec["queries"] for t in query_terms(q)})
+    try:  # the rows as stored, not what this process kept of them (its own edits aside)
+        from memmw.store.cache import SEGMENTS
+
+        SEGMENTS.clear()
+    except ImportError:  # a checkout older than the cache
+        pass
     with _memory(spec) as mem:
         mem.sync()
         live, live_stats = _postings_by_place(mem, hashes)

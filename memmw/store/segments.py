@@ -47,6 +47,7 @@ from typing import Protocol
 import numpy as np
 
 from memmw.store.arena import FRESH, Arena
+from memmw.store.cache import SEGMENTS
 from memmw.store.protocol import EMPTY_POSTINGS, Postings, TermPostings
 
 #: Postings per segment row: small enough that appending to a frequent term rewrites
@@ -737,20 +738,61 @@ def read_postings(
     term_hashes: Sequence[int],
     sources: Sequence[str],
     arena: Arena = FRESH,
+    version: str | None = None,
 ) -> dict[int, TermPostings]:
     """Live postings of each term over ``sources`` (terms with none are absent), in
     memory taken from ``arena``: decoded on demand (``SegmentPostings``) for one source,
-    merged at once for several (their segments interleave)."""
+    merged at once for several (their segments interleave).
+
+    ``version``: the postings version the table is read at (``memmw.store.cache``): the
+    segments of a term read before at that version come from the process's cache
+    (``SEGMENTS``), the others are read and kept there. The tombstones are read every time.
+    """
     wanted = list(dict.fromkeys(int(h) for h in term_hashes))
     if not wanted or not sources:
         return {}
+    if version is not None:
+        return _cached_postings(table, wanted, sources, version, arena)
     segments: dict[int, list[tuple[int, bytes]]] = {}
     for term, seg, data in table.segments(sources, wanted):
         segments.setdefault(int(term), []).append((int(seg), data))
+    return _live_postings(segments, sources, table, arena)
+
+
+def _dead_rowids(table: SegmentTable, sources: Sequence[str]) -> np.ndarray:
     held = table.dead_rowids(sources)
-    dead = np.sort(
+    return np.sort(
         held.astype(np.int64) if isinstance(held, np.ndarray) else np.fromiter(held, np.int64)
     )
+
+
+def _cached_postings(
+    table: SegmentTable, terms: list[int], sources: Sequence[str], version: str, arena: Arena
+) -> dict[int, TermPostings]:
+    """``read_postings`` with each term's segments through ``SEGMENTS`` at ``version``."""
+    keys = {t: (version, tuple(sources), t) for t in terms}
+    held = {t: SEGMENTS.get(keys[t]) for t in terms}
+    missing = [t for t, v in held.items() if v is None]
+    if missing:
+        read: dict[int, list[tuple[int, bytes]]] = {t: [] for t in missing}
+        for term, seg, data in table.segments(sources, missing):
+            read[int(term)].append((int(seg), data))
+        for t, segs in read.items():
+            # An absent term is kept too (as no segments): its list's own bytes count.
+            SEGMENTS.put(keys[t], segs, 64 + sum(len(d) + 64 for _, d in segs))
+            held[t] = segs
+    return _live_postings({t: v for t, v in held.items() if v}, sources, table, arena)
+
+
+def _live_postings(
+    segments: dict[int, list[tuple[int, bytes]]],
+    sources: Sequence[str],
+    table: SegmentTable,
+    arena: Arena,
+) -> dict[int, TermPostings]:
+    """Each term's live postings from its stored segments (terms with none left are
+    absent): decoded on demand for one source, merged at once for several."""
+    dead = _dead_rowids(table, sources)
     out: dict[int, TermPostings] = {}
     for term, segs in segments.items():
         if len(sources) == 1:

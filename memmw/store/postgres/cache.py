@@ -27,69 +27,11 @@ held and comparing them in the server cost as much as sending the segments in bi
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Hashable
-from typing import Generic, TypeVar
-
+from memmw.store.cache import RowCache
 from memmw.store.protocol import ChunkRow
-
-V = TypeVar("V")
 
 #: Bytes of chunk rows (text, term hashes, path) kept per process: some thousands of chunks.
 CHUNK_CACHE_BYTES = 16 << 20
-
-
-class RowCache(Generic[V]):
-    """A thread-safe LRU map, bounded by the bytes its values hold.
-
-    Args:
-        max_bytes: The most bytes of values kept (each value's size is given by ``put``);
-            a value larger than a quarter of it is not kept.
-    """
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._items: OrderedDict[Hashable, tuple[V, int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    @property
-    def size(self) -> int:
-        """Bytes of the values kept."""
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def get(self, key: Hashable) -> V | None:
-        """The value kept for ``key`` (now the most recently used), or None."""
-        with self._lock:
-            item = self._items.get(key)
-            if item is None:
-                return None
-            self._items.move_to_end(key)
-            return item[0]
-
-    def put(self, key: Hashable, value: V, nbytes: int) -> None:
-        """Keep ``value`` for ``key``; the least recently used go past the bound."""
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self._bytes -= old[1]
-            if nbytes * 4 > self.max_bytes:
-                return
-            self._items[key] = (value, nbytes)
-            self._bytes += nbytes
-            while self._bytes > self.max_bytes:
-                _, (_, n) = self._items.popitem(last=False)
-                self._bytes -= n
-
-    def clear(self) -> None:
-        """Forget everything."""
-        with self._lock:
-            self._items.clear()
-            self._bytes = 0
 
 
 #: Chunk rows ``(xmin, row)`` by ``(scope, rowid)``.

@@ -3,17 +3,23 @@
 ``postings(source, term, seg, n, data)`` WITHOUT ROWID, one row per segment;
 ``postings_dead(source, chunk_rowid, hashes)`` the tombstones (migration 4);
 ``keyword_stats(source, chunks, terms)`` the live chunk count and total length of each
-source (migration 3 of ``memmw.store.sqlite.schema``).
+source (migration 3 of ``memmw.store.sqlite.schema``); the meta row ``postings_version``
+(migration 7), which every write of segments replaces by a new random value in its own
+transaction, keys the segments a process keeps (``memmw.store.cache``).
 """
 
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Iterable, Sequence
 
 from memmw.store.arena import FRESH, Arena
 from memmw.store.protocol import TermPostings
 from memmw.store.segments import read_postings as _read_postings
+
+#: The meta key of the postings version.
+VERSION_KEY = "postings_version"
 
 
 class SqliteSegments:
@@ -21,6 +27,7 @@ class SqliteSegments:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        self._versioned = False
 
     def add_stats(self, source: str, chunks: int, length: int) -> None:
         self.conn.execute(
@@ -80,6 +87,14 @@ class SqliteSegments:
         inserts: list[tuple[int, int, int, bytes]],
         deletes: list[tuple[int, int]],
     ) -> None:
+        if (inserts or deletes) and not self._versioned:
+            # The one writer of the segments: whatever a process kept of them under the
+            # old version is never read again (a flush makes one SqliteSegments).
+            self.conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                (VERSION_KEY, uuid.uuid4().hex),
+            )
+            self._versioned = True
         if deletes:
             self.conn.executemany(
                 "DELETE FROM postings WHERE source=? AND term=? AND seg=?",
@@ -116,8 +131,11 @@ def read_postings(
     sources: Sequence[str],
     arena: Arena = FRESH,
 ) -> dict[int, TermPostings]:
-    """Live postings of each term over ``sources`` (``memmw.store.segments.read_postings``)."""
-    return _read_postings(SqliteSegments(conn), term_hashes, sources, arena)
+    """Live postings of each term over ``sources`` (``memmw.store.segments.read_postings``),
+    the segments through the process's cache at the connection's postings version."""
+    row = conn.execute("SELECT value FROM meta WHERE key=?", (VERSION_KEY,)).fetchone()
+    version = None if row is None else f"sqlite:{row[0]}"
+    return _read_postings(SqliteSegments(conn), term_hashes, sources, arena, version)
 
 
 def read_stats(conn: sqlite3.Connection, sources: Sequence[str]) -> tuple[int, int]:

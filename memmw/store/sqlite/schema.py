@@ -228,6 +228,13 @@ MIGRATIONS: tuple[str, ...] = (
     END;
     INSERT OR IGNORE INTO vector_dirty(block) SELECT DISTINCT chunk_rowid >> 9 FROM chunk_vectors
     """,
+    # 7: the postings version, replaced by every write of segments: searches keep the
+    # segments they read in the process under it (memmw.store.cache). Being a migration,
+    # it also keeps an older memmw, which would write segments without replacing it,
+    # from opening the index.
+    """
+    INSERT OR REPLACE INTO meta(key, value) VALUES ('postings_version', lower(hex(randomblob(16))))
+    """,
 )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import tempfile
 from pathlib import Path
@@ -17,10 +18,12 @@ from memmw.search import keyword
 from memmw.search.keyword import bm25_exhaustive, bm25_search
 from memmw.store import segments as postings_mod
 from memmw.store.arena import Arena
+from memmw.store.cache import RowCache
 from memmw.store.protocol import EMPTY_POSTINGS as EMPTY
 from memmw.store.protocol import Postings
 from memmw.store.segments import PostingsBuffer, decode, encode
-from memmw.store.sqlite.db import connect, transaction
+from memmw.store.sqlite.db import connect, snapshot, transaction
+from memmw.store.sqlite.postings import VERSION_KEY, SqliteSegments
 from memmw.store.sqlite.schema import migrate
 from memmw.store.sqlite.store import IndexStore
 from memmw.store.terms import term_counts, term_hash
@@ -471,3 +474,88 @@ def test_keyword_search_over_stored_segments_equals_exhaustive_scoring(
             (h.rowid, h.bm25, h.matched) for h in want
         ]
         store.conn.close()
+
+
+# -- the process's cache of segments (memmw.store.cache) ---------------------------------
+
+
+class _RolledBack(Exception):
+    pass
+
+
+_CACHE_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.integers(0, 3), st.lists(st.sampled_from(WORDS), max_size=30)),
+        st.tuples(st.just("delete"), st.integers(0, 3), st.just([])),
+        # A writer that reads its own changes (filling the cache at its new version), then
+        # rolls back: that version is never committed.
+        st.tuples(st.just("abandon"), st.integers(0, 3), st.lists(st.sampled_from(WORDS), max_size=30)),
+        st.tuples(st.just("read"), st.just(0), st.just([])),
+    ),
+    max_size=14,
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=_CACHE_OPS, bound=st.sampled_from([1 << 8, 1 << 12, 1 << 30]), small=st.booleans())
+def test_postings_read_through_the_cache_are_those_stored_whoever_wrote_since(
+    ops: list[tuple[str, int, list[str]]], bound: int, small: bool
+) -> None:
+    """Invariant: a read through the process's cache of segments (any bound) gives what a
+    read of the table gives in the same snapshot, after any writes by another connection,
+    reads of a writer's own uncommitted changes and rollbacks (every write of segments
+    replaces the postings version: ``SqliteSegments.write``)."""
+    limits = (
+        {"SEGMENT_MAX": 4, "TAIL_MAX": 2, "DEAD_MAX": 3}
+        if small
+        else {"SEGMENT_MAX": postings_mod.SEGMENT_MAX}
+    )
+    hashes = [term_hash(w) for w in WORDS]
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.multiple(postings_mod, **limits), \
+            mock.patch.object(postings_mod, "SEGMENTS", RowCache(bound)):
+        writer = open_store(Path(tmp) / "x.sqlite")
+        reader = IndexStore(connect(Path(tmp) / "x.sqlite", readonly=True), fts=False)
+
+        def check(store: IndexStore) -> None:
+            cached = store.postings(hashes, ["memory"])
+            direct = postings_mod.read_postings(SqliteSegments(store.conn), hashes, ["memory"])
+            assert cached.keys() == direct.keys()
+            for h, p in direct.items():
+                q = cached[h]
+                for a, b in ((q.rowids, p.rowids), (q.tf, p.tf), (q.doc_len, p.doc_len)):
+                    assert a.tolist() == b.tolist()
+
+        try:
+            for op, i, words in ops:
+                path = f"memory/n{i}.md"
+                if op == "write":
+                    with writer.transaction():
+                        write(writer, path, " ".join(words) or "tea")
+                elif op == "delete":
+                    with writer.transaction():
+                        writer.delete_file(path, "memory")
+                elif op == "abandon":
+                    with contextlib.suppress(_RolledBack), writer.transaction():
+                        write(writer, path, " ".join(words) or "tea")
+                        check(writer)
+                        raise _RolledBack
+                with snapshot(reader.conn):
+                    check(reader)
+                    check(reader)  # the second read answers from the cache
+        finally:
+            writer.conn.close()
+            reader.conn.close()
+
+
+def test_every_write_of_segments_replaces_the_postings_version(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "x.sqlite")
+    seen = {store.get_meta(VERSION_KEY)}
+    for text in ["tea", "tea coffee", "zeppelin"]:
+        with store.transaction():
+            write(store, "a.md", text)
+        seen.add(store.get_meta(VERSION_KEY))
+    assert None not in seen and len(seen) == 4
+    with store.transaction():  # no segment written (a tombstone only): the version stays
+        write(store, "a.md", "")
+    assert store.get_meta(VERSION_KEY) in seen
+    store.conn.close()

@@ -40,8 +40,8 @@ def test_migrate_fresh_database(tmp_path: Path) -> None:
     conn = connect(tmp_path / "x.sqlite")
     try:
         assert schema_version(conn) == 0
-        assert migrate(conn, "unicode61") == len(MIGRATIONS) == 6
-        assert schema_version(conn) == 6
+        assert migrate(conn, "unicode61") == len(MIGRATIONS) == 7
+        assert schema_version(conn) == 7
         assert tables(conn) >= TABLES
         assert set(DERIVED_TABLES) <= tables(conn)
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name='chunks_fts'").fetchone()[0]
