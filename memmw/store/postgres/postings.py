@@ -3,7 +3,8 @@
 ``memmw.postings_segments(namespace_id, source, term_hash, seg, n, data)`` one row per
 segment (data stored out of line, uncompressed: a read copies it, never inflates it);
 ``memmw.postings_dead(namespace_id, source, chunk_rowid, hashes)`` the tombstones;
-``memmw.source_stats`` the live chunk count and total length of each source. A query
+``memmw.source_stats`` the live chunk count and total length of each source, and its
+tombstoned rowids again as one int64 array (``dead``, what a read needs of them). A query
 reads its terms' segments in one round trip and scores them in the process with the one
 BM25 of ``memmw.search.keyword``; only the namespace's writer (its advisory lock) writes
 these rows, inside its transactions, so readers see whole segments of one commit.
@@ -56,6 +57,13 @@ class PgSegments:
                 " VALUES (%s, %s, %s, %s)",
                 [(self.ns, source, r, h) for r, h in dead],
             )
+        rowids = np.array([r for r, _ in dead], dtype=">i8").tobytes()
+        self.conn.execute(
+            "INSERT INTO memmw.source_stats (namespace_id, source, n_docs, total_len, dead)"
+            " VALUES (%s, %s, 0, 0, %s) ON CONFLICT (namespace_id, source) DO UPDATE"
+            " SET dead = memmw.source_stats.dead || excluded.dead",
+            (self.ns, source, rowids),
+        )
 
     def dead_count(self, source: str) -> int:
         row = self.conn.execute(
@@ -70,6 +78,11 @@ class PgSegments:
             " RETURNING chunk_rowid, hashes",
             (self.ns, source),
         ).fetchall()
+        self.conn.execute(
+            "UPDATE memmw.source_stats SET dead = ''::bytea WHERE namespace_id = %s"
+            " AND source = %s",
+            (self.ns, source),
+        )
         return [(int(r), bytes(h)) for r, h in rows]
 
     def segment_keys(
@@ -142,14 +155,12 @@ class PgSegments:
     def dead_rowids(self, sources: Sequence[str]) -> Iterable[int]:
         if self._dead is not None and self._dead[0] == list(sources):
             return self._dead[1]  # read with the segments (one round trip)
-        return [
-            int(r)
-            for (r,) in self.conn.execute(
-                "SELECT chunk_rowid FROM memmw.postings_dead WHERE namespace_id = %s"
-                " AND source = ANY(%s)",
-                (self.ns, list(sources)),
-            ).fetchall()
-        ]
+        row = self.conn.cursor(binary=True).execute(
+            "SELECT string_agg(dead, ''::bytea) FROM memmw.source_stats"
+            " WHERE namespace_id = %s AND source = ANY(%s)",
+            (self.ns, list(sources)),
+        ).fetchone()
+        return _rowids(row[0] if row else None)
 
     def segments(
         self, sources: Sequence[str], terms: Sequence[int]
@@ -165,35 +176,33 @@ class PgSegments:
             "SELECT 0, term_hash, seg, data, NULL::float8 FROM memmw.postings_segments"
             " WHERE namespace_id = %(ns)s AND source = ANY(%(src)s)"
             " AND term_hash = ANY(%(terms)s)"
-            # The tombstones (up to DEAD_MAX, many while syncs delete chunks) as one
-            # big-endian int64 array, not one row each.
-            " UNION ALL SELECT 1, NULL, NULL, string_agg(int8send(chunk_rowid), ''::bytea),"
-            " NULL FROM memmw.postings_dead"
-            " WHERE namespace_id = %(ns)s AND source = ANY(%(src)s)"
+            # The statistics and the tombstones (up to DEAD_MAX a source, many while syncs
+            # delete chunks) as one int64 array: the sources' rows of source_stats.
+            " UNION ALL SELECT 1, coalesce(sum(n_docs), 0)::bigint,"
+            " coalesce(sum(total_len), 0)::bigint, string_agg(dead, ''::bytea), NULL"
+            " FROM memmw.source_stats WHERE namespace_id = %(ns)s AND source = ANY(%(src)s)"
         )
         if self.read_stats:
             query += (
-                " UNION ALL SELECT 2, coalesce(sum(n_docs), 0)::bigint,"
-                " coalesce(sum(total_len), 0)::bigint, NULL, NULL FROM memmw.source_stats"
-                " WHERE namespace_id = %(ns)s AND source = ANY(%(src)s)"
-                " UNION ALL SELECT 3, NULL, NULL, NULL, max(decay_ts) FROM memmw.files"
+                " UNION ALL SELECT 2, NULL, NULL, NULL, max(decay_ts) FROM memmw.files"
                 " WHERE namespace_id = %(ns)s"
             )
         rows = self.conn.cursor(binary=True).execute(
-            query + " ORDER BY 1, 2, 3", {"ns": self.ns, "src": src, "terms": list(terms)}
+            query, {"ns": self.ns, "src": src, "terms": list(terms)}
         ).fetchall()
         out: list[tuple[int, int, bytes]] = []
-        dead = np.zeros(0, dtype=np.int64)
+        dead = _rowids(None)
         for kind, term, seg, data, value in rows:
             if kind == 0:
                 out.append((int(term), int(seg), bytes(data)))
             elif kind == 1:
-                if data is not None:
-                    dead = np.frombuffer(data, dtype=">i8").astype(np.int64)
-            elif kind == 2:
-                self.stats = (int(term), float(seg))
+                dead = _rowids(data)
+                if self.read_stats:
+                    self.stats = (int(term), float(seg))
             else:
                 self.newest = (None if value is None else float(value),)
+        # By term and seg, sorted here: the server's sort would cost it more.
+        out.sort(key=lambda row: (row[0], row[1]))
         self._dead = (src, dead)
         return out
 
@@ -281,3 +290,10 @@ class PgPostingsLog:
         if not self.pending:
             self.ops.clear()
             self.flushed = 0
+
+
+def _rowids(packed: bytes | None) -> np.ndarray:
+    """Tombstoned rowids from their big-endian int64 array (none for NULL)."""
+    if not packed:
+        return np.zeros(0, dtype=np.int64)
+    return np.frombuffer(packed, dtype=">i8").astype(np.int64)

@@ -237,6 +237,23 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (namespace_id, source, chunk_rowid)
     );
     """,
+    # 3: what every search reads besides its terms' segments, in a few index entries: the
+    # newest dated memory (the reference age of decay) by an index instead of a scan of
+    # the namespace's files, and the tombstoned rowids of each source as one int64 array
+    # (big-endian) next to its statistics instead of one row each (``postings_dead``
+    # keeps the rows, with their term hashes, for the purge).
+    """
+    CREATE INDEX files_namespace_decay ON memmw.files (namespace_id, decay_ts);
+    ALTER TABLE memmw.source_stats ADD COLUMN dead bytea NOT NULL DEFAULT ''::bytea;
+    ALTER TABLE memmw.source_stats ALTER COLUMN dead SET STORAGE EXTERNAL;
+    INSERT INTO memmw.source_stats (namespace_id, source, n_docs, total_len)
+        SELECT DISTINCT namespace_id, source, 0, 0 FROM memmw.postings_dead
+        ON CONFLICT (namespace_id, source) DO NOTHING;
+    UPDATE memmw.source_stats s SET dead = d.rowids FROM (
+        SELECT namespace_id, source, string_agg(int8send(chunk_rowid), ''::bytea) AS rowids
+        FROM memmw.postings_dead GROUP BY namespace_id, source
+    ) d WHERE s.namespace_id = d.namespace_id AND s.source = d.source
+    """,
 )
 
 

@@ -121,6 +121,49 @@ def test_migrations_are_idempotent_and_refuse_a_newer_schema(pg_database: str) -
             conn.execute("DELETE FROM memmw.migrations WHERE version = %s", (len(MIGRATIONS) + 1,))
 
 
+def test_migration_3_packs_each_sources_tombstones_next_to_its_statistics(pg_dsn: str) -> None:
+    """An index of schema 2 keeps its tombstones as rows only; migration 3 packs each
+    source's rowids into ``source_stats.dead`` (a row is added for a source without
+    statistics), so reads after it leave the same chunks out."""
+    import psycopg
+    from psycopg import sql
+
+    from memmw.store.postgres import schema
+
+    name = f"memmw_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        dsn = psycopg.conninfo.make_conninfo(pg_dsn, dbname=name)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            with mock.patch.object(schema, "MIGRATIONS", schema.MIGRATIONS[:2]):
+                assert schema.migrate(conn) == 2
+            ns = conn.execute(
+                "INSERT INTO memmw.namespaces (name) VALUES ('a') RETURNING id"
+            ).fetchone()[0]
+            conn.execute(
+                "INSERT INTO memmw.source_stats VALUES (%s, 'memory', 5, 50)", (ns,)
+            )
+            for source, rowid in [("memory", 7), ("memory", 3), ("sessions", 11)]:
+                conn.execute(
+                    "INSERT INTO memmw.postings_dead VALUES (%s, %s, %s, '')", (ns, source, rowid)
+                )
+            assert schema.migrate(conn) == len(schema.MIGRATIONS)
+            rows = conn.execute(
+                "SELECT source, n_docs, dead FROM memmw.source_stats ORDER BY source"
+            ).fetchall()
+            held = {
+                src: (int(n), sorted(np.frombuffer(bytes(d), dtype=">i8").tolist()))
+                for src, n, d in rows
+            }
+            assert held == {"memory": (5, [3, 7]), "sessions": (0, [11])}
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
 def test_files_chunks_and_counts_round_trip(store: PostgresStore) -> None:
     assert not store.published()
     written = _fill(store)
@@ -955,15 +998,20 @@ def test_published_is_asked_once_and_a_reset_elsewhere_is_seen_by_the_next_snaps
                  max_size=30),
         min_size=1, max_size=6,
     ),
-    gone=st.sets(st.integers(0, 5)),
+    rounds=st.lists(st.sets(st.integers(0, 5)), max_size=4),
     dead_max=st.sampled_from([0, 3, 2048]),
 )
 def test_a_search_reads_each_terms_live_postings_whatever_the_tombstones(
-    pg_database: str, shared_pool: object, notes: list[list[str]], gone: set[int], dead_max: int
+    pg_database: str,
+    shared_pool: object,
+    notes: list[list[str]],
+    rounds: list[set[int]],
+    dead_max: int,
 ) -> None:
     """The postings a search reads (segments, tombstones and statistics in one statement)
-    are the stored postings of live chunks: a note deleted or rewritten leaves tombstones
-    (purged past ``DEAD_MAX``) that every read leaves out."""
+    are the stored postings of live chunks: notes deleted or rewritten, one transaction
+    after another, leave tombstones (purged past ``DEAD_MAX``) that every read leaves out;
+    the tombstoned rowids a read gets (``source_stats.dead``) are the tombstone rows'."""
     from unittest import mock
 
     from memmw.store import segments
@@ -973,13 +1021,25 @@ def test_a_search_reads_each_terms_live_postings_whatever_the_tombstones(
         with store.write() as w, w.transaction():
             for i, words in enumerate(notes):
                 _replace_note(w, f"memory/{i}.md", " ".join(words) + "\n")
-        with store.write() as w, w.transaction():
-            for i in sorted(gone):
-                if i < len(notes):
-                    if i % 2:
-                        w.delete_file(f"memory/{i}.md", "memory")
-                    else:  # rewritten: its old chunks become tombstones too
-                        _replace_note(w, f"memory/{i}.md", "zebra " + " ".join(notes[i]) + "\n")
+        for n, gone in enumerate(rounds):
+            with store.write() as w, w.transaction():
+                for i in sorted(gone):
+                    if i < len(notes):
+                        if (i + n) % 2:
+                            w.delete_file(f"memory/{i}.md", "memory")
+                        else:  # (re)written: its old chunks become tombstones too
+                            _replace_note(w, f"memory/{i}.md", f"zebra{n} " + " ".join(notes[i]) + "\n")
+    with store.read() as r:
+        rows = r.conn.execute(
+            "SELECT chunk_rowid FROM memmw.postings_dead WHERE namespace_id = %s",
+            (r.namespace_id,),
+        ).fetchall()
+        packed = r.conn.execute(
+            "SELECT dead FROM memmw.source_stats WHERE namespace_id = %s AND source = 'memory'",
+            (r.namespace_id,),
+        ).fetchone()
+        held = np.frombuffer(bytes(packed[0]) if packed else b"", dtype=">i8").tolist()
+        assert sorted(held) == sorted(int(x) for (x,) in rows)
     want, stats = _table_rows(store)
     with store.read() as r:
         # Every term stored, those of tombstoned chunks only included.
