@@ -3,7 +3,8 @@ the keyword postings segments a search read (``SEGMENTS``).
 
 ``SEGMENTS`` holds each term's stored segments as read, keyed by the *postings version*
 of the index they were read from: a value every write of segments replaces by a new
-random one in the same transaction (``memmw.store.sqlite.postings``). A snapshot that reads
+random one in the same transaction (``SqliteSegments.write`` and ``PgSegments.write``;
+a PostgreSQL namespace cleared for a rebuild gets one too). A snapshot that reads
 the version it was keyed with therefore sees exactly the segments kept for it, whoever
 wrote since, in this process or another; a version is never reused (a rolled-back write's
 is never committed, a rebuilt or recreated index starts from a new one). The tombstones
@@ -14,9 +15,9 @@ seen by a process that kept them: the index is memmw's to write.)
 Measured at 1.41M chunks (``benchmarks/keyword_scale.py``'s workspace, its 320 LoCoMo
 questions in one fresh process): 84% of the segment bytes the searches read had been read
 by an earlier one (the people and words a memory is about recur); a 128 MB LRU would answer
-70% of them (replayed over the reads' trace). PostgreSQL reads its segments without it
-(checking versions in the server cost as much as sending them; its chunk rows have their
-own cache, ``memmw.store.postgres.cache``).
+70% of them (replayed over the reads' trace). PostgreSQL reads the version with the meta
+rows of a snapshot's ``BEGIN``: a search whose terms are all held sends no segment (a
+writer reading its own transaction reads them from the tables).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from typing import Generic, TypeVar
 
 V = TypeVar("V")
 
+#: The meta key of an index's postings version (both stores).
+VERSION_KEY = "postings_version"
 #: Bytes of postings segments kept per process (the most a search process adds to its
 #: memory for them).
 SEGMENT_CACHE_BYTES = 128 << 20

@@ -773,14 +773,15 @@ def _cached_postings(
     keys = {t: (version, tuple(sources), t) for t in terms}
     held = {t: SEGMENTS.get(keys[t]) for t in terms}
     missing = [t for t, v in held.items() if v is None]
-    if missing:
-        read: dict[int, list[tuple[int, bytes]]] = {t: [] for t in missing}
-        for term, seg, data in table.segments(sources, missing):
-            read[int(term)].append((int(seg), data))
-        for t, segs in read.items():
-            # An absent term is kept too (as no segments): its list's own bytes count.
-            SEGMENTS.put(keys[t], segs, 64 + sum(len(d) + 64 for _, d in segs))
-            held[t] = segs
+    read: dict[int, list[tuple[int, bytes]]] = {t: [] for t in missing}
+    # Asked even with no term missing: a store may read the tombstones and statistics
+    # in the same round trip (PostgreSQL).
+    for term, seg, data in table.segments(sources, missing):
+        read[int(term)].append((int(seg), data))
+    for t, segs in read.items():
+        # An absent term is kept too (as no segments): its list's own bytes count.
+        SEGMENTS.put(keys[t], segs, 64 + sum(len(d) + 64 for _, d in segs))
+        held[t] = segs
     return _live_postings({t: v for t, v in held.items() if v}, sources, table, arena)
 
 

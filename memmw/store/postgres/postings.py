@@ -17,12 +17,14 @@ rolled-back flushes had written (the server undid those rows).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memmw.store.cache import VERSION_KEY
 from memmw.store.segments import PostingsBuffer
 
 if TYPE_CHECKING:
@@ -40,6 +42,7 @@ class PgSegments:
         self.read_stats = False
         self.stats: tuple[int, float] | None = None
         self.newest: tuple[float | None] | None = None
+        self._versioned = False
 
     def add_stats(self, source: str, chunks: int, length: int) -> None:
         self.conn.execute(
@@ -121,6 +124,18 @@ class PgSegments:
             self.conn.execute(
                 f"DELETE FROM memmw.{table} WHERE namespace_id = %s", (self.ns,)
             )
+        self._new_version()
+
+    def _new_version(self) -> None:
+        """Replace the namespace's postings version (``memmw.store.cache``): the segments
+        of this transaction are not those any process kept under the old one."""
+        if not self._versioned:
+            self.conn.execute(
+                "INSERT INTO memmw.meta (namespace_id, key, value) VALUES (%s, %s, %s)"
+                " ON CONFLICT (namespace_id, key) DO UPDATE SET value = excluded.value",
+                (self.ns, VERSION_KEY, uuid.uuid4().hex),
+            )
+            self._versioned = True
 
     def write(
         self,
@@ -128,6 +143,8 @@ class PgSegments:
         inserts: list[tuple[int, int, int, bytes]],
         deletes: list[tuple[int, int]],
     ) -> None:
+        if inserts or deletes:
+            self._new_version()  # the one writer of the segments
         if deletes:
             self.conn.execute(
                 "DELETE FROM memmw.postings_segments p USING unnest(%s::bigint[], %s::bigint[])"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memmw.store.arena import FRESH, Arena
+from memmw.store.cache import VERSION_KEY
 from memmw.store.postgres import graph as pg_graph
 from memmw.store.postgres.bulk import copy_vectors
 from memmw.store.postgres.cache import CHUNKS
@@ -350,7 +351,9 @@ class PostgresReader:
         which a search asks for next."""
         table = PgSegments(self.conn, self.namespace_id)
         table.read_stats = self._meta is not None  # a snapshot
-        found = read_postings(table, term_hashes, sources, arena)
+        # Committed rows (a snapshot's) go through the process's cache of segments.
+        version = self._meta.get(VERSION_KEY) if self._meta is not None else None
+        found = read_postings(table, term_hashes, sources, arena, version)
         if table.stats is not None:
             self._stats[tuple(sources)] = table.stats
         if table.newest is not None:

@@ -15,11 +15,9 @@ import uuid
 from collections.abc import Iterable, Sequence
 
 from memmw.store.arena import FRESH, Arena
+from memmw.store.cache import VERSION_KEY
 from memmw.store.protocol import TermPostings
 from memmw.store.segments import read_postings as _read_postings
-
-#: The meta key of the postings version.
-VERSION_KEY = "postings_version"
 
 
 class SqliteSegments:

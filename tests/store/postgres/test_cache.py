@@ -8,7 +8,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memmw.store import segments
@@ -24,6 +24,10 @@ _WORDS = ["gateway", "atlas", "alice", "tea", "backup", "harbour", "lighthouse",
 _STEPS = st.lists(
     st.one_of(
         st.tuples(st.just("write"), st.integers(0, 3), st.integers(0, 40)),
+        # Another process's store on the same namespace (this process's caches are shared
+        # with the first store: the hardest case for them).
+        st.tuples(st.just("elsewhere"), st.integers(0, 3), st.integers(0, 40)),
+        st.tuples(st.just("reset"), st.just(0), st.just(0)),
         st.tuples(st.just("delete"), st.integers(0, 3), st.just(0)),
         st.tuples(st.just("rebuild"), st.just(0), st.just(0)),
         st.tuples(st.just("forge"), st.integers(0, 100), st.just(0)),
@@ -57,19 +61,24 @@ def _postings(reader: Any) -> dict[int, list[tuple[int, int, int]]]:
 
 
 @pytest.mark.postgres
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=_STEPS)
+# Held segments, then a write by another store of the terms they hold, then a read.
+@example(steps=[("write", 0, 5), ("read", 0, 3), ("elsewhere", 1, 7), ("read", 0, 3)])
 def test_a_snapshot_reads_what_the_server_has_whatever_the_cache_holds(
     pg_database: str, steps: list[tuple[str, int, int]]
 ) -> None:
-    """Writes (new chunks, deleted files, tombstones purged from the segments, a rebuild)
-    interleaved with snapshot reads: the chunk rows, postings, statistics and newest decay
-    date a snapshot reads through the process's cache are what an uncached read in the
-    writer gives, for rowids that exist and for deleted ones, even when the cache was
-    given a row under a version the server does not have."""
+    """Writes (new chunks, deleted files, tombstones purged from the segments, a rebuild,
+    a reset; here or by another store) interleaved with snapshot reads: the chunk rows,
+    postings, statistics and newest decay date a snapshot reads through the process's
+    caches (chunk rows, segments) are what an uncached read in the writer gives, for
+    rowids that exist and for deleted ones, even when the cache was given a row under a
+    version the server does not have."""
     from memmw.store.postgres.backend import PostgresStore
 
-    store = PostgresStore(pg_database, agent_id=f"agent-{uuid.uuid4().hex[:8]}", pool_size=2)
+    agent = f"agent-{uuid.uuid4().hex[:8]}"
+    store = PostgresStore(pg_database, agent_id=agent, pool_size=2)
+    other = PostgresStore(pg_database, agent_id=agent, pool_size=1)
     files: dict[str, str] = {}
     seen: list[int] = []
     scope = (store.dsn, store.namespace_id)
@@ -82,6 +91,14 @@ def test_a_snapshot_reads_what_the_server_has_whatever_the_cache_holds(
                         seen += _write(w, path, _text(b))
                         w.bump_generation()
                     files[path] = _text(b)
+                elif op == "elsewhere":
+                    with other.write() as w, w.transaction():
+                        seen += _write(w, path, _text(b))
+                        w.bump_generation()
+                    files[path] = _text(b)
+                elif op == "reset":
+                    other.reset()
+                    files.clear()
                 elif op == "delete" and path in files:
                     with store.write() as w:
                         w.delete_file(path, "memory")
@@ -100,9 +117,10 @@ def test_a_snapshot_reads_what_the_server_has_whatever_the_cache_holds(
                     cache.CHUNKS.put((scope, rowid), (-1, forged), 10)
                 elif op == "read" and seen:
                     ids = [seen[(a + i * 5) % len(seen)] for i in range(b)] + [max(seen) + 1]
-                    with store.read() as r:
-                        got = (r.chunks(ids), _postings(r), r.keyword_stats(["memory"]),
-                               r.newest_decay_ts())
+                    for _ in range(2):  # the second read finds the segments held
+                        with store.read() as r:
+                            got = (r.chunks(ids), _postings(r), r.keyword_stats(["memory"]),
+                                   r.newest_decay_ts())
                     with store.write() as w:  # the writer reads uncached
                         want = (w.chunks(ids), _postings(w), w.keyword_stats(["memory"]),
                                 w.newest_decay_ts())
@@ -110,3 +128,4 @@ def test_a_snapshot_reads_what_the_server_has_whatever_the_cache_holds(
                     assert set(got[0]) <= set(ids) and all(c.id != "forged" for c in got[0].values())
         finally:
             store.close()
+            other.close()

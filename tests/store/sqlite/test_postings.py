@@ -18,12 +18,12 @@ from memmw.search import keyword
 from memmw.search.keyword import bm25_exhaustive, bm25_search
 from memmw.store import segments as postings_mod
 from memmw.store.arena import Arena
-from memmw.store.cache import RowCache
+from memmw.store.cache import VERSION_KEY, RowCache
 from memmw.store.protocol import EMPTY_POSTINGS as EMPTY
 from memmw.store.protocol import Postings
 from memmw.store.segments import PostingsBuffer, decode, encode
 from memmw.store.sqlite.db import connect, snapshot, transaction
-from memmw.store.sqlite.postings import VERSION_KEY, SqliteSegments
+from memmw.store.sqlite.postings import SqliteSegments
 from memmw.store.sqlite.schema import migrate
 from memmw.store.sqlite.store import IndexStore
 from memmw.store.terms import term_counts, term_hash
