@@ -21,8 +21,10 @@ repeat only after 2^32 transactions, which a process would have to outlive holdi
 One cache per process, shared by every store and thread of it: entries are keyed by the
 DSN and namespace (``scope``) and the rowid.
 
-Postings segments are not cached: measured at 25k chunks per agent, sending the versions
-held and comparing them in the server cost as much as sending the segments in binary.
+Postings segments are kept by ``memmw.store.cache.SEGMENTS`` instead, under the
+namespace's postings version that a snapshot reads with its ``BEGIN`` (nothing is sent to
+the server for them; sending each segment's version held and comparing it in the server
+was measured to cost as much as sending the segments).
 """
 
 from __future__ import annotations
