@@ -753,10 +753,17 @@ def read_postings(
         return {}
     if version is not None:
         return _cached_postings(table, wanted, sources, version, arena)
-    segments: dict[int, list[tuple[int, bytes]]] = {}
-    for term, seg, data in table.segments(sources, wanted):
-        segments.setdefault(int(term), []).append((int(seg), data))
-    return _live_postings(segments, sources, table, arena)
+    return _live_postings(_term_segments(table, sources, wanted), sources, table, arena)
+
+
+def _term_segments(
+    table: SegmentTable, sources: Sequence[str], terms: list[int]
+) -> dict[int, list[tuple[int, bytes]]]:
+    """``{term: [(seg, data), ...]}`` of ``terms`` (an empty list for a term with none)."""
+    out: dict[int, list[tuple[int, bytes]]] = {t: [] for t in terms}
+    for term, seg, data in table.segments(sources, terms):
+        out[int(term)].append((int(seg), data))
+    return out
 
 
 def _dead_rowids(table: SegmentTable, sources: Sequence[str]) -> np.ndarray:
@@ -773,16 +780,13 @@ def _cached_postings(
     keys = {t: (version, tuple(sources), t) for t in terms}
     held = {t: SEGMENTS.get(keys[t]) for t in terms}
     missing = [t for t, v in held.items() if v is None]
-    read: dict[int, list[tuple[int, bytes]]] = {t: [] for t in missing}
     # Asked even with no term missing: a store may read the tombstones and statistics
     # in the same round trip (PostgreSQL).
-    for term, seg, data in table.segments(sources, missing):
-        read[int(term)].append((int(seg), data))
-    for t, segs in read.items():
+    for t, segs in _term_segments(table, sources, missing).items():
         # An absent term is kept too (as no segments): its list's own bytes count.
         SEGMENTS.put(keys[t], segs, 64 + sum(len(d) + 64 for _, d in segs))
         held[t] = segs
-    return _live_postings({t: v for t, v in held.items() if v}, sources, table, arena)
+    return _live_postings({t: v for t, v in held.items() if v is not None}, sources, table, arena)
 
 
 def _live_postings(
@@ -791,11 +795,13 @@ def _live_postings(
     table: SegmentTable,
     arena: Arena,
 ) -> dict[int, TermPostings]:
-    """Each term's live postings from its stored segments (terms with none left are
-    absent): decoded on demand for one source, merged at once for several."""
+    """Each term's live postings from its stored segments (terms with none, or none left,
+    are absent): decoded on demand for one source, merged at once for several."""
     dead = _dead_rowids(table, sources)
     out: dict[int, TermPostings] = {}
     for term, segs in segments.items():
+        if not segs:
+            continue
         if len(sources) == 1:
             lazy = SegmentPostings(segs, dead, arena)
             if len(lazy):

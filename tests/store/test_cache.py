@@ -1,6 +1,6 @@
-"""The process's bounded caches (``memmw.store.cache``); what SQLite keeps through them is
-checked in ``tests/store/sqlite/test_postings.py``, PostgreSQL's chunk rows in
-``tests/store/postgres/test_cache.py``."""
+"""The process's bounded LRU (``memmw.store.cache.RowCache``); what the stores keep
+through it is checked in ``tests/store/sqlite/test_postings.py`` (segments) and
+``tests/store/postgres/test_cache.py`` (chunk rows and segments)."""
 
 from __future__ import annotations
 
