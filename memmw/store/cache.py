@@ -25,7 +25,10 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from memmw.store.segments import TermSegments
 
 V = TypeVar("V")
 
@@ -88,6 +91,6 @@ class RowCache(Generic[V]):
             self._bytes = 0
 
 
-#: One term's stored segments ``[(seg, data), ...]`` over some sources, by
-#: ``(postings version, sources, term)``.
-SEGMENTS: RowCache[list[tuple[int, bytes]]] = RowCache(SEGMENT_CACHE_BYTES)
+#: One term's stored segments over some sources, joined, by ``(postings version, sources,
+#: term)``.
+SEGMENTS: RowCache[TermSegments] = RowCache(SEGMENT_CACHE_BYTES)

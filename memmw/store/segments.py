@@ -39,7 +39,6 @@ rebuild that flushes while a compaction is due).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -129,7 +128,7 @@ class SegmentTable(Protocol):
         ...
 
 
-def decode(seg: int, data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def decode(seg: int, data: bytes | memoryview) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(rowids, tf, lengths)`` of one stored segment."""
     wg, wt, wl = data[0], data[1], data[2]
     n = (len(data) - 3) // (wg + wt + wl)
@@ -577,8 +576,23 @@ def _flush_term(
             deletes.append((term, seg))
 
 
+Columns = tuple[int, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _columns(segments: Iterable[tuple[int, bytes]]) -> Iterable[Columns]:
+    """``(seg, offsets, tf, lengths)`` of each stored segment that holds postings (views)."""
+    for seg, data in segments:
+        wg, wt, wl = data[0], data[1], data[2]
+        n = (len(data) - 3) // (wg + wt + wl)
+        if n:
+            # Positional arguments: frombuffer parses keywords slower than it copies a view.
+            yield (seg, np.frombuffer(data, _UINT[wg], n, 3),
+                   np.frombuffer(data, _UINT[wt], n, 3 + n * wg),
+                   np.frombuffer(data, _UINT[wl], n, 3 + n * (wg + wt)))
+
+
 def _decode_term(
-    segments: list[tuple[int, bytes]], arena: Arena = FRESH
+    segments: Sequence[tuple[int, bytes]] | TermSegments, arena: Arena = FRESH
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(rowids, tf, lengths)`` of one term's segments (in ``seg`` order), decoded at once.
 
@@ -586,19 +600,10 @@ def _decode_term(
     ``arena``, and nothing else is allocated per posting (a frequent term has ~100k). The
     rowids are then one in-place addition of each posting's segment key.
     """
-    gaps, tfs, dls, firsts = [], [], [], []
-    for seg, data in segments:
-        wg, wt, wl = data[0], data[1], data[2]
-        n = (len(data) - 3) // (wg + wt + wl)
-        if not n:
-            continue
-        # Positional arguments: frombuffer parses keywords slower than it copies a view.
-        gaps.append(np.frombuffer(data, _UINT[wg], n, 3))
-        tfs.append(np.frombuffer(data, _UINT[wt], n, 3 + n * wg))
-        dls.append(np.frombuffer(data, _UINT[wl], n, 3 + n * (wg + wt)))
-        firsts.append(seg)
-    if not gaps:
+    cols = list(segments.columns() if isinstance(segments, TermSegments) else _columns(segments))
+    if not cols:
         return EMPTY.rowids, EMPTY.tf, EMPTY.doc_len
+    firsts, gaps, tfs, dls = zip(*cols, strict=True)
     total = sum(len(g) for g in gaps)
     rows = np.concatenate(gaps, out=arena.take(total, np.int64), casting="unsafe")
     if len(gaps) > 1:
@@ -611,28 +616,107 @@ def _decode_term(
     return rows, tf, dl
 
 
+class TermSegments:
+    """One term's stored segments (over the sources read), joined in one buffer: what a
+    read keeps in ``SEGMENTS``, and what ``SegmentPostings`` looks chunks up in.
+
+    ``starts`` are the segments' keys (in the order read: ascending for one source),
+    ``counts`` their postings, ``base`` where each one's bytes start in ``blob`` and
+    ``widths`` its three byte widths (offsets, tf, lengths), one row a segment. A lookup
+    then reads the few stored values it wants straight from ``blob`` at computed
+    addresses, for every segment at once, instead of a dozen array calls per segment.
+    """
+
+    __slots__ = ("_offsets", "_rows", "base", "blob", "counts", "nbytes", "starts", "widths")
+
+    def __init__(self, segments: Sequence[tuple[int, bytes]]) -> None:
+        # Four zero bytes after the last segment: a read of up to four bytes at any
+        # posting's address stays inside the buffer.
+        self.blob = b"".join([*(d for _, d in segments), bytes(4)])
+        starts, counts, bases, widths = [], [], [], []
+        at = 0
+        for seg, data in segments:  # a few segments a term: plain Python beats arrays
+            w = (data[0], data[1], data[2])
+            starts.append(seg)
+            counts.append((len(data) - 3) // (w[0] + w[1] + w[2]))
+            bases.append(at)
+            widths.append(w)
+            at += len(data)
+        self.starts = np.array(starts, dtype=np.int64)
+        self.counts = np.array(counts, dtype=np.int64)
+        self.base = np.array(bases, dtype=np.int64)
+        self.widths = np.array(widths, dtype=np.int64).reshape(-1, 3)
+        self._rows = list(zip(starts, counts, bases, widths, strict=True))
+        #: What the cache charges for it (the buffer and the per-segment arrays).
+        self.nbytes = len(self.blob) + 64 * len(segments) + 256
+        self._offsets: list[np.ndarray | None] = [None] * len(segments)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def data(self, i: int) -> memoryview:
+        """Segment ``i``'s bytes as stored (a view of ``blob``)."""
+        start = int(self.base[i])
+        size = 3 + int(self.counts[i]) * int(self.widths[i].sum())
+        return memoryview(self.blob)[start : start + size]
+
+    def columns(self) -> Iterable[Columns]:
+        """``(seg, offsets, tf, lengths)`` of each segment that holds postings (views)."""
+        blob = self.blob
+        for i, (seg, n, base, (wg, wt, wl)) in enumerate(self._rows):
+            if n:
+                yield (seg, self.offsets(i), np.frombuffer(blob, _UINT[wt], n, base + 3 + n * wg),
+                       np.frombuffer(blob, _UINT[wl], n, base + 3 + n * (wg + wt)))
+
+    def offsets(self, i: int) -> np.ndarray:
+        """Segment ``i``'s stored rowid offsets (a view of ``blob``, made once)."""
+        got = self._offsets[i]
+        if got is None:
+            _, n, base, (wg, _, _) = self._rows[i]
+            got = self._offsets[i] = np.frombuffer(self.blob, _UINT[wg], n, base + 3)
+        return got
+
+    def read(self, at: np.ndarray, pos: np.ndarray, column: int) -> np.ndarray:
+        """The stored values (int64) of ``column`` (0 offsets, 1 tf, 2 lengths) at
+        posting ``pos`` of segment ``at``, element by element."""
+        w = self.widths[at]
+        addr = self.base[at] + 3 + pos * w[:, column]
+        for c in range(column):
+            addr += self.counts[at] * w[:, c]
+        width = w[:, column]
+        buf = np.frombuffer(self.blob, np.uint8)
+        out: np.ndarray = buf[addr].astype(np.int64)
+        for k in (1, 2, 3):  # little-endian: byte k counts where the width has it
+            wide = width > k
+            if wide.all():
+                out |= buf[addr + k].astype(np.int64) << (8 * k)
+            elif wide.any():
+                out[wide] |= buf[addr[wide] + k].astype(np.int64) << (8 * k)
+            else:
+                break
+        return out
+
+
 class SegmentPostings:
     """One term's live postings in one source, as its stored segments, decoded on demand.
 
     ``len`` (the live document frequency) reads only the segments' headers, and the
-    segments that hold a tombstoned chunk; ``lookup`` decodes only the segments whose
-    rowid range holds a wanted chunk; the arrays decode every segment once. What the
-    MaxScore path of ``memmw.search.keyword`` needs to skip a frequent term's postings.
+    segments that hold a tombstoned chunk; ``lookup`` reads only the wanted chunks'
+    stored values; the arrays decode every segment once. What the MaxScore path of
+    ``memmw.search.keyword`` needs to skip a frequent term's postings.
     """
 
-    def __init__(self, segments: list[tuple[int, bytes]], dead: np.ndarray, arena: Arena) -> None:
-        self._segments = segments
-        self._starts = np.fromiter((seg for seg, _ in segments), dtype=np.int64, count=len(segments))
+    def __init__(self, packed: TermSegments, dead: np.ndarray, arena: Arena) -> None:
+        self._packed = packed
+        self._starts = packed.starts
         self._dead = dead
         self._arena = arena
         self._decoded: dict[int, Segment] = {}
         self._full: Postings | None = None
-        n = 0
-        for _, data in segments:
-            n += (len(data) - 3) // (data[0] + data[1] + data[2])
-        if len(dead) and len(segments):
+        n = int(packed.counts.sum())
+        if len(dead) and len(packed):
             touched = self._segment_of(dead)
-            if 2 * len(touched) > len(segments):
+            if 2 * len(touched) > len(packed):
                 # Tombstones in most segments (syncs deleting chunks all over): decoding
                 # the term at once costs less than segment by segment, and a search that
                 # scores the term needs it decoded anyway.
@@ -640,17 +724,19 @@ class SegmentPostings:
             else:
                 for i in touched:
                     rows = self._segment(i)[0]
-                    n -= int(np.count_nonzero(np.isin(rows, dead, assume_unique=True)))
+                    n -= int(np.count_nonzero(_member(dead, rows)))
         self._len = n
 
     def _segment_of(self, rowids: np.ndarray) -> list[int]:
         """Indexes of the segments whose rowid range may hold one of ``rowids`` (ascending)."""
         at = np.searchsorted(self._starts, rowids, "right") - 1
-        return [int(i) for i in np.unique(at[at >= 0])]
+        at = at[at >= 0]  # ascending, as ``rowids`` are: distinct where it changes
+        out: list[int] = at[np.diff(at, prepend=-1) != 0].tolist()
+        return out
 
     def _segment(self, i: int) -> Segment:
         if i not in self._decoded:
-            self._decoded[i] = decode(*self._segments[i])
+            self._decoded[i] = decode(int(self._starts[i]), self._packed.data(i))
         return self._decoded[i]
 
     def __len__(self) -> int:
@@ -658,7 +744,7 @@ class SegmentPostings:
 
     def _decode_all(self) -> Postings:
         if self._full is None:
-            p = _live(*_decode_term(self._segments, self._arena), self._dead, self._arena)
+            p = _live(*_decode_term(self._packed, self._arena), self._dead, self._arena)
             self._full = p if p is not None else EMPTY
         return self._full
 
@@ -677,42 +763,62 @@ class SegmentPostings:
     @property
     def last(self) -> int:
         """The last stored rowid (a tombstoned chunk's, maybe: a bound, not a posting)."""
-        if not self._segments:
+        packed = self._packed
+        if not len(packed):
             return -1
-        seg, data = self._segments[-1]
-        n = (len(data) - 3) // (data[0] + data[1] + data[2])
-        return seg + int(np.frombuffer(data, _UINT[data[0]], n, 3)[-1]) if n else seg
+        i = len(packed) - 1
+        n = int(packed.counts[i])
+        return int(packed.starts[i]) + int(packed.offsets(i)[-1]) if n else int(packed.starts[i])
 
     def lookup(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(present, tf, doc_len)`` at each of ``rowids`` (ascending); 0 where absent."""
+        """``(present, tf, doc_len)`` at each of ``rowids`` (ascending); 0 where absent.
+
+        Each wanted chunk is found by a binary search over its segment's stored offsets
+        (one call a segment touched), and its stored tf and length read from the joined
+        buffer for all chunks at once: nothing is decoded.
+        """
         if self._full is not None:
             return self._full.lookup(rowids)
-        has = np.zeros(len(rowids), dtype=bool)
-        tf = np.zeros(len(rowids), dtype=np.int32)
-        dl = np.zeros(len(rowids), dtype=np.int32)
+        packed = self._packed
+        if not len(rowids) or not len(packed):
+            zero = np.zeros(len(rowids), dtype=np.int32)
+            return np.zeros(len(rowids), dtype=bool), zero, zero
         at = np.searchsorted(self._starts, rowids, "right") - 1
-        want = rowids - self._starts[np.maximum(at, 0)]  # offsets within their segments
-        runs = [*np.flatnonzero(np.diff(at, prepend=-2)).tolist(), len(rowids)]
-        for lo, hi in itertools.pairwise(runs):
-            i = int(at[lo])
-            if i < 0:
-                continue
-            # A binary search over the stored offsets themselves: nothing decoded.
-            data = self._segments[i][1]
-            wg, wt, wl = data[0], data[1], data[2]
-            n = (len(data) - 3) // (wg + wt + wl)
-            offsets = np.frombuffer(data, _UINT[wg], n, 3)
-            w = want[lo:hi]
-            pos = offsets.searchsorted(w)
-            np.minimum(pos, n - 1, out=pos)
-            has[lo:hi] = offsets[pos] == w
-            tf[lo:hi] = np.frombuffer(data, _UINT[wt], n, 3 + n * wg)[pos]
-            dl[lo:hi] = np.frombuffer(data, _UINT[wl], n, 3 + n * (wg + wt))[pos]
+        np.maximum(at, 0, out=at)  # before the first segment: looked up there, not found
+        want = rowids - self._starts[at]  # offsets within their segments
+        pos = np.empty(len(rowids), dtype=np.int64)
+        runs = np.flatnonzero(np.diff(at, prepend=-1)).tolist()
+        segs = at[runs].tolist()
+        runs.append(len(rowids))
+        # The wanted offsets in each stored width: a binary search over offsets of another
+        # dtype would convert all of the segment's first. Clipped into the width, a value
+        # may land on a stored one it is not: presence is checked on the exact value below.
+        by_width = {
+            int(w): np.clip(want, 0, (1 << (8 * int(w))) - 1).astype(_UINT[int(w)])
+            for w in set(packed.widths[segs, 0].tolist())
+        }
+        widths = packed.widths[segs, 0].tolist()
+        for i, w, lo, hi in zip(segs, widths, runs, runs[1:], strict=False):
+            pos[lo:hi] = packed.offsets(i).searchsorted(by_width[w][lo:hi])
+        n = packed.counts[at]
+        np.minimum(pos, n - 1, out=pos)
+        np.maximum(pos, 0, out=pos)
+        has = (packed.read(at, pos, 0) == want) & (n > 0)
         if len(self._dead):
-            has &= ~np.isin(rowids, self._dead)
-        tf[~has] = 0
-        dl[~has] = 0
+            has &= ~_member(self._dead, rowids)
+        tf = np.where(has, packed.read(at, pos, 1), 0).astype(np.int32)
+        dl = np.where(has, packed.read(at, pos, 2), 0).astype(np.int32)
         return has, tf, dl
+
+
+def _member(ordered: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Which of ``values`` are in ``ordered`` (ascending): a binary search each, cheaper
+    than ``np.isin`` for the few thousand tombstones a search skips."""
+    if not len(ordered):
+        return np.zeros(len(values), dtype=bool)
+    at = np.minimum(np.searchsorted(ordered, values), len(ordered) - 1)
+    found: np.ndarray = ordered[at] == values
+    return found
 
 
 def _live(
@@ -758,12 +864,13 @@ def read_postings(
 
 def _term_segments(
     table: SegmentTable, sources: Sequence[str], terms: list[int]
-) -> dict[int, list[tuple[int, bytes]]]:
-    """``{term: [(seg, data), ...]}`` of ``terms`` (an empty list for a term with none)."""
+) -> dict[int, TermSegments]:
+    """Each of ``terms``'s stored segments over ``sources``, joined (none for a term with
+    none)."""
     out: dict[int, list[tuple[int, bytes]]] = {t: [] for t in terms}
     for term, seg, data in table.segments(sources, terms):
         out[int(term)].append((int(seg), data))
-    return out
+    return {t: TermSegments(segs) for t, segs in out.items()}
 
 
 def _dead_rowids(table: SegmentTable, sources: Sequence[str]) -> np.ndarray:
@@ -783,14 +890,14 @@ def _cached_postings(
     # Asked even with no term missing: a store may read the tombstones and statistics
     # in the same round trip (PostgreSQL).
     for t, segs in _term_segments(table, sources, missing).items():
-        # An absent term is kept too (as no segments): its list's own bytes count.
-        SEGMENTS.put(keys[t], segs, 64 + sum(len(d) + 64 for _, d in segs))
+        # An absent term is kept too (as no segments): its arrays' own bytes count.
+        SEGMENTS.put(keys[t], segs, segs.nbytes)
         held[t] = segs
     return _live_postings({t: v for t, v in held.items() if v is not None}, sources, table, arena)
 
 
 def _live_postings(
-    segments: dict[int, list[tuple[int, bytes]]],
+    segments: dict[int, TermSegments],
     sources: Sequence[str],
     table: SegmentTable,
     arena: Arena,

@@ -1,5 +1,6 @@
 """A bulk ``PostingsBuffer`` (a full rebuild): whatever the chunks and the flushes, the
-stored postings are the chunks' and every term's segments are full but its last."""
+stored postings are the chunks' and every term's segments are full but its last. A term's
+segments read back (``TermSegments``, ``SegmentPostings``) answer as the decoded postings."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memmw.store import segments
-from memmw.store.segments import PostingsBuffer, decode
+from memmw.store.arena import FRESH
+from memmw.store.protocol import lookup_sorted
+from memmw.store.segments import PostingsBuffer, SegmentPostings, TermSegments, decode, encode
 from memmw.store.sqlite.postings import SqliteSegments
 from memmw.store.sqlite.schema import migrate
 
@@ -153,3 +156,68 @@ def test_compact_rewrites_only_terms_with_a_short_segment_before_their_last(
         assert list(table.underfilled("memory", 3)) == []
     assert after == before
     assert [n for _, n in layout[("memory", 1)]] == [3, 3, 3, 2]
+
+
+# -- reading a term's segments back ------------------------------------------------------
+
+
+@st.composite
+def term_segments(draw: st.DrawFn) -> tuple[list[tuple[int, bytes]], np.ndarray, np.ndarray,
+                                             np.ndarray]:
+    """One term's stored segments: ascending rowids (gaps up to past 2**32, so offsets of
+    every width), tf and lengths of every width, cut into segments of any size."""
+    n = draw(st.integers(0, 60))
+    gaps = draw(st.lists(st.sampled_from([1, 1, 2, 7, 300, 70_000, 2**31]), min_size=n,
+                         max_size=n))
+    rows = np.cumsum(np.asarray([draw(st.integers(0, 5)), *gaps], dtype=np.int64))[1:]
+    tf = np.asarray(draw(st.lists(st.sampled_from([1, 2, 255, 256, 70_000]), min_size=n,
+                                  max_size=n)), dtype=np.int64)
+    dl = np.asarray(draw(st.lists(st.sampled_from([1, 40, 255, 300, 2**17]), min_size=n,
+                                  max_size=n)), dtype=np.int64)
+    cuts = sorted(draw(st.sets(st.integers(1, max(n - 1, 1)), max_size=8))) if n > 1 else []
+    segs: list[tuple[int, bytes]] = []
+    last = -1
+    for lo, hi in itertools.pairwise([0, *cuts, n]):
+        if hi - lo and int(rows[hi - 1]) - int(rows[lo]) < 2**32:
+            # A segment's key is at most its first rowid, past the segment before.
+            seg = max(int(rows[lo]) - draw(st.sampled_from([0, 0, 1])), last + 1)
+            segs.append((seg, encode(seg, rows[lo:hi], tf[lo:hi], dl[lo:hi])))
+            last = int(rows[hi - 1])
+    kept = np.concatenate([decode(seg, data)[0] for seg, data in segs]) if segs else rows[:0]
+    keep = np.isin(rows, kept)
+    return segs, rows[keep], tf[keep], dl[keep]
+
+
+@settings(max_examples=300, deadline=None)
+@given(stored_term=term_segments(), data=st.data())
+def test_a_terms_segments_read_back_answer_as_its_decoded_postings(
+    stored_term: tuple[list[tuple[int, bytes]], np.ndarray, np.ndarray, np.ndarray],
+    data: st.DataObject,
+) -> None:
+    """Whatever the widths, gaps, cuts and tombstones: ``len``, ``last``, the arrays and a
+    lookup of any ascending rowids (before, between, inside and past the segments) are
+    those of the live postings decoded one by one."""
+    segs, rows, tf, dl = stored_term
+    dead = np.asarray(sorted(data.draw(st.sets(st.sampled_from(rows.tolist()))
+                                       if len(rows) else st.just(set()))), dtype=np.int64)
+    live = ~np.isin(rows, dead)
+    packed = TermSegments(segs)
+    assert packed.starts.tolist() == [seg for seg, _ in segs]
+    assert [bytes(packed.data(i)) for i in range(len(packed))] == [d for _, d in segs]
+    post = SegmentPostings(packed, dead, FRESH)
+    assert len(post) == int(live.sum())
+    assert post.last == (int(rows[-1]) if len(rows) else -1)
+    probes = sorted({*rows.tolist(), *(r + d for r in rows.tolist() for d in (-1, 1)),
+                     *data.draw(st.lists(st.integers(-3, 2**33), max_size=10))})
+    wanted = np.asarray(sorted(data.draw(st.sets(st.sampled_from(probes)) if probes else
+                                         st.just(set()))), dtype=np.int64)
+    expect = lookup_sorted(rows[live], tf[live], dl[live], wanted)
+    got = post.lookup(wanted)
+    for g, e in zip(got, expect, strict=True):
+        assert g.tolist() == e.tolist()
+    assert post.rowids.tolist() == rows[live].tolist()
+    assert post.tf.tolist() == tf[live].tolist()
+    assert post.doc_len.tolist() == dl[live].tolist()
+    # Once decoded, lookups answer from the arrays, the same.
+    for g, e in zip(post.lookup(wanted), expect, strict=True):
+        assert g.tolist() == e.tolist()
