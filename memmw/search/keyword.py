@@ -178,7 +178,7 @@ def bm25_exhaustive(
     for p, docs in zip(lists, slots, strict=True):
         # float32 throughout, in query-term order: the scores the in-memory matrix gave.
         # Each chunk appears once in a term's postings: one float32 addition per chunk.
-        np.add.at(scores, docs, _contributions(p, idf(len(p), n_docs), avgdl, arena))
+        scores[docs] += _contributions(p, idf(len(p), n_docs), avgdl, arena)
     hit = np.flatnonzero(scores) if size <= limit else _top(slots, scores, limit, arena)
     # Slots ascend with rowids in every layout, so sorting by slot sorts by rowid.
     hit = hit[np.lexsort((hit, -scores[hit]))][: limit + MAX_TIES]
@@ -209,6 +209,18 @@ _SLACK = 1e-4
 #: (measured on 142k LoCoMo chunks: a binary search and three gathers against a gather
 #: and a scattered addition).
 LOOKUP_COST = 4
+
+
+def _distinct(rowids: np.ndarray) -> np.ndarray:
+    """The distinct values of ``rowids`` (a few sorted runs), ascending: a stable sort
+    merges the runs (``np.unique`` hashes them, slower on millions)."""
+    out = np.sort(rowids, kind="stable")
+    if len(out) < 2:
+        return out
+    keep = np.empty(len(out), dtype=bool)
+    keep[0] = True
+    np.not_equal(out[1:], out[:-1], out=keep[1:])
+    return out[keep]
 
 
 def _kth(values: np.ndarray, k: int) -> float:
@@ -250,6 +262,7 @@ def _pruned(
     order = sorted(range(len(lists)), key=lambda i: (-bounds[i], len(lists[i]), i))
     partial = arena.zeros(hi + 1, np.float32)  # by rowid: the essential terms' sums
     scored = 0
+    theta = 0.0
     for cut in range(1, len(order)):
         i = order[cut - 1]
         scored += len(lists[i])
@@ -258,17 +271,26 @@ def _pruned(
         docs = lists[i].rowids
         partial[docs] += _contributions(lists[i], weights[i], avgdl, arena)
         essential, rest = order[:cut], order[cut:]
-        # The limit-th best partial score among one essential term's chunks is a lower
-        # bound of the limit-th best of them all (and so of the final one).
-        theta = max(_kth(partial[lists[j].rowids], limit) for j in essential) * (1 - _SLACK)
+        # The limit-th best partial score among any chunks is a lower bound of the
+        # limit-th best of them all (and so of the final one); partial scores only grow,
+        # so one found at an earlier cut stays a bound. Ranked among the chunks of the
+        # rarest essential term that has enough: the fewest to rank, and usually the best.
+        ranked = next((j for j in essential if len(lists[j]) >= limit), i)
+        theta = max(theta, _kth(partial[lists[ranked].rowids], limit) * (1 - _SLACK))
         remaining = sum(bounds[i] for i in rest) * (1 + _SLACK)
         if theta > 0 and remaining < theta:
             break
     else:
         return None
     # Chunks that may still reach the threshold: in an essential term (a nonzero partial
-    # score) and close enough.
-    rows = np.flatnonzero(partial >= theta - remaining)
+    # score) and close enough; found among the essential terms' postings when those are
+    # fewer than the chunks.
+    if 4 * scored < hi:
+        near = [lists[j].rowids for j in essential]
+        near = [r[partial[r] >= theta - remaining] for r in near]
+        rows = near[0] if len(near) == 1 else _distinct(np.concatenate(near))
+    else:
+        rows = np.flatnonzero(partial >= theta - remaining)
     values = partial[rows]
     # The best of them scored over every term: the threshold rises to the lowest of
     # their scores (they are ``limit`` chunks at least that good).
