@@ -178,7 +178,7 @@ def bm25_exhaustive(
     for p, docs in zip(lists, slots, strict=True):
         # float32 throughout, in query-term order: the scores the in-memory matrix gave.
         # Each chunk appears once in a term's postings: one float32 addition per chunk.
-        scores[docs] += _contributions(p, idf(len(p), n_docs), avgdl, arena)
+        np.add.at(scores, docs, _contributions(p, idf(len(p), n_docs), avgdl, arena))
     hit = np.flatnonzero(scores) if size <= limit else _top(slots, scores, limit, arena)
     # Slots ascend with rowids in every layout, so sorting by slot sorts by rowid.
     hit = hit[np.lexsort((hit, -scores[hit]))][: limit + MAX_TIES]
@@ -269,7 +269,8 @@ def _pruned(
         if 2 * scored > total:
             return None  # most postings are essential: exhaustive scoring costs no more
         docs = lists[i].rowids
-        partial[docs] += _contributions(lists[i], weights[i], avgdl, arena)
+        # np.add.at: faster than a fancy-indexed += (gather, add, scatter), same bits.
+        np.add.at(partial, docs, _contributions(lists[i], weights[i], avgdl, arena))
         essential, rest = order[:cut], order[cut:]
         # The limit-th best partial score among any chunks is a lower bound of the
         # limit-th best of them all (and so of the final one); partial scores only grow,
