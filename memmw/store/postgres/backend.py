@@ -18,6 +18,7 @@ from memmw.errors import ConfigError, IndexBusyError, IndexCorruptError, IndexSt
 from memmw.redaction import redact_error
 from memmw.store.ownership import WriterThread
 from memmw.store.postgres.connection import open_pool, probed, redact_dsn
+from memmw.store.postgres.postings import SourceStats
 from memmw.store.postgres.schema import WRITER_LOCK_CLASS
 from memmw.store.postgres.store import PostgresReader, PostgresWriter
 from memmw.store.protocol import LockHolder, StoreHealth, StoreWriter
@@ -246,18 +247,34 @@ class PostgresStore:
         ns = self.namespace_id
         pool = self._ensure_pool()
 
-        def begin(conn: psycopg.Connection[Any]) -> dict[str, str]:
-            # The snapshot's BEGIN and its meta rows (a search's identity, generation and
-            # epoch) in one round trip, which also checks the pooled connection.
+        def begin(conn: psycopg.Connection[Any]) -> tuple[dict[str, str], SourceStats]:
+            # The snapshot's BEGIN, its meta rows (a search's identity, generation, epoch
+            # and postings version), each source's keyword statistics and tombstones, and
+            # the newest decay date, in one round trip, which also checks the pooled
+            # connection: a search whose terms' segments this process holds at that
+            # postings version asks nothing more for its keyword leg.
             cur = conn.execute(
                 f"{_BEGIN_SNAPSHOT}; SELECT key, value FROM memmw.meta"
-                f" WHERE namespace_id = {int(ns)}"
+                f" WHERE namespace_id = {int(ns)};"
+                " SELECT source, n_docs, total_len, dead FROM memmw.source_stats"
+                f" WHERE namespace_id = {int(ns)};"
+                f" SELECT max(decay_ts) FROM memmw.files WHERE namespace_id = {int(ns)}"
             )
             cur.nextset()
-            return {str(k): str(v) for k, v in cur.fetchall()}
+            meta = {str(k): str(v) for k, v in cur.fetchall()}
+            cur.nextset()
+            rows = {
+                str(source): (int(n), int(total), None if dead is None else bytes(dead))
+                for source, n, total, dead in cur.fetchall()
+            }
+            cur.nextset()
+            newest = cur.fetchone()
+            return meta, SourceStats(
+                rows, None if newest is None or newest[0] is None else float(newest[0])
+            )
 
         try:
-            with probed(pool, begin) as (conn, meta):
+            with probed(pool, begin) as (conn, (meta, sources)):
                 if "identity" not in meta:
                     self._published = False  # reset elsewhere: the next search asks again
                 reader = PostgresReader(
@@ -266,7 +283,7 @@ class PostgresStore:
                     fts_tokenizer=self.fts_tokenizer,
                     vector_backend=self.vector_backend,
                 )
-                reader.as_snapshot(meta, (self.dsn, ns))
+                reader.as_snapshot(meta, sources, (self.dsn, ns))
                 self._reads.current = _Read(conn, reader, 1)
                 try:
                     yield reader

@@ -38,10 +38,10 @@ class PgSegments:
         self.conn = conn
         self.ns = namespace_id
         self._dead: tuple[list[str], np.ndarray] | None = None
-        #: ``segments`` also reads the statistics and the newest decay date (a snapshot's).
-        self.read_stats = False
-        self.stats: tuple[int, float] | None = None
-        self.newest: tuple[float | None] | None = None
+        #: A snapshot's ``source_stats`` rows, read with its BEGIN (``SourceStats``): the
+        #: tombstones come from them, and a read whose terms are all held in the process's
+        #: cache sends no statement.
+        self.known: SourceStats | None = None
         self._versioned = False
 
     def add_stats(self, source: str, chunks: int, length: int) -> None:
@@ -170,6 +170,8 @@ class PgSegments:
             )
 
     def dead_rowids(self, sources: Sequence[str]) -> Iterable[int]:
+        if self.known is not None:
+            return self.known.dead(sources)
         if self._dead is not None and self._dead[0] == list(sources):
             return self._dead[1]  # read with the segments (one round trip)
         row = self.conn.cursor(binary=True).execute(
@@ -182,46 +184,62 @@ class PgSegments:
     def segments(
         self, sources: Sequence[str], terms: Sequence[int]
     ) -> Iterable[tuple[int, int, bytes]]:
-        """The terms' segments, and the sources' tombstones in the same statement (kept
-        for ``dead_rowids``); with ``read_stats``, also the sources' keyword statistics
-        and the newest decay date (``stats``, ``newest``), which a search asks for next.
+        """The terms' segments, and (outside a snapshot, which read them with its BEGIN)
+        the sources' tombstones in the same statement, kept for ``dead_rowids``.
 
-        One statement, one round trip, bytea in binary (no hex to encode and decode).
+        One statement, one round trip, bytea in binary (no hex to encode and decode); none
+        in a snapshot when no term is asked for.
         """
         src = list(sources)
+        if self.known is not None and not terms:
+            return []
         query = (
-            "SELECT 0, term_hash, seg, data, NULL::float8 FROM memmw.postings_segments"
+            "SELECT 0, term_hash, seg, data FROM memmw.postings_segments"
             " WHERE namespace_id = %(ns)s AND source = ANY(%(src)s)"
             " AND term_hash = ANY(%(terms)s)"
-            # The statistics and the tombstones (up to DEAD_MAX a source, many while syncs
-            # delete chunks) as one int64 array: the sources' rows of source_stats.
-            " UNION ALL SELECT 1, coalesce(sum(n_docs), 0)::bigint,"
-            " coalesce(sum(total_len), 0)::bigint, string_agg(dead, ''::bytea), NULL"
-            " FROM memmw.source_stats WHERE namespace_id = %(ns)s AND source = ANY(%(src)s)"
         )
-        if self.read_stats:
+        if self.known is None:
+            # The tombstones (up to DEAD_MAX a source, many while syncs delete chunks) as
+            # one int64 array: the sources' rows of source_stats.
             query += (
-                " UNION ALL SELECT 2, NULL, NULL, NULL, max(decay_ts) FROM memmw.files"
-                " WHERE namespace_id = %(ns)s"
+                " UNION ALL SELECT 1, NULL, NULL, string_agg(dead, ''::bytea)"
+                " FROM memmw.source_stats WHERE namespace_id = %(ns)s AND source = ANY(%(src)s)"
             )
         rows = self.conn.cursor(binary=True).execute(
             query, {"ns": self.ns, "src": src, "terms": list(terms)}
         ).fetchall()
         out: list[tuple[int, int, bytes]] = []
         dead = _rowids(None)
-        for kind, term, seg, data, value in rows:
+        for kind, term, seg, data in rows:
             if kind == 0:
                 out.append((int(term), int(seg), bytes(data)))
-            elif kind == 1:
-                dead = _rowids(data)
-                if self.read_stats:
-                    self.stats = (int(term), float(seg))
             else:
-                self.newest = (None if value is None else float(value),)
+                dead = _rowids(data)
         # By term and seg, sorted here: the server's sort would cost it more.
         out.sort(key=lambda row: (row[0], row[1]))
-        self._dead = (src, dead)
+        if self.known is None:
+            self._dead = (src, dead)
         return out
+
+
+@dataclass(frozen=True)
+class SourceStats:
+    """A snapshot's ``source_stats`` rows: ``{source: (live chunks, total length,
+    tombstoned rowids as big-endian int64 or None)}``, and the newest decay date of the
+    namespace's files, all read with its BEGIN."""
+
+    rows: dict[str, tuple[int, int, bytes | None]]
+    newest: float | None
+
+    def keyword_stats(self, sources: Sequence[str]) -> tuple[int, float]:
+        """``(live chunks, total terms)`` of ``sources``."""
+        got = [self.rows[s] for s in dict.fromkeys(sources) if s in self.rows]
+        return sum(r[0] for r in got), float(sum(r[1] for r in got))
+
+    def dead(self, sources: Sequence[str]) -> np.ndarray:
+        """The tombstoned rowids of ``sources``."""
+        return _rowids(b"".join(self.rows[s][2] or b"" for s in dict.fromkeys(sources)
+                                if s in self.rows))
 
 
 #: One logged change: ``(source, rowid, hashes, tf or None for a removal, length)``.

@@ -17,7 +17,7 @@ from memmw.store.cache import VERSION_KEY
 from memmw.store.postgres import graph as pg_graph
 from memmw.store.postgres.bulk import copy_vectors
 from memmw.store.postgres.cache import CHUNKS
-from memmw.store.postgres.postings import PgPostingsLog, PgSegments
+from memmw.store.postgres.postings import PgPostingsLog, PgSegments, SourceStats
 from memmw.store.protocol import (
     ChunkRow,
     FileRecords,
@@ -182,8 +182,7 @@ class PostgresReader:
         #: are kept for the snapshot's later asks (round trips a search does not repeat).
         #: ``_meta`` is set for a snapshot only (:meth:`as_snapshot`).
         self._meta: dict[str, str] | None = None
-        self._stats: dict[tuple[str, ...], tuple[int, float]] = {}
-        self._newest: tuple[float | None] | None = None
+        self._sources: SourceStats | None = None
         #: The key of this server, database and namespace in the process's caches of rows
         #: (``memmw.store.postgres.cache``); set for snapshots only (committed rows).
         self.cache_scope: Hashable | None = None
@@ -193,12 +192,15 @@ class PostgresReader:
         return None if row is None else row[0]
 
     # -- meta and identity -----------------------------------------------------------
-    def as_snapshot(self, meta: dict[str, str], cache_scope: Hashable) -> None:
+    def as_snapshot(
+        self, meta: dict[str, str], sources: SourceStats, cache_scope: Hashable
+    ) -> None:
         """Make this reader a read snapshot's (``PostgresStore.read``): ``meta``, every
-        meta row read with its BEGIN, answers :meth:`get_meta`; the postings read also
-        bring the keyword statistics and newest decay date; chunk rows go through the
-        process's cache under ``cache_scope``."""
+        meta row read with its BEGIN, answers :meth:`get_meta`, and ``sources``, read with
+        it too, the keyword statistics, tombstones and newest decay date; segments and
+        chunk rows go through the process's caches under ``cache_scope``."""
         self._meta = dict(meta)
+        self._sources = sources
         self.cache_scope = cache_scope
 
     def get_meta(self, key: str) -> str | None:
@@ -307,8 +309,8 @@ class PostgresReader:
 
     def newest_decay_ts(self) -> float | None:
         """The newest dated memory (epoch seconds), the reference age for decay."""
-        if self._newest is not None:
-            return self._newest[0]
+        if self._sources is not None:
+            return self._sources.newest
         value = self._one(
             "SELECT max(decay_ts) FROM memmw.files WHERE namespace_id = %s", (self.namespace_id,)
         )
@@ -332,9 +334,8 @@ class PostgresReader:
     # -- keyword leg -----------------------------------------------------------------
     def keyword_stats(self, sources: Sequence[str]) -> tuple[int, float]:
         """``(live chunks, total terms)`` of ``sources``, kept by every write (no scan)."""
-        kept = self._stats.get(tuple(sources))
-        if kept is not None:
-            return kept
+        if self._sources is not None:
+            return self._sources.keyword_stats(sources)
         row = self.conn.execute(
             "SELECT coalesce(sum(n_docs), 0), coalesce(sum(total_len), 0)"
             " FROM memmw.source_stats WHERE namespace_id = %s AND source = ANY(%s)",
@@ -346,19 +347,14 @@ class PostgresReader:
         self, term_hashes: Sequence[int], sources: Sequence[str], arena: Arena = FRESH
     ) -> dict[int, TermPostings]:
         """Live postings of each term hash present in ``sources``: its segments, read in
-        one round trip and decoded on demand (``memmw.store.segments``). In a snapshot the
-        same round trip reads the sources' keyword statistics and the newest decay date,
-        which a search asks for next."""
+        one round trip and decoded on demand (``memmw.store.segments``). A snapshot reads
+        only the terms the process's cache does not hold at its postings version (none:
+        no round trip), and takes the tombstones from what its BEGIN read."""
         table = PgSegments(self.conn, self.namespace_id)
-        table.read_stats = self._meta is not None  # a snapshot
+        table.known = self._sources
         # Committed rows (a snapshot's) go through the process's cache of segments.
         version = self._meta.get(VERSION_KEY) if self._meta is not None else None
-        found = read_postings(table, term_hashes, sources, arena, version)
-        if table.stats is not None:
-            self._stats[tuple(sources)] = table.stats
-        if table.newest is not None:
-            self._newest = table.newest
-        return found
+        return read_postings(table, term_hashes, sources, arena, version)
 
     def bm25_search(
         self,

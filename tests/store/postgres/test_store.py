@@ -824,11 +824,12 @@ def test_write_vectors_keeps_the_last_vector_of_a_chunk_and_builds_the_index_aft
 
 
 def test_a_snapshot_reads_what_a_search_needs_in_few_round_trips(store: PostgresStore) -> None:
-    """A read snapshot starts with one round trip (its BEGIN with every meta row, which
-    also finds a dead pooled connection: no liveness check before it); the postings come
-    with the keyword statistics and the newest decay date in one statement; nothing more
-    is asked for them afterwards, and they are what separate statements read; a write
-    after the snapshot is seen by the next one."""
+    """A read snapshot starts with one round trip (its BEGIN with every meta row, each
+    source's keyword statistics and tombstones and the newest decay date; it also finds a
+    dead pooled connection: no liveness check before it); the postings take one statement,
+    and none once the process holds the terms' segments at the snapshot's postings
+    version; nothing more is asked for the statistics, and everything is what separate
+    statements read; a write after the snapshot is seen by the next one."""
     import psycopg
 
     assert not store.published()
@@ -854,7 +855,15 @@ def test_a_snapshot_reads_what_a_search_needs_in_few_round_trips(store: Postgres
     assert {h: p.rowids.tolist() for h, p in found.items()} == want_found
     assert len(want_found) == 4
     assert metas == 1 and "BEGIN" in sent[0] and "memmw.meta" in sent[0]
+    assert "memmw.source_stats" in sent[0] and "decay_ts" in sent[0]
     assert postings - metas == 1 and after == postings
+    with _statements_sent(psycopg.Cursor) as sent, store.read() as r:
+        held = r.postings(hashes, ["memory"])
+        held_stats = (r.keyword_stats(["memory"]), r.newest_decay_ts())
+        asked = len(sent)
+    assert asked == 1  # the BEGIN: the segments were held at this postings version
+    assert {h: p.rowids.tolist() for h, p in held.items()} == want_found
+    assert held_stats == want_stats
     with store.write() as w:
         w.set_meta("generation", "8")
     with store.read() as r:
