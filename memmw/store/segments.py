@@ -627,7 +627,9 @@ class TermSegments:
     addresses, for every segment at once, instead of a dozen array calls per segment.
     """
 
-    __slots__ = ("_offsets", "_rows", "base", "blob", "counts", "nbytes", "starts", "widths")
+    __slots__ = (
+        "_columns", "_offsets", "_rows", "base", "blob", "counts", "nbytes", "starts", "widths"
+    )
 
     def __init__(self, segments: Sequence[tuple[int, bytes]]) -> None:
         # Four zero bytes after the last segment: a read of up to four bytes at any
@@ -650,6 +652,9 @@ class TermSegments:
         #: What the cache charges for it (the buffer and the per-segment arrays).
         self.nbytes = len(self.blob) + 64 * len(segments) + 256
         self._offsets: list[np.ndarray | None] = [None] * len(segments)
+        #: Where each segment's three columns start, and each column's width when every
+        #: segment has the same (0 otherwise): made by the first ``read``.
+        self._columns: tuple[tuple[np.ndarray, ...], tuple[int, ...]] | None = None
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -679,14 +684,28 @@ class TermSegments:
     def read(self, at: np.ndarray, pos: np.ndarray, column: int) -> np.ndarray:
         """The stored values (int64) of ``column`` (0 offsets, 1 tf, 2 lengths) at
         posting ``pos`` of segment ``at``, element by element."""
-        w = self.widths[at]
-        addr = self.base[at] + 3 + pos * w[:, column]
-        for c in range(column):
-            addr += self.counts[at] * w[:, c]
-        width = w[:, column]
+        if self._columns is None:
+            w, n = self.widths, self.counts
+            first = self.base + 3
+            self._columns = (
+                (first, first + n * w[:, 0], first + n * (w[:, 0] + w[:, 1])),
+                # A column's width when every segment has the same (the usual case), or 0.
+                tuple(int(w[0, c]) if len(w) and bool((w[:, c] == w[0, c]).all()) else 0
+                      for c in range(3)),
+            )
+        starts, uniform = self._columns
         buf = np.frombuffer(self.blob, np.uint8)
-        out: np.ndarray = buf[addr].astype(np.int64)
-        for k in (1, 2, 3):  # little-endian: byte k counts where the width has it
+        fixed = uniform[column]
+        if fixed:
+            addr = starts[column][at] + pos * fixed
+            out: np.ndarray = buf[addr].astype(np.int64)
+            for k in range(1, fixed):  # little-endian
+                out |= buf[addr + k].astype(np.int64) << (8 * k)
+            return out
+        width = self.widths[at, column]
+        addr = starts[column][at] + pos * width
+        out = buf[addr].astype(np.int64)
+        for k in (1, 2, 3):  # byte k counts where the width has it
             wide = width > k
             if wide.all():
                 out |= buf[addr + k].astype(np.int64) << (8 * k)
