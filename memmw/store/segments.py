@@ -628,7 +628,7 @@ class TermSegments:
     """
 
     __slots__ = (
-        "_columns", "_offsets", "_rows", "base", "blob", "counts", "nbytes", "starts", "widths"
+        "_layout", "_offsets", "_rows", "base", "blob", "counts", "nbytes", "starts", "widths"
     )
 
     def __init__(self, segments: Sequence[tuple[int, bytes]]) -> None:
@@ -649,12 +649,13 @@ class TermSegments:
         self.base = np.array(bases, dtype=np.int64)
         self.widths = np.array(widths, dtype=np.int64).reshape(-1, 3)
         self._rows = list(zip(starts, counts, bases, widths, strict=True))
-        #: What the cache charges for it (the buffer and the per-segment arrays).
-        self.nbytes = len(self.blob) + 64 * len(segments) + 256
+        #: What the cache charges for it: the buffer, and about 400 bytes a segment for
+        #: its entries in the arrays and lists here (measured with ``sys.getsizeof``).
+        self.nbytes = len(self.blob) + 400 * len(segments) + 512
         self._offsets: list[np.ndarray | None] = [None] * len(segments)
         #: Where each segment's three columns start, and each column's width when every
         #: segment has the same (0 otherwise): made by the first ``read``.
-        self._columns: tuple[tuple[np.ndarray, ...], tuple[int, ...]] | None = None
+        self._layout: tuple[tuple[np.ndarray, ...], tuple[int, ...]] | None = None
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -684,16 +685,16 @@ class TermSegments:
     def read(self, at: np.ndarray, pos: np.ndarray, column: int) -> np.ndarray:
         """The stored values (int64) of ``column`` (0 offsets, 1 tf, 2 lengths) at
         posting ``pos`` of segment ``at``, element by element."""
-        if self._columns is None:
+        if self._layout is None:
             w, n = self.widths, self.counts
             first = self.base + 3
-            self._columns = (
+            self._layout = (
                 (first, first + n * w[:, 0], first + n * (w[:, 0] + w[:, 1])),
                 # A column's width when every segment has the same (the usual case), or 0.
                 tuple(int(w[0, c]) if len(w) and bool((w[:, c] == w[0, c]).all()) else 0
                       for c in range(3)),
             )
-        starts, uniform = self._columns
+        starts, uniform = self._layout
         buf = np.frombuffer(self.blob, np.uint8)
         fixed = uniform[column]
         if fixed:
@@ -812,11 +813,8 @@ class SegmentPostings:
         # The wanted offsets in each stored width: a binary search over offsets of another
         # dtype would convert all of the segment's first. Clipped into the width, a value
         # may land on a stored one it is not: presence is checked on the exact value below.
-        by_width = {
-            int(w): np.clip(want, 0, (1 << (8 * int(w))) - 1).astype(_UINT[int(w)])
-            for w in set(packed.widths[segs, 0].tolist())
-        }
         widths = packed.widths[segs, 0].tolist()
+        by_width = {w: np.clip(want, 0, (1 << (8 * w)) - 1).astype(_UINT[w]) for w in set(widths)}
         for i, w, lo, hi in zip(segs, widths, runs, runs[1:], strict=False):
             pos[lo:hi] = packed.offsets(i).searchsorted(by_width[w][lo:hi])
         n = packed.counts[at]
