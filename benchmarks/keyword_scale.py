@@ -15,7 +15,9 @@ process with ``PYTHONPATH=<checkout>`` through the public API (``Memory.sync`` a
 1. SQLite, for each ``--sqlite-chunks``: a full index (``sync(force=True)``: seconds, max
    RSS), then a fresh process answering ``--queries`` keyword searches (p50 / p95 of each
    call, the process's max RSS). The ratio of the index times shows whether indexing
-   grows faster than the chunk count.
+   grows faster than the chunk count. ``--fresh-runs N`` runs N fresh search processes
+   per checkout, alternating between checkouts, and adds the p50 / p95 of each query's
+   best and median time over them.
 2. PostgreSQL (``--dsn``; a fresh database per checkout), ``--pg-chunks`` in one agent
    and the same workspace in SQLite: keyword, vector and hybrid p50 / p95 in one client
    (the deterministic ``fake`` embedder, so the vector leg costs the store's work only),
@@ -316,20 +318,28 @@ def measure(args: argparse.Namespace, codes: dict[str, Path], out: Path) -> dict
     queries = locomo_queries(data, args.queries, args.seed)
     report: dict[str, Any] = {"codes": {k: str(v) for k, v in codes.items()}, "sqlite": {},
                               "postgres": {}, "concurrent": {}, "check": {}}
-    # 1. SQLite at each size.
+    # 1. SQLite at each size: every checkout's index, then --fresh-runs rounds of one fresh
+    # search process per checkout, alternating.
     for chunks in args.sqlite_chunks:
         ws = workspace(out, data, chunks)
+        specs: dict[str, dict[str, Any]] = {}
         for name, code in codes.items():
             state = out / f"sqlite-{chunks}-{name}"
             shutil.rmtree(state, ignore_errors=True)
-            spec = {"workspace": str(ws), "state": str(state)}
+            specs[name] = {"workspace": str(ws), "state": str(state)}
             log(f"sqlite {chunks}: index ({name})")
-            idx = h.run(code, dict(spec, task="index"))
-            log(f"sqlite {chunks}: fresh search ({name})")
-            srch = h.run(code, dict(spec, task="search", queries=queries))
-            report["sqlite"].setdefault(str(chunks), {})[name] = {"index": idx, "search": srch}
-            if not args.keep:
-                shutil.rmtree(state, ignore_errors=True)
+            idx = h.run(code, dict(specs[name], task="index"))
+            report["sqlite"].setdefault(str(chunks), {})[name] = {"index": idx}
+        for run in range(args.fresh_runs):
+            for name, code in codes.items():
+                log(f"sqlite {chunks}: fresh search ({name}, {run + 1} of {args.fresh_runs})")
+                srch = h.run(code, dict(specs[name], task="search", queries=queries))
+                entry = report["sqlite"][str(chunks)][name]
+                entry.setdefault("search", srch)
+                entry.setdefault("search_runs", []).append(srch.get("keyword_ms", []))
+        if not args.keep:
+            for spec in specs.values():
+                shutil.rmtree(spec["state"], ignore_errors=True)
     # 2. PostgreSQL against SQLite at --pg-chunks (keyword, vector, hybrid), and --pg-big.
     if args.dsn:
         dsns = {name: fresh_database(args.dsn, f"memmw_ks_{name}") for name in codes}
@@ -430,6 +440,12 @@ def table(report: dict[str, Any]) -> str:
         for q in ("p50", "p95"):
             row(f"sqlite {chunks}: fresh keyword {q} ms",
                 [get(per, n, "search", "keyword", q) for n in names], "{:.2f}")
+        for kind in ("best", "median"):
+            for q in ("p50", "p95"):
+                values = [get(per, n, "search", f"keyword_{kind}", q) for n in names]
+                if any(v is not None for v in values):  # --fresh-runs 2 or more
+                    row(f"sqlite {chunks}: fresh keyword {q} ms, each query's {kind} of its"
+                        " runs", values, "{:.2f}")
         row(f"sqlite {chunks}: search RSS MB", [get(per, n, "search", "maxrss_mb") for n in names])
     for key, per in report["postgres"].items():
         row(f"{key}: full index s", [get(per, n, "index", "full_s") for n in names])
@@ -454,7 +470,9 @@ def table(report: dict[str, Any]) -> str:
 
 
 def _summaries(report: dict[str, Any]) -> None:
-    """Replace the raw millisecond lists of searches by their summaries (kept raw too)."""
+    """Add the summaries of the raw millisecond lists of searches (kept raw too); with
+    several fresh runs (``--fresh-runs``), also of each query's best and median time over
+    them: on a shared machine the best is the code's cost, the median what a run sees."""
     for section in ("sqlite", "postgres"):
         for per in report[section].values():
             for res in per.values():
@@ -462,6 +480,11 @@ def _summaries(report: dict[str, Any]) -> None:
                 for leg in ("keyword", "vector", "hybrid"):
                     if f"{leg}_ms" in srch:
                         srch[leg] = summary(srch[f"{leg}_ms"])
+                runs = [r for r in res.get("search_runs", []) if r]
+                if len(runs) > 1 and len({len(r) for r in runs}) == 1:
+                    per_query = list(zip(*runs, strict=True))
+                    srch["keyword_best"] = summary([min(q) for q in per_query])
+                    srch["keyword_median"] = summary([statistics.median(q) for q in per_query])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -492,6 +515,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--out", required=True, help="work folder")
+    parser.add_argument("--fresh-runs", type=int, default=1,
+                        help="fresh search processes per checkout and SQLite size, alternating"
+                             " (every checkout's index is kept on disk meanwhile)")
     parser.add_argument("--keep", action="store_true", help="keep the SQLite indexes")
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--timeout", type=float, default=7200)
