@@ -130,18 +130,15 @@ class SegmentTable(Protocol):
 
 def decode(seg: int, data: bytes | memoryview) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(rowids, tf, lengths)`` of one stored segment."""
-    wg, wt, wl = data[0], data[1], data[2]
-    n = (len(data) - 3) // (wg + wt + wl)
-    offsets = np.frombuffer(data, dtype=f"<u{wg}", count=n, offset=3)
-    tf = np.frombuffer(data, dtype=f"<u{wt}", count=n, offset=3 + n * wg)
-    dl = np.frombuffer(data, dtype=f"<u{wl}", count=n, offset=3 + n * (wg + wt))
+    offsets, tf, dl = views(data)
     return offsets.astype(np.int64) + seg, tf, dl
 
 
-def views(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def views(data: bytes | memoryview) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(offsets from seg, tf, lengths)`` of one stored segment: views of its bytes."""
     wg, wt, wl = data[0], data[1], data[2]
     n = (len(data) - 3) // (wg + wt + wl)
+    # Positional arguments: frombuffer parses keywords slower than it copies a view.
     return (
         np.frombuffer(data, _UINT[wg], n, 3),
         np.frombuffer(data, _UINT[wt], n, 3 + n * wg),
@@ -582,13 +579,9 @@ Columns = tuple[int, np.ndarray, np.ndarray, np.ndarray]
 def _columns(segments: Iterable[tuple[int, bytes]]) -> Iterable[Columns]:
     """``(seg, offsets, tf, lengths)`` of each stored segment that holds postings (views)."""
     for seg, data in segments:
-        wg, wt, wl = data[0], data[1], data[2]
-        n = (len(data) - 3) // (wg + wt + wl)
-        if n:
-            # Positional arguments: frombuffer parses keywords slower than it copies a view.
-            yield (seg, np.frombuffer(data, _UINT[wg], n, 3),
-                   np.frombuffer(data, _UINT[wt], n, 3 + n * wg),
-                   np.frombuffer(data, _UINT[wl], n, 3 + n * (wg + wt)))
+        offsets, tf, dl = views(data)
+        if len(offsets):
+            yield seg, offsets, tf, dl
 
 
 def _decode_term(
@@ -904,9 +897,7 @@ def _cached_postings(
     keys = {t: (version, tuple(sources), t) for t in terms}
     held = {t: SEGMENTS.get(keys[t]) for t in terms}
     missing = [t for t, v in held.items() if v is None]
-    # Asked even with no term missing: a store may read the tombstones and statistics
-    # in the same round trip (PostgreSQL).
-    for t, segs in _term_segments(table, sources, missing).items():
+    for t, segs in (_term_segments(table, sources, missing) if missing else {}).items():
         # An absent term is kept too (as no segments): its arrays' own bytes count.
         SEGMENTS.put(keys[t], segs, segs.nbytes)
         held[t] = segs

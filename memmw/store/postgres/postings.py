@@ -39,8 +39,8 @@ class PgSegments:
         self.ns = namespace_id
         self._dead: tuple[list[str], np.ndarray] | None = None
         #: A snapshot's ``source_stats`` rows, read with its BEGIN (``SourceStats``): the
-        #: tombstones come from them, and a read whose terms are all held in the process's
-        #: cache sends no statement.
+        #: tombstones come from them (a read whose terms are all held in the process's
+        #: cache sends no statement: ``memmw.store.segments`` asks for none).
         self.known: SourceStats | None = None
         self._versioned = False
 
@@ -187,12 +187,9 @@ class PgSegments:
         """The terms' segments, and (outside a snapshot, which read them with its BEGIN)
         the sources' tombstones in the same statement, kept for ``dead_rowids``.
 
-        One statement, one round trip, bytea in binary (no hex to encode and decode); none
-        in a snapshot when no term is asked for.
+        One statement, one round trip, bytea in binary (no hex to encode and decode).
         """
         src = list(sources)
-        if self.known is not None and not terms:
-            return []
         query = (
             "SELECT 0, term_hash, seg, data FROM memmw.postings_segments"
             " WHERE namespace_id = %(ns)s AND source = ANY(%(src)s)"
