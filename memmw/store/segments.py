@@ -573,40 +573,13 @@ def _flush_term(
             deletes.append((term, seg))
 
 
-Columns = tuple[int, np.ndarray, np.ndarray, np.ndarray]
-
-
-def _columns(segments: Iterable[tuple[int, bytes]]) -> Iterable[Columns]:
-    """``(seg, offsets, tf, lengths)`` of each stored segment that holds postings (views)."""
-    for seg, data in segments:
-        offsets, tf, dl = views(data)
-        if len(offsets):
-            yield seg, offsets, tf, dl
-
-
 def _decode_term(
     segments: Sequence[tuple[int, bytes]] | TermSegments, arena: Arena = FRESH
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(rowids, tf, lengths)`` of one term's segments (in ``seg`` order), decoded at once.
-
-    Each array is one cast-and-copy of the segments' stored arrays into memory taken from
-    ``arena``, and nothing else is allocated per posting (a frequent term has ~100k). The
-    rowids are then one in-place addition of each posting's segment key.
-    """
-    cols = list(segments.columns() if isinstance(segments, TermSegments) else _columns(segments))
-    if not cols:
-        return EMPTY.rowids, EMPTY.tf, EMPTY.doc_len
-    firsts, gaps, tfs, dls = zip(*cols, strict=True)
-    total = sum(len(g) for g in gaps)
-    rows = np.concatenate(gaps, out=arena.take(total, np.int64), casting="unsafe")
-    if len(gaps) > 1:
-        np.add(rows, np.repeat(np.asarray(firsts, dtype=np.int64), [len(g) for g in gaps]),
-               out=rows)
-    else:
-        rows += firsts[0]
-    tf = np.concatenate(tfs, out=arena.take(total, np.int32), casting="unsafe")
-    dl = np.concatenate(dls, out=arena.take(total, np.int32), casting="unsafe")
-    return rows, tf, dl
+    """``(rowids, tf, lengths)`` of one term's segments (in ``seg`` order), decoded at once
+    into memory taken from ``arena`` (``TermSegments.decode``)."""
+    packed = segments if isinstance(segments, TermSegments) else TermSegments(segments)
+    return packed.decode(arena)
 
 
 class TermSegments:
@@ -659,13 +632,50 @@ class TermSegments:
         size = 3 + int(self.counts[i]) * int(self.widths[i].sum())
         return memoryview(self.blob)[start : start + size]
 
-    def columns(self) -> Iterable[Columns]:
-        """``(seg, offsets, tf, lengths)`` of each segment that holds postings (views)."""
-        blob = self.blob
-        for i, (seg, n, base, (wg, wt, wl)) in enumerate(self._rows):
-            if n:
-                yield (seg, self.offsets(i), np.frombuffer(blob, _UINT[wt], n, base + 3 + n * wg),
-                       np.frombuffer(blob, _UINT[wl], n, base + 3 + n * (wg + wt)))
+    def _runs(self) -> list[tuple[int, int]]:
+        """``(first, end)`` of each run of consecutive segments with the same count and
+        widths (so the same size): a run's columns are 2-D views of ``blob`` with a fixed
+        stride. A frequent term's full segments are one or a few runs."""
+        runs: list[tuple[int, int]] = []
+        rows = self._rows
+        for i, (_, n, _, w) in enumerate(rows):
+            if n == 0:
+                continue
+            if runs and runs[-1][1] == i and rows[i - 1][1] == n and rows[i - 1][3] == w:
+                runs[-1] = (runs[-1][0], i + 1)
+            else:
+                runs.append((i, i + 1))
+        return runs
+
+    def decode(self, arena: Arena = FRESH) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(rowids, tf, lengths)`` of every posting (int64, int32, int32), in segment
+        order, in memory taken from ``arena``.
+
+        Each run of same-sized segments is three strided views of the buffer, and each
+        output column one ufunc pass over them: the rowids are the stored offsets plus
+        their segment's key, added as they are cast (a frequent term's 300-odd segments
+        take a few calls, and no per-posting temporary is made).
+        """
+        total = int(self.counts.sum())
+        if not total:
+            return EMPTY.rowids, EMPTY.tf, EMPTY.doc_len
+        rows = arena.take(total, np.int64)
+        tf = arena.take(total, np.int32)
+        dl = arena.take(total, np.int32)
+        at = 0
+        for first, end in self._runs():
+            _, n, base, (wg, wt, wl) = self._rows[first]
+            shape, stride = (end - first, n), 3 + n * (wg + wt + wl)
+            out = slice(at, at + shape[0] * n)
+            gaps, tfs, dls = (
+                np.ndarray(shape, _UINT[w], self.blob, base + 3 + skip, (stride, w))
+                for skip, w in ((0, wg), (n * wg, wt), (n * (wg + wt), wl))
+            )
+            np.add(gaps, self.starts[first:end, None], out=rows[out].reshape(shape))
+            np.copyto(tf[out].reshape(shape), tfs, casting="unsafe")
+            np.copyto(dl[out].reshape(shape), dls, casting="unsafe")
+            at = out.stop
+        return rows, tf, dl
 
     def offsets(self, i: int) -> np.ndarray:
         """Segment ``i``'s stored rowid offsets (a view of ``blob``, made once)."""

@@ -165,16 +165,23 @@ def test_compact_rewrites_only_terms_with_a_short_segment_before_their_last(
 def term_segments(draw: st.DrawFn) -> tuple[list[tuple[int, bytes]], np.ndarray, np.ndarray,
                                              np.ndarray]:
     """One term's stored segments: ascending rowids (gaps up to past 2**32, so offsets of
-    every width), tf and lengths of every width, cut into segments of any size."""
+    every width), tf and lengths of every width, cut into segments of any size, or into
+    runs of segments of one size (which decode as one strided block when their widths
+    agree: each column's values come from a small palette, so they often do)."""
     n = draw(st.integers(0, 60))
-    gaps = draw(st.lists(st.sampled_from([1, 1, 2, 7, 300, 70_000, 2**31]), min_size=n,
-                         max_size=n))
+
+    def column(values: list[int]) -> list[int]:
+        palette = draw(st.lists(st.sampled_from(values), min_size=1, max_size=3))
+        return draw(st.lists(st.sampled_from(palette), min_size=n, max_size=n))
+
+    gaps = column([1, 1, 2, 7, 300, 70_000, 2**31])
     rows = np.cumsum(np.asarray([draw(st.integers(0, 5)), *gaps], dtype=np.int64))[1:]
-    tf = np.asarray(draw(st.lists(st.sampled_from([1, 2, 255, 256, 70_000]), min_size=n,
-                                  max_size=n)), dtype=np.int64)
-    dl = np.asarray(draw(st.lists(st.sampled_from([1, 40, 255, 300, 2**17]), min_size=n,
-                                  max_size=n)), dtype=np.int64)
-    cuts = sorted(draw(st.sets(st.integers(1, max(n - 1, 1)), max_size=8))) if n > 1 else []
+    tf = np.asarray(column([1, 2, 255, 256, 70_000]), dtype=np.int64)
+    dl = np.asarray(column([1, 40, 255, 300, 2**17]), dtype=np.int64)
+    if n > 1 and draw(st.booleans()):
+        cuts = list(range(draw(st.integers(1, n - 1)), n, draw(st.integers(1, n - 1))))
+    else:
+        cuts = sorted(draw(st.sets(st.integers(1, max(n - 1, 1)), max_size=8))) if n > 1 else []
     segs: list[tuple[int, bytes]] = []
     last = -1
     for lo, hi in itertools.pairwise([0, *cuts, n]):
