@@ -209,6 +209,9 @@ _SLACK = 1e-4
 #: (measured on 142k LoCoMo chunks: a binary search and three gathers against a gather
 #: and a scattered addition).
 LOOKUP_COST = 4
+#: Chunks (times the limit) fully scored by lookups to raise MaxScore's threshold
+#: before the rest are looked up.
+PROBE_FACTOR = 16
 
 
 def _distinct(rowids: np.ndarray) -> np.ndarray:
@@ -293,16 +296,19 @@ def _pruned(
     else:
         rows = np.flatnonzero(partial >= theta - remaining)
     values = partial[rows]
-    # The best of them scored over every term: the threshold rises to the lowest of
-    # their scores (they are ``limit`` chunks at least that good).
-    best = np.sort(np.argpartition(values, len(values) - limit)[len(values) - limit :])
+    # The best few of them scored over every term: the threshold rises to the limit-th
+    # best of those scores (``limit`` chunks are at least that good). Taking several
+    # times ``limit`` finds chunks whose frequent terms lift them above the partial
+    # leaders, and a higher threshold leaves fewer chunks to look up.
+    some = min(len(values), limit * PROBE_FACTOR)
+    best = np.sort(np.argpartition(values, len(values) - some)[len(values) - some :])
     floor = values[best].astype(np.float64)
     for i in rest:
         has, tf, dl = lists[i].lookup(rows[best])
         floor += np.where(
             has, _formula(weights[i], tf.astype(np.float32), dl.astype(np.float32), avgdl), 0
         )
-    theta = max(theta, float(floor.min()) * (1 - _SLACK))
+    theta = max(theta, _kth(floor, limit) * (1 - _SLACK))
     partial = values
     known = partial.astype(np.float64)
     keep = known + remaining >= theta
