@@ -280,12 +280,27 @@ def _pruned(
         # so one found at an earlier cut stays a bound. Ranked among the chunks of the
         # rarest essential term that has enough: the fewest to rank, and usually the best.
         ranked = next((j for j in essential if len(lists[j]) >= limit), i)
-        theta = max(theta, _kth(partial[lists[ranked].rowids], limit) * (1 - _SLACK))
+        values = partial[lists[ranked].rowids]
+        theta = max(theta, _kth(values, limit) * (1 - _SLACK))
         remaining = sum(bounds[i] for i in rest) * (1 + _SLACK)
         if theta > 0 and remaining < theta:
             break
     else:
         return None
+    # The best few chunks of the term ranked above, scored over every term: the threshold
+    # rises to the limit-th best of those scores (``limit`` chunks are at least that good).
+    # Several times ``limit`` finds chunks whose frequent terms lift them above the
+    # partial leaders; a higher threshold leaves fewer chunks to gather and look up.
+    probe = lists[ranked].rowids  # ``values``: its chunks' partial scores
+    some = min(len(values), limit * PROBE_FACTOR)
+    best = probe[np.sort(np.argpartition(values, len(values) - some)[len(values) - some :])]
+    floor = partial[best].astype(np.float64)
+    for i in rest:
+        has, tf, dl = lists[i].lookup(best)
+        floor += np.where(
+            has, _formula(weights[i], tf.astype(np.float32), dl.astype(np.float32), avgdl), 0
+        )
+    theta = max(theta, _kth(floor, limit) * (1 - _SLACK))
     # Chunks that may still reach the threshold: in an essential term (a nonzero partial
     # score) and close enough; found among the essential terms' postings when those are
     # fewer than the chunks.
@@ -295,22 +310,7 @@ def _pruned(
         rows = near[0] if len(near) == 1 else _distinct(np.concatenate(near))
     else:
         rows = np.flatnonzero(partial >= theta - remaining)
-    values = partial[rows]
-    # The best few of them scored over every term: the threshold rises to the limit-th
-    # best of those scores (``limit`` chunks are at least that good). Taking several
-    # times ``limit`` finds chunks whose frequent terms lift them above the partial
-    # leaders, and a higher threshold leaves fewer chunks to look up.
-    some = min(len(values), limit * PROBE_FACTOR)
-    best = np.sort(np.argpartition(values, len(values) - some)[len(values) - some :])
-    floor = values[best].astype(np.float64)
-    for i in rest:
-        has, tf, dl = lists[i].lookup(rows[best])
-        floor += np.where(
-            has, _formula(weights[i], tf.astype(np.float32), dl.astype(np.float32), avgdl), 0
-        )
-    theta = max(theta, _kth(floor, limit) * (1 - _SLACK))
-    partial = values
-    known = partial.astype(np.float64)
+    known = partial[rows].astype(np.float64)
     keep = known + remaining >= theta
     cand, known = rows[keep], known[keep]
     if LOOKUP_COST * len(cand) * len(rest) > sum(len(lists[i]) for i in rest):
