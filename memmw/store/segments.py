@@ -59,6 +59,14 @@ TAIL_MAX = 256
 TAIL_SEGMENTS = 8
 #: Tombstoned chunks of a source beyond which a flush purges them from the segments.
 DEAD_MAX = 2048
+#: Postings between two entries of a term's skip list (``TermSegments.skips``).
+SKIP = 128
+#: ``TermSegments.find`` goes through the skip list when ``chunks + SKIP_FIXED`` is less
+#: than ``touched segments * SKIP_SEGMENT``. Measured on 1.41M chunks' terms of 52, 178 and
+#: 344 segments, 24 to 30,000 sorted chunks: the skip list costs about 0.1 us more a
+#: chunk and 60 us more a call, a segment's binary search about 1.2 us.
+SKIP_FIXED = 600
+SKIP_SEGMENT = 12
 #: Buffered postings that trigger a flush (bounds the memory of a full rebuild).
 FLUSH_AT = 2_000_000
 #: Postings a bulk buffer holds back at most after a flush (each term's last, short
@@ -594,7 +602,8 @@ class TermSegments:
     """
 
     __slots__ = (
-        "_layout", "_offsets", "_rows", "base", "blob", "counts", "nbytes", "starts", "widths"
+        "_layout", "_offsets", "_rows", "_skips", "base", "blob", "counts", "nbytes", "starts",
+        "widths",
     )
 
     def __init__(self, segments: Sequence[tuple[int, bytes]]) -> None:
@@ -615,9 +624,12 @@ class TermSegments:
         self.base = np.array(bases, dtype=np.int64)
         self.widths = np.array(widths, dtype=np.int64).reshape(-1, 3)
         self._rows = list(zip(starts, counts, bases, widths, strict=True))
-        #: What the cache charges for it: the buffer, and about 400 bytes a segment for
-        #: its entries in the arrays and lists here (measured with ``sys.getsizeof``).
-        self.nbytes = len(self.blob) + 400 * len(segments) + 512
+        #: What the cache charges for it: the buffer, about 400 bytes a segment for its
+        #: entries in the arrays and lists here (measured with ``sys.getsizeof``), and the
+        #: skip list's three int64 arrays once made (``skips``).
+        skips = sum(-(-n // SKIP) for n in counts)
+        self.nbytes = len(self.blob) + 400 * len(segments) + 24 * skips + 512
+        self._skips: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._offsets: list[np.ndarray | None] = [None] * len(segments)
         #: Where each segment's three columns start, and each column's width when every
         #: segment has the same (0 otherwise): made by the first ``read``.
@@ -684,6 +696,73 @@ class TermSegments:
             _, n, base, (wg, _, _) = self._rows[i]
             got = self._offsets[i] = np.frombuffer(self.blob, _UINT[wg], n, base + 3)
         return got
+
+    def skips(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every ``SKIP``-th posting of each segment: its rowid (ascending over the term's
+        segments of one source), segment and position, made once."""
+        if self._skips is None:
+            per = -(-self.counts // SKIP)
+            at = np.repeat(np.arange(len(per)), per)
+            pos = (np.arange(len(at)) - np.repeat(np.cumsum(per) - per, per)) * SKIP
+            self._skips = (self.starts[at] + self.read(at, pos, 0), at, pos)
+        return self._skips
+
+    def find(
+        self, rowids: np.ndarray, by_skips: bool | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(found, segment, position)`` of each of ``rowids`` (ascending; one source's
+        segments): where it is stored, if it is.
+
+        Few chunks scattered over many segments are found through the skip list: one
+        binary search over it puts each in a block of ``SKIP`` postings, then a binary
+        search in every block at once reads the stored offsets from ``blob``. Many chunks
+        are found segment by segment, a binary search over each touched segment's offsets.
+        ``by_skips`` chooses the way (by default, the one estimated cheaper).
+        """
+        if not len(self.starts) or not len(rowids):
+            none = np.zeros(len(rowids), dtype=np.int64)
+            return none.astype(bool), none, none
+        at = np.searchsorted(self.starts, rowids, "right") - 1
+        np.maximum(at, 0, out=at)  # before the first segment: looked up there, not found
+        runs = np.flatnonzero(np.diff(at, prepend=-1))
+        if by_skips is None:
+            by_skips = len(rowids) + SKIP_FIXED < len(runs) * SKIP_SEGMENT
+        if by_skips:
+            return self._find_by_skips(rowids)
+        want = rowids - self.starts[at]  # offsets within their segments
+        pos = np.empty(len(rowids), dtype=np.int64)
+        starts = runs.tolist()
+        segs = at[starts].tolist()
+        starts.append(len(rowids))
+        # The wanted offsets in each stored width: a binary search over offsets of another
+        # dtype would convert all of the segment's first. Clipped into the width, a value
+        # may land on a stored one it is not: presence is checked on the exact value below.
+        widths = self.widths[segs, 0].tolist()
+        by_width = {w: np.clip(want, 0, (1 << (8 * w)) - 1).astype(_UINT[w]) for w in set(widths)}
+        for i, w, lo, hi in zip(segs, widths, starts, starts[1:], strict=False):
+            pos[lo:hi] = self.offsets(i).searchsorted(by_width[w][lo:hi])
+        n = self.counts[at]
+        np.minimum(pos, n - 1, out=pos)
+        np.maximum(pos, 0, out=pos)
+        return (self.read(at, pos, 0) == want) & (n > 0), at, pos
+
+    def _find_by_skips(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        keys, segs, starts = self.skips()
+        j = np.searchsorted(keys, rowids, "right") - 1
+        # Before the first posting: looked up in the first block, not found there.
+        np.maximum(j, 0, out=j)
+        at, lo = segs[j], starts[j]
+        n = self.counts[at]
+        hi = np.minimum(lo + SKIP, n)
+        want = rowids - self.starts[at]
+        for _ in range(SKIP.bit_length()):  # lower bound of ``want`` in [lo, hi)
+            mid = (lo + hi) >> 1
+            less = self.read(at, np.minimum(mid, n - 1), 0) < want
+            open_ = lo < hi
+            lo = np.where(open_ & less, mid + 1, lo)
+            hi = np.where(open_ & ~less, mid, hi)
+        pos = np.minimum(lo, n - 1)
+        return self.read(at, pos, 0) == want, at, pos
 
     def read(self, at: np.ndarray, pos: np.ndarray, column: int) -> np.ndarray:
         """The stored values (int64) of ``column`` (0 offsets, 1 tf, 2 lengths) at
@@ -796,9 +875,9 @@ class SegmentPostings:
     def lookup(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(present, tf, doc_len)`` at each of ``rowids`` (ascending); 0 where absent.
 
-        Each wanted chunk is found by a binary search over its segment's stored offsets
-        (one call a segment touched), and its stored tf and length read from the joined
-        buffer for all chunks at once: nothing is decoded.
+        Each wanted chunk is found in the stored offsets (``TermSegments.find``), and its
+        stored tf and length read from the joined buffer for all chunks at once: nothing
+        is decoded.
         """
         if self._full is not None:
             return self._full.lookup(rowids)
@@ -806,24 +885,7 @@ class SegmentPostings:
         if not len(rowids) or not len(packed):
             zero = np.zeros(len(rowids), dtype=np.int32)
             return np.zeros(len(rowids), dtype=bool), zero, zero
-        at = np.searchsorted(self._starts, rowids, "right") - 1
-        np.maximum(at, 0, out=at)  # before the first segment: looked up there, not found
-        want = rowids - self._starts[at]  # offsets within their segments
-        pos = np.empty(len(rowids), dtype=np.int64)
-        runs = np.flatnonzero(np.diff(at, prepend=-1)).tolist()
-        segs = at[runs].tolist()
-        runs.append(len(rowids))
-        # The wanted offsets in each stored width: a binary search over offsets of another
-        # dtype would convert all of the segment's first. Clipped into the width, a value
-        # may land on a stored one it is not: presence is checked on the exact value below.
-        widths = packed.widths[segs, 0].tolist()
-        by_width = {w: np.clip(want, 0, (1 << (8 * w)) - 1).astype(_UINT[w]) for w in set(widths)}
-        for i, w, lo, hi in zip(segs, widths, runs, runs[1:], strict=False):
-            pos[lo:hi] = packed.offsets(i).searchsorted(by_width[w][lo:hi])
-        n = packed.counts[at]
-        np.minimum(pos, n - 1, out=pos)
-        np.maximum(pos, 0, out=pos)
-        has = (packed.read(at, pos, 0) == want) & (n > 0)
+        has, at, pos = packed.find(rowids)
         if len(self._dead):
             has &= ~_member(self._dead, rowids)
         tf = np.where(has, packed.read(at, pos, 1), 0).astype(np.int32)

@@ -195,11 +195,13 @@ def term_segments(draw: st.DrawFn) -> tuple[list[tuple[int, bytes]], np.ndarray,
     return segs, rows[keep], tf[keep], dl[keep]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(stored_term=term_segments(), data=st.data())
 def test_a_terms_segments_read_back_answer_as_its_decoded_postings(
     stored_term: tuple[list[tuple[int, bytes]], np.ndarray, np.ndarray, np.ndarray],
     data: st.DataObject,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Whatever the widths, gaps, cuts and tombstones: ``len``, ``last``, the arrays and a
     lookup of any ascending rowids (before, between, inside and past the segments) are
@@ -208,6 +210,7 @@ def test_a_terms_segments_read_back_answer_as_its_decoded_postings(
     dead = np.asarray(sorted(data.draw(st.sets(st.sampled_from(rows.tolist()))
                                        if len(rows) else st.just(set()))), dtype=np.int64)
     live = ~np.isin(rows, dead)
+    monkeypatch.setattr(segments, "SKIP", data.draw(st.sampled_from([1, 2, 3, 5, 128])))
     packed = TermSegments(segs)
     assert packed.starts.tolist() == [seg for seg, _ in segs]
     assert [bytes(packed.data(i)) for i in range(len(packed))] == [d for _, d in segs]
@@ -222,6 +225,14 @@ def test_a_terms_segments_read_back_answer_as_its_decoded_postings(
     got = post.lookup(wanted)
     for g, e in zip(got, expect, strict=True):
         assert g.tolist() == e.tolist()
+    # Both ways of finding chunks, whichever the cost estimate picks; skip lists of
+    # every block size, so blocks end inside segments and at their ends.
+    every = lookup_sorted(rows, tf, dl, wanted)
+    for by_skips in (False, True):
+        found, at, pos = packed.find(wanted, by_skips)
+        assert found.tolist() == every[0].tolist()
+        assert packed.read(at[found], pos[found], 1).tolist() == every[1][found].tolist()
+        assert packed.read(at[found], pos[found], 2).tolist() == every[2][found].tolist()
     assert post.rowids.tolist() == rows[live].tolist()
     assert post.tf.tolist() == tf[live].tolist()
     assert post.doc_len.tolist() == dl[live].tolist()
