@@ -17,9 +17,11 @@ questions in one fresh process): 84% of the segment bytes the searches read had 
 by an earlier one (the people and words a memory is about recur); an LRU of 64, 128, 192
 and 256 MB would answer 54, 70, 79 and 83% of them (replayed over the reads' trace). At
 192 MB the search process peaked at 440 MB RSS against 380 at 128, and its per-question
-best time over three fresh processes summed to 3443 against 3672 ms. PostgreSQL reads the version with the meta
-rows of a snapshot's ``BEGIN``: a search whose terms are all held sends no segment (a
-writer reading its own transaction reads them from the tables).
+best time over three fresh processes summed to 3443 against 3672 ms.
+
+PostgreSQL reads the version with the meta rows of a snapshot's ``BEGIN``: a search whose
+terms are all held sends no segment (a writer reading its own transaction reads them from
+the tables).
 """
 
 from __future__ import annotations

@@ -724,14 +724,14 @@ class TermSegments:
             return none.astype(bool), none, none
         at = np.searchsorted(self.starts, rowids, "right") - 1
         np.maximum(at, 0, out=at)  # before the first segment: looked up there, not found
-        runs = np.flatnonzero(np.diff(at, prepend=-1))
+        touched = np.flatnonzero(np.diff(at, prepend=-1))  # where each segment's chunks begin
         if by_skips is None:
-            by_skips = len(rowids) + SKIP_FIXED < len(runs) * SKIP_SEGMENT
+            by_skips = len(rowids) + SKIP_FIXED < len(touched) * SKIP_SEGMENT
         if by_skips:
             return self._find_by_skips(rowids)
         want = rowids - self.starts[at]  # offsets within their segments
         pos = np.empty(len(rowids), dtype=np.int64)
-        starts = runs.tolist()
+        starts = touched.tolist()
         segs = at[starts].tolist()
         starts.append(len(rowids))
         # The wanted offsets in each stored width: a binary search over offsets of another
