@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memmw.store.arena import FRESH, Arena
-from memmw.store.protocol import StoreReader, TermPostings
+from memmw.store.protocol import StoreReader, TermPostings, find_sorted
 
 K1 = 1.2
 B = 0.75
@@ -186,8 +186,7 @@ def bm25_exhaustive(
     # How many query terms each hit contains, looked up for the hits alone.
     matched = np.zeros(len(ids), dtype=np.int64)
     for p in lists:
-        at = np.minimum(np.searchsorted(p.rowids, ids), len(p) - 1)
-        matched += p.rowids[at] == ids
+        matched += find_sorted(p.rowids, ids)[0]
     return [
         KeywordHit(int(r), float(s), int(m))
         for r, s, m in zip(ids.tolist(), scores[hit].tolist(), matched.tolist(), strict=True)

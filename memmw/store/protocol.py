@@ -90,6 +90,17 @@ class Postings:
         return lookup_sorted(self.rowids, self.tf, self.doc_len, rowids)
 
 
+def find_sorted(ordered: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(found, at)``: whether each of ``values`` is in ``ordered`` (ascending), and its
+    index there where it is (a binary search each; ``at`` is 0 when ``ordered`` is
+    empty)."""
+    if not len(ordered):
+        return np.zeros(len(values), dtype=bool), np.zeros(len(values), dtype=np.intp)
+    at = np.minimum(np.searchsorted(ordered, values), len(ordered) - 1)
+    found: np.ndarray = ordered[at] == values
+    return found, at
+
+
 def lookup_sorted(
     rows: np.ndarray, tf: np.ndarray, dl: np.ndarray, wanted: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -97,8 +108,7 @@ def lookup_sorted(
     if not len(rows):
         zero = np.zeros(len(wanted), dtype=np.int32)
         return np.zeros(len(wanted), dtype=bool), zero, zero
-    at = np.minimum(np.searchsorted(rows, wanted), len(rows) - 1)
-    has = rows[at] == wanted
+    has, at = find_sorted(rows, wanted)
     return has, np.where(has, tf[at], 0), np.where(has, dl[at], 0)
 
 

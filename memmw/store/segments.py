@@ -47,7 +47,7 @@ import numpy as np
 
 from memmw.store.arena import FRESH, Arena
 from memmw.store.cache import SEGMENTS
-from memmw.store.protocol import EMPTY_POSTINGS, Postings, TermPostings
+from memmw.store.protocol import EMPTY_POSTINGS, Postings, TermPostings, find_sorted
 
 #: Postings per segment row: small enough that appending to a frequent term rewrites
 #: little, large enough that reading one is a handful of rows.
@@ -826,7 +826,7 @@ class SegmentPostings:
             else:
                 for i in touched:
                     rows = self._segment(i)[0]
-                    n -= int(np.count_nonzero(_member(dead, rows)))
+                    n -= int(np.count_nonzero(find_sorted(dead, rows)[0]))
         self._len = n
 
     def _segment_of(self, rowids: np.ndarray) -> list[int]:
@@ -887,20 +887,10 @@ class SegmentPostings:
             return np.zeros(len(rowids), dtype=bool), zero, zero
         has, at, pos = packed.find(rowids)
         if len(self._dead):
-            has &= ~_member(self._dead, rowids)
+            has &= ~find_sorted(self._dead, rowids)[0]
         tf = np.where(has, packed.read(at, pos, 1), 0).astype(np.int32)
         dl = np.where(has, packed.read(at, pos, 2), 0).astype(np.int32)
         return has, tf, dl
-
-
-def _member(ordered: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Which of ``values`` are in ``ordered`` (ascending): a binary search each, cheaper
-    than ``np.isin`` for the few thousand tombstones a search skips."""
-    if not len(ordered):
-        return np.zeros(len(values), dtype=bool)
-    at = np.minimum(np.searchsorted(ordered, values), len(ordered) - 1)
-    found: np.ndarray = ordered[at] == values
-    return found
 
 
 def _live(
@@ -909,8 +899,8 @@ def _live(
     """The postings without tombstoned chunks (None when none is left)."""
     if len(dead) and len(rows):
         # Skip deleted chunks not yet purged (a few thousand at most): look each up.
-        at = np.minimum(np.searchsorted(rows, dead), len(rows) - 1)
-        gone = at[rows[at] == dead]
+        found, at = find_sorted(rows, dead)
+        gone = at[found]
         if len(gone):
             keep = np.ones(len(rows), dtype=bool)
             keep[gone] = False

@@ -1,10 +1,15 @@
-"""The store seam stays narrow: no query dialect, no vector internals, no regrowth."""
+"""The store seam stays narrow: no query dialect, no vector internals, no regrowth; and its
+shared helpers over sorted postings."""
 
 from __future__ import annotations
 
 import inspect
 
-from memmw.store.protocol import Store, StoreReader, StoreWriter
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memmw.store.protocol import Store, StoreReader, StoreWriter, find_sorted
 
 
 def methods(cls: type) -> set[str]:
@@ -31,3 +36,18 @@ def test_no_query_dialect_or_vector_internals_cross_the_seam() -> None:
             if inspect.isfunction(obj):
                 params = set(inspect.signature(obj).parameters)
                 assert not {"match", "sql", "query"} & params, f"{cls.__name__}.{name}"
+
+
+@settings(max_examples=200, deadline=None)
+@given(ordered=st.lists(st.integers(-5, 60), unique=True).map(sorted),
+       values=st.lists(st.integers(-10, 70)))
+def test_find_sorted_says_where_each_value_is_whatever_the_values(
+    ordered: list[int], values: list[int]
+) -> None:
+    """Values before, between, on and past the ordered ones, repeated or not, against an
+    empty array too: found exactly where present, and at its index there."""
+    found, at = find_sorted(np.asarray(ordered, dtype=np.int64), np.asarray(values, dtype=np.int64))
+    assert found.tolist() == [v in ordered for v in values]
+    assert [int(a) for a, f in zip(at, found, strict=True) if f] == [
+        ordered.index(v) for v in values if v in ordered
+    ]
