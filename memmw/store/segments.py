@@ -810,10 +810,8 @@ class SegmentPostings:
 
     def __init__(self, packed: TermSegments, dead: np.ndarray, arena: Arena) -> None:
         self._packed = packed
-        self._starts = packed.starts
         self._dead = dead
         self._arena = arena
-        self._decoded: dict[int, Segment] = {}
         self._full: Postings | None = None
         n = int(packed.counts.sum())
         if len(dead) and len(packed):
@@ -825,21 +823,16 @@ class SegmentPostings:
                 n = len(self._decode_all())
             else:
                 for i in touched:
-                    rows = self._segment(i)[0]
+                    rows = decode(int(packed.starts[i]), packed.data(i))[0]
                     n -= int(np.count_nonzero(find_sorted(dead, rows)[0]))
         self._len = n
 
     def _segment_of(self, rowids: np.ndarray) -> list[int]:
         """Indexes of the segments whose rowid range may hold one of ``rowids`` (ascending)."""
-        at = np.searchsorted(self._starts, rowids, "right") - 1
+        at = np.searchsorted(self._packed.starts, rowids, "right") - 1
         at = at[at >= 0]  # ascending, as ``rowids`` are: distinct where it changes
         out: list[int] = at[np.diff(at, prepend=-1) != 0].tolist()
         return out
-
-    def _segment(self, i: int) -> Segment:
-        if i not in self._decoded:
-            self._decoded[i] = decode(int(self._starts[i]), self._packed.data(i))
-        return self._decoded[i]
 
     def __len__(self) -> int:
         return self._len
