@@ -27,7 +27,7 @@ import numpy as np
 
 from memmw.graph.model import Graph, load_graph
 from memmw.notes.syntax import normalize_name
-from memmw.store.protocol import Postings, StoreReader, TermPostings
+from memmw.store.protocol import Postings, StoreReader, TermPostings, first_of_runs
 from memmw.text import lexicon
 from memmw.text.analysis import STOP_WORDS, normalize, query_terms
 from memmw.text.translit import to_latin
@@ -311,10 +311,7 @@ def merge_postings(lists: Sequence[TermPostings]) -> TermPostings:
     doc_len = np.concatenate([p.doc_len for p in lists]).astype(np.int32, copy=False)
     order = np.argsort(rowids, kind="stable")
     rowids, tf, doc_len = rowids[order], tf[order], doc_len[order]
-    first = np.empty(len(rowids), dtype=bool)
-    first[0] = True
-    np.not_equal(rowids[1:], rowids[:-1], out=first[1:])
-    starts = np.flatnonzero(first)
+    starts = np.flatnonzero(first_of_runs(rowids))
     return Postings(rowids[starts], np.add.reduceat(tf, starts).astype(np.int32), doc_len[starts])
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memmw.store.arena import FRESH, Arena
-from memmw.store.protocol import StoreReader, TermPostings, find_sorted
+from memmw.store.protocol import StoreReader, TermPostings, find_sorted, first_of_runs
 
 K1 = 1.2
 B = 0.75
@@ -57,9 +57,7 @@ def _union(lists: Sequence[TermPostings]) -> tuple[np.ndarray, np.ndarray]:
         return every, np.arange(len(every))
     order = np.argsort(every, kind="stable")
     ordered = every[order]
-    first = np.empty(len(ordered), dtype=bool)
-    first[0] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    first = first_of_runs(ordered)
     inverse = np.empty(len(ordered), dtype=np.intp)
     inverse[order] = np.cumsum(first) - 1
     return ordered[first], inverse
@@ -217,12 +215,8 @@ def _distinct(rowids: np.ndarray) -> np.ndarray:
     """The distinct values of ``rowids`` (a few sorted runs), ascending: a stable sort
     merges the runs (``np.unique`` hashes them, slower on millions)."""
     out = np.sort(rowids, kind="stable")
-    if len(out) < 2:
-        return out
-    keep = np.empty(len(out), dtype=bool)
-    keep[0] = True
-    np.not_equal(out[1:], out[:-1], out=keep[1:])
-    return out[keep]
+    distinct: np.ndarray = out[first_of_runs(out)]
+    return distinct
 
 
 def _kth(values: np.ndarray, k: int) -> float:

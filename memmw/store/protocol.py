@@ -101,6 +101,15 @@ def find_sorted(ordered: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np
     return found, at
 
 
+def first_of_runs(ordered: np.ndarray) -> np.ndarray:
+    """Where each run of equal values of ``ordered`` (ascending) starts: the mask that
+    keeps each value once."""
+    first = np.empty(len(ordered), dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return first
+
+
 def lookup_sorted(
     rows: np.ndarray, tf: np.ndarray, dl: np.ndarray, wanted: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

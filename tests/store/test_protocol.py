@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memmw.store.protocol import Store, StoreReader, StoreWriter, find_sorted
+from memmw.store.protocol import Store, StoreReader, StoreWriter, find_sorted, first_of_runs
 
 
 def methods(cls: type) -> set[str]:
@@ -51,3 +51,13 @@ def test_find_sorted_says_where_each_value_is_whatever_the_values(
     assert [int(a) for a, f in zip(at, found, strict=True) if f] == [
         ordered.index(v) for v in values if v in ordered
     ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.integers(-3, 6)).map(sorted))
+def test_first_of_runs_keeps_each_value_once(values: list[int]) -> None:
+    """Any sorted values, repeated or not, none or one: the mask marks each value's first."""
+    ordered = np.asarray(values, dtype=np.int64)
+    first = first_of_runs(ordered)
+    assert first.tolist() == [i == 0 or values[i] != values[i - 1] for i in range(len(values))]
+    assert ordered[first].tolist() == sorted(set(values))
