@@ -112,10 +112,6 @@ class SegmentTable(Protocol):
         """One segment's data."""
         ...
 
-    def underfilled(self, source: str, full: int) -> Iterable[int]:
-        """Terms of ``source`` with a segment of fewer than ``full`` postings before their last."""
-        ...
-
     def write(
         self,
         source: str,
@@ -203,12 +199,13 @@ class PostingsBuffer:
         self.size = 0
         #: Bulk: the postings held back by the last ``flush(carry=True)``, per source.
         self._carry: dict[str, _Carry] = {}
-        #: Bulk: the terms that got a short segment by a flush holding back (sorted), the
-        #: sources a flush wrote without holding back, and the sources written after
-        #: either (``compact`` is due at the next flush that holds nothing back).
+        #: Bulk, per source and sorted: the terms that got a short segment by a flush
+        #: holding back (spilled first again), the terms whose last segment may be short,
+        #: and the terms written after one (``compact`` rewrites them at the next flush
+        #: that holds nothing back).
         self._spilled: dict[str, np.ndarray] = {}
-        self._short: set[str] = set()
-        self._due: set[str] = set()
+        self._short: dict[str, np.ndarray] = {}
+        self._due: dict[str, np.ndarray] = {}
 
     @property
     def pending(self) -> bool:
@@ -237,7 +234,7 @@ class PostingsBuffer:
     def clear(self) -> None:
         """Forget every buffered change (its transaction rolled back)."""
         self._pending, self.size, self._carry = {}, 0, {}
-        self._spilled, self._short, self._due = {}, set(), set()
+        self._spilled, self._short, self._due = {}, {}, {}
 
     def flush(self, table: SegmentTable, *, carry: bool = False) -> None:
         """Write the buffered changes (inside the caller's transaction).
@@ -257,21 +254,24 @@ class PostingsBuffer:
             if not self.bulk:
                 _flush_source(table, source, p)
                 continue
-            before = self._spilled.get(source, _NONE)
-            kept, spilled, wrote = _flush_bulk(
-                table, source, p, held.get(source), before, carry=carry
+            kept, spilled, written, short = _flush_bulk(
+                table, source, p, held.get(source), self._spilled.get(source, _NONE),
+                carry=carry,
             )
-            if wrote and (source in self._short or len(spilled) > len(before)):
-                self._due.add(source)  # maybe after a term's short segment
-            if wrote and not carry:
-                self._short.add(source)  # each term's last segment
+            before = self._short.get(source, _NONE)
+            after = np.intersect1d(written, before, assume_unique=True)
+            if len(after):
+                self._due[source] = np.union1d(self._due.get(source, _NONE), after)
+            self._short[source] = np.union1d(np.setdiff1d(before, written, True), short)
             self._spilled[source] = spilled
             if kept is not None:
                 self._carry[source] = kept
                 self.size += len(kept.rowid)
         if not carry:
-            for source in sorted(self._due):
-                compact(table, source)
+            for source, terms in sorted(self._due.items()):
+                compact(table, source, terms)
+                # Cut again, a compacted term's last segment may be short.
+                self._short[source] = np.union1d(self._short[source], terms)
                 self._spilled.pop(source, None)
             self._due.clear()
 
@@ -303,7 +303,7 @@ def _pieces(rows: np.ndarray) -> list[tuple[int, int]]:
 def _flush_bulk(
     table: SegmentTable, source: str, p: _Pending, held: _Carry | None, spilled: np.ndarray,
     *, carry: bool,
-) -> tuple[_Carry | None, np.ndarray, bool]:
+) -> tuple[_Carry | None, np.ndarray, np.ndarray, np.ndarray]:
     """Write one source's postings of a bulk buffer (the table holds only what it wrote).
 
     ``carry``: each term's last piece, when short, is held back, at most ``CARRY_MAX``
@@ -311,8 +311,8 @@ def _flush_bulk(
     ``spilled`` first (spilled before: ``compact`` rewrites them from there on anyway),
     then of those with the fewest postings in this flush (the least to rewrite later).
 
-    Returns the postings held back, ``spilled`` with the terms spilled now, and whether
-    anything was written.
+    Returns the postings held back, ``spilled`` with the terms spilled now, the terms
+    written and those whose last segment written is short (both sorted).
     """
     a_row, a_hash, a_tf, a_dl = _sorted_adds(p)
     if held is not None:
@@ -378,13 +378,16 @@ def _flush_bulk(
         back = back[n:]
     if inserts:
         table.write(source, inserts, [])
+    last = {term: n for term, _, n, _ in inserts}  # each term's last segment written
+    written = np.fromiter(sorted(last), dtype=np.int64, count=len(last))
+    short = np.fromiter(sorted(t for t, n in last.items() if n < SEGMENT_MAX), dtype=np.int64)
     if not back:
-        return None, spilled, bool(inserts)
+        return None, spilled, written, short
     keep = np.zeros(len(a_row), dtype=bool)
     for *_, start, end in back:
         keep[start:end] = True
     kept = _Carry(a_row[keep], a_hash[keep], a_tf[keep], a_dl[keep])
-    return kept, spilled, bool(inserts)
+    return kept, spilled, written, short
 
 
 def _interleave(a: np.ndarray, at_a: np.ndarray, b: np.ndarray, at_b: np.ndarray) -> np.ndarray:
@@ -395,11 +398,12 @@ def _interleave(a: np.ndarray, at_a: np.ndarray, b: np.ndarray, at_b: np.ndarray
     return out
 
 
-def compact(table: SegmentTable, source: str) -> int:
-    """Rewrite the terms of ``source`` that hold a short segment before their last one:
-    their segments from the first short one on, cut again into full segments (the last
-    one excepted). Postings and their order stay the same; returns how many were written."""
-    terms = sorted(int(t) for t in table.underfilled(source, SEGMENT_MAX))
+def compact(table: SegmentTable, source: str, candidates: np.ndarray) -> int:
+    """Rewrite the terms among ``candidates`` that hold a short segment before their last
+    one: their segments from the first short one on, cut again into full segments (the
+    last one excepted). Postings and their order stay the same; returns how many were
+    written."""
+    terms = sorted(int(t) for t in candidates)
     written = 0
     for first in range(0, len(terms), 100):  # bounds the memory: ~100 terms' short tails
         keys, small = _segment_keys(table, source, terms[first : first + 100], SEGMENT_MAX - 1)

@@ -11,7 +11,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memmw.store import segments
@@ -77,6 +77,16 @@ chunk = st.tuples(
     carry_max=st.sampled_from([0, 1, 3, 8, 1000]),
     big_gaps=st.booleans(),
 )
+# A term with a full segment and a short one in one flush, written again.
+@example(chunks=[("memory", 0, {1: 1}, ""), ("memory", 0, {1: 1}, ""),
+                 ("memory", 0, {1: 1}, "read"), ("memory", 0, {1: 1}, "")],
+         segment_max=2, carry_max=0, big_gaps=False)
+# A term compacted without a write in that flush (its new last segment is short),
+# written again.
+@example(chunks=[("memory", 0, {1: 1}, "carry"), ("memory", 0, {1: 1}, ""),
+                 ("memory", 0, {1: 1}, "carry"), ("memory", 0, {2: 1}, "read"),
+                 ("memory", 0, {1: 1}, "")],
+         segment_max=2, carry_max=0, big_gaps=False)
 def test_a_bulk_buffer_stores_the_chunks_postings_in_full_segments(
     conn: sqlite3.Connection,
     chunks: list[tuple[str, int, dict[int, int], str]],
@@ -136,7 +146,7 @@ def test_compact_rewrites_only_terms_with_a_short_segment_before_their_last(
     conn: sqlite3.Connection,
 ) -> None:
     """Incremental appends (no merging here) leave short segments; ``compact`` cuts the
-    terms that have one before their last again, from it on, and nothing else."""
+    candidate terms that have one before their last again, from it on, and nothing else."""
     table = SqliteSegments(conn)
     with mock.patch.multiple(segments, SEGMENT_MAX=3, TAIL_MAX=0, TAIL_SEGMENTS=100):
         for rowid in range(1, 12):
@@ -149,13 +159,15 @@ def test_compact_rewrites_only_terms_with_a_short_segment_before_their_last(
             buffer.flush(table)
         before, layout = stored(conn)
         assert [n for _, n in layout[("memory", 1)]] == [1] * 11
-        assert list(table.underfilled("memory", 3)) == [1]
-        assert segments.compact(table, "memory") == 11  # term 1's postings, once
+        term_2 = layout[("memory", 2)]
+        # Both are candidates, and a term nothing holds: term 1's postings, once.
+        assert segments.compact(table, "memory", np.asarray([1, 2, 3])) == 11
         after, layout = stored(conn)
         assert_filled(layout)
-        assert list(table.underfilled("memory", 3)) == []
+        assert segments.compact(table, "memory", np.asarray([1, 2, 3])) == 0
     assert after == before
     assert [n for _, n in layout[("memory", 1)]] == [3, 3, 3, 2]
+    assert layout[("memory", 2)] == term_2
 
 
 # -- reading a term's segments back ------------------------------------------------------

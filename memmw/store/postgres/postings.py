@@ -107,17 +107,6 @@ class PgSegments:
         assert row is not None
         return bytes(row[0])
 
-    def underfilled(self, source: str, full: int) -> Iterable[int]:
-        return [
-            int(t)
-            for (t,) in self.conn.execute(
-                "SELECT term_hash FROM memmw.postings_segments WHERE namespace_id = %s"
-                " AND source = %s GROUP BY term_hash"
-                " HAVING min(seg) FILTER (WHERE n < %s) < max(seg)",
-                (self.ns, source, full),
-            ).fetchall()
-        ]
-
     def clear(self) -> None:
         """Delete the namespace's postings, tombstones and statistics."""
         for table in ("postings_segments", "postings_dead", "source_stats"):

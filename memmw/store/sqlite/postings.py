@@ -69,16 +69,6 @@ class SqliteSegments:
         ).fetchone()
         return bytes(data)
 
-    def underfilled(self, source: str, full: int) -> Iterable[int]:
-        return [
-            t
-            for (t,) in self.conn.execute(
-                "SELECT term FROM postings WHERE source=? GROUP BY term"
-                " HAVING min(CASE WHEN n < ? THEN seg END) < max(seg)",
-                (source, full),
-            )
-        ]
-
     def write(
         self,
         source: str,
