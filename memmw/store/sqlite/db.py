@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 BUSY_TIMEOUT_MS = 5000
+#: Page size of a new index file (an existing file keeps its own).
+PAGE_SIZE = 16384
 
 
 def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
@@ -25,6 +27,7 @@ def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
         return _connect_readonly(Path(path))
     conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    conn.execute(f"PRAGMA page_size={PAGE_SIZE}")  # before WAL writes the first page
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")

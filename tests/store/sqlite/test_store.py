@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from memmw.store.sqlite import db
 from memmw.store.sqlite.db import connect, transaction
 from memmw.store.sqlite.schema import migrate
 from memmw.store.sqlite.store import IndexStore
@@ -91,3 +94,48 @@ def test_kept_chunks_keep_their_vectors(tmp_path: Path) -> None:
     second = write(store, "memory/a.md", chunk_text(NOTE + "- basil\n", tokens=40, overlap=8))
     assert [r for r, _ in store.vector_rows(["memory"])] == first[:-1]
     assert store.pending_count() == 1 and second[-1] not in first
+
+
+def _page_size(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("PRAGMA page_size").fetchone()[0])
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("created_with", [4096, 8192, db.PAGE_SIZE])
+def test_a_rebuild_keeps_the_page_size_the_index_was_created_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, created_with: int
+) -> None:
+    """A new index file gets ``PAGE_SIZE`` pages; a file created with other pages (an older
+    memmw) keeps them, as a WAL file must, and a full rebuild, staged with that page
+    size, still copies over it with the rebuilt rows."""
+    from memmw.store.sqlite.backend import SqliteStore
+
+    path = tmp_path / "memory" / "main.sqlite"
+    monkeypatch.setattr(db, "PAGE_SIZE", created_with)
+    store = SqliteStore(path, agent_id="main")
+    with store.write() as writer:
+        write(writer, "memory/old.md", chunk_text(NOTE, tokens=40, overlap=8))
+    store.close()
+    monkeypatch.undo()
+    assert _page_size(path) == created_with
+    store = SqliteStore(path, agent_id="main")
+    try:
+        with store.write() as writer, store.rebuild(writer) as staged:
+            write(staged, "memory/new.md", chunk_text("- the basil moved to the attic\n",
+                                                      tokens=40, overlap=8))
+        with store.read() as reader:
+            assert set(reader.file_records("memory")) == {"memory/new.md"}
+            basil = term_hash("basil")
+            assert len(reader.postings([basil], ["memory"])[basil].rowids) == 1
+    finally:
+        store.close()
+    assert _page_size(path) == created_with
+
+
+def test_a_new_index_file_gets_pages_of_page_size(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "new.sqlite")
+    store.conn.close()
+    assert _page_size(tmp_path / "new.sqlite") == db.PAGE_SIZE == 16384
