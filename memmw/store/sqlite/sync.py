@@ -20,9 +20,6 @@ from memmw.store.sqlite.store import IndexStore
 
 log = logging.getLogger(__name__)
 
-#: Page cache of the staged database (KiB): a rebuild is one transaction.
-REBUILD_CACHE_KIB = 65536
-
 
 @contextlib.contextmanager
 def staged_rebuild(
@@ -44,7 +41,6 @@ def staged_rebuild(
         # The copy needs the live file's page size (a WAL database keeps its own).
         (page_size,) = live.execute("PRAGMA page_size").fetchone()
         tmp.execute(f"PRAGMA page_size={int(page_size)}")
-        tmp.execute(f"PRAGMA cache_size={-REBUILD_CACHE_KIB}")
         migrate(tmp, fts_tokenizer)
         store = IndexStore(tmp, fts_tokenizer=fts_tokenizer, fts=fts)
         # An empty database: postings are only ever appended (no read-back).
