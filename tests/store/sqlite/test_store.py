@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 
@@ -97,11 +98,8 @@ def test_kept_chunks_keep_their_vectors(tmp_path: Path) -> None:
 
 
 def _page_size(path: Path) -> int:
-    conn = sqlite3.connect(path)
-    try:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
         return int(conn.execute("PRAGMA page_size").fetchone()[0])
-    finally:
-        conn.close()
 
 
 @pytest.mark.parametrize("created_with", [4096, 8192, db.PAGE_SIZE])
