@@ -262,7 +262,7 @@ class PostingsBuffer:
             after = np.intersect1d(written, before, assume_unique=True)
             if len(after):
                 self._due[source] = np.union1d(self._due.get(source, _NONE), after)
-            self._short[source] = np.union1d(np.setdiff1d(before, written, True), short)
+            self._short[source] = np.union1d(np.setdiff1d(before, written, assume_unique=True), short)
             self._spilled[source] = spilled
             if kept is not None:
                 self._carry[source] = kept
