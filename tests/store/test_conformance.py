@@ -182,6 +182,39 @@ def test_a_failed_transaction_writes_nothing(store: Store) -> None:
         assert reader.get_meta("k") is None
 
 
+
+def test_a_writer_goes_on_cleanly_after_a_rolled_back_transaction(store: Store) -> None:
+    """Nothing a rolled-back transaction buffered reaches the writer's next transaction."""
+    seed(store, {"MEMORY.md": "the gateway is kept\n"})
+    with store.write() as writer:
+        with pytest.raises(RuntimeError), writer.transaction():
+            put_file(writer, "memory/gone.md", "the zeppelin never landed\n")
+            writer.delete_file("MEMORY.md", "memory")
+            raise RuntimeError("boom")
+        with writer.transaction():
+            put_file(writer, "memory/next.md", "the gateway moved\n")
+    with store.read() as reader:
+        assert set(reader.file_records("memory")) == {"MEMORY.md", "memory/next.md"}
+        assert reader.postings([term_hash("zeppelin")], SOURCES) == {}
+        gateway = reader.postings([term_hash("gateway")], SOURCES)[term_hash("gateway")]
+        assert sorted(gateway.rowids) == reader.chunk_rowids(SOURCES)
+        assert reader.keyword_stats(SOURCES)[0] == 2
+
+
+def test_a_nested_transaction_that_raises_undoes_only_its_own_writes(store: Store) -> None:
+    with store.write() as writer, writer.transaction():
+        put_file(writer, "MEMORY.md", "the gateway is kept\n")
+        with pytest.raises(RuntimeError), writer.transaction():
+            put_file(writer, "memory/gone.md", "the zeppelin never landed\n")
+            raise RuntimeError("boom")
+        put_file(writer, "memory/next.md", "the gateway moved\n")
+    with store.read() as reader:
+        assert set(reader.file_records("memory")) == {"MEMORY.md", "memory/next.md"}
+        assert reader.postings([term_hash("zeppelin")], SOURCES) == {}
+        gateway = reader.postings([term_hash("gateway")], SOURCES)[term_hash("gateway")]
+        assert sorted(gateway.rowids) == reader.chunk_rowids(SOURCES)
+        assert reader.keyword_stats(SOURCES)[0] == 2
+
 # -- meta, identity, generation ----------------------------------------------------------
 
 

@@ -98,6 +98,19 @@ def transaction(
 
 
 @contextlib.contextmanager
+def savepoint(conn: sqlite3.Connection, name: str = "memmw_nested") -> Iterator[sqlite3.Connection]:
+    """Run the block in a savepoint of the open transaction (undone alone when it raises)."""
+    conn.execute(f"SAVEPOINT {name}")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute(f"ROLLBACK TO {name}")
+        conn.execute(f"RELEASE {name}")
+        raise
+    conn.execute(f"RELEASE {name}")
+
+
+@contextlib.contextmanager
 def snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """A read transaction: every query in the block sees one committed generation."""
     conn.execute("BEGIN")

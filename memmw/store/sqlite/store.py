@@ -16,7 +16,7 @@ from memmw.store.protocol import ChunkRow, GraphRows, TermPostings, VectorStats,
 from memmw.store.segments import FLUSH_AT, PostingsBuffer
 from memmw.store.sqlite import graph
 from memmw.store.sqlite import vectors as vsql
-from memmw.store.sqlite.db import transaction
+from memmw.store.sqlite.db import savepoint, transaction
 from memmw.store.sqlite.postings import SqliteSegments, read_postings, read_stats
 from memmw.store.terms import term_counts
 from memmw.store.vectors import VectorMatrix, centroid_of
@@ -96,6 +96,9 @@ class IndexStore:
         self.vec0 = vec0
         #: Postings changes of the current write transaction (see ``flush_postings``).
         self.postings_buffer = PostingsBuffer()
+        #: Set when a nested transaction rolled back buffered bulk postings: the
+        #: enclosing transaction must not commit.
+        self.rollback_only = False
         #: Set when a write removed indexed text (a deleted or changed note): the writer
         #: then scrubs it from the file (:func:`memmw.store.sqlite.db.scrub_deleted`).
         self.removed_text = False
@@ -418,11 +421,27 @@ class IndexStore:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[IndexStore]:
-        """One write transaction (``BEGIN IMMEDIATE``); buffered postings land before it commits."""
-        with transaction(self.conn):
-            yield self
+        """One write transaction (``BEGIN IMMEDIATE``; a savepoint when one is open).
+
+        Buffered postings land before it commits. A block that raises leaves nothing in
+        the buffer for the writer's next transaction: it starts empty (postings pending
+        from an enclosing transaction are written first) and is emptied on the rollback.
+        A bulk buffer (a rebuild in place) cannot be cut back to a savepoint: its
+        rollback marks the enclosing transaction ``rollback_only``.
+        """
+        nested = self.conn.in_transaction
+        if nested and not self.postings_buffer.bulk:
             self.flush_postings()
-            vsql.flush_blocks(self.conn)
+        try:
+            with savepoint(self.conn) if nested else transaction(self.conn):
+                yield self
+                self.flush_postings()
+                vsql.flush_blocks(self.conn)
+        except BaseException:
+            if self.postings_buffer.bulk and nested:
+                self.rollback_only = True
+            self.postings_buffer.clear()
+            raise
 
     # -- protocol: vectors and the embedding cache -----------------------------------
     def vector_rows(self, sources: Sequence[str]) -> list[tuple[int, bytes]]:
