@@ -398,14 +398,13 @@ class SqliteStore:
             raise IndexBusyError(f"another process holds the {name} lock of this index") from exc
 
     def rebuild(self, writer: StoreWriter) -> contextlib.AbstractContextManager[IndexStore]:
-        """A full rebuild, swapped in when the block exits cleanly (``sqlite_sync.rebuild``:
-        in place into a new or reset index, else staged in a temporary database)."""
+        """Stage a full rebuild in a temporary database, copied over the live one on success."""
         if not self._writer_thread.mine():
             raise IndexStoreError("a rebuild needs the writer lock (call inside write())")
         if not isinstance(writer, IndexStore):
             raise IndexStoreError("a SQLite rebuild needs this store's own writer")
         writer.removed_text = True  # the old pages go: checkpoint them out of the WAL
-        return sqlite_sync.rebuild(self.db_path, writer, self.fts_tokenizer, fts=self.fts)
+        return sqlite_sync.staged_rebuild(self.db_path, writer, self.fts_tokenizer, fts=self.fts)
 
     def quarantine(self, reason: str) -> str:
         """Move a damaged index aside (call holding the writer lock); the next write starts anew.

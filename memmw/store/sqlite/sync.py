@@ -11,82 +11,14 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from memmw.errors import IndexCorruptError, IndexStoreError
+from memmw.errors import IndexCorruptError
 from memmw.store.segments import PostingsBuffer
 from memmw.store.sqlite import graph as graph_index
 from memmw.store.sqlite.db import quarantine, transaction
-from memmw.store.sqlite.schema import KEPT_ACROSS_REBUILDS, migrate
+from memmw.store.sqlite.schema import migrate
 from memmw.store.sqlite.store import IndexStore
 
 log = logging.getLogger(__name__)
-
-
-#: Meta keys a rebuilt index starts with (besides a new ``epoch``): the schema version,
-#: the postings version, the generation counter and the activation decay clock.
-META_KEPT_ACROSS_REBUILDS = ("schema_version", "postings_version", "generation", "graph_decay_at")
-
-
-def rebuild(
-    db_path: Path, live_store: IndexStore, fts_tokenizer: str, *, fts: bool = False
-) -> contextlib.AbstractContextManager[IndexStore]:
-    """A full rebuild: in place when the live index holds nothing a rebuild replaces (a
-    new or reset file), else staged in a temporary database (``staged_rebuild``)."""
-    if holds_no_index(live_store.conn):
-        return in_place_rebuild(live_store)
-    return staged_rebuild(db_path, live_store, fts_tokenizer, fts=fts)
-
-
-def holds_no_index(conn: sqlite3.Connection) -> bool:
-    """True when every table a rebuild fills is empty (FTS5 shadow tables follow theirs).
-
-    A table this connection cannot read (a ``vec0`` table without the extension) counts
-    as holding rows.
-    """
-    names = [
-        name
-        for (name,) in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table'"
-            " AND name NOT GLOB 'sqlite_*' AND name NOT GLOB 'chunks_fts_*'"
-        )
-        if name not in ("meta", *KEPT_ACROSS_REBUILDS)
-    ]
-    try:
-        return not any(
-            conn.execute(f'SELECT 1 FROM "{name}" LIMIT 1').fetchone() for name in names
-        )
-    except sqlite3.OperationalError:
-        return False
-
-
-@contextlib.contextmanager
-def in_place_rebuild(store: IndexStore) -> Iterator[IndexStore]:
-    """A full rebuild written straight into a live index that holds none (``holds_no_index``).
-
-    One write transaction around the whole block, the caller's own transactions nested
-    in it as savepoints: readers see the empty index until it commits, a crash before
-    the commit leaves the empty index, and a block that raises (or a nested transaction
-    that rolled back, see ``IndexStore.rollback_only``) commits nothing. It starts as a
-    staged rebuild does: what survives a rebuild and a new ``epoch``. Nothing is staged
-    and copied: at 1.41M chunks the copy alone took 23-28 s.
-    """
-    normal = store.postings_buffer
-    with store.transaction():
-        marks = ",".join("?" * len(META_KEPT_ACROSS_REBUILDS))
-        store.conn.execute(
-            f"DELETE FROM meta WHERE key NOT IN ({marks})", META_KEPT_ACROSS_REBUILDS
-        )
-        store.set_meta("epoch", uuid.uuid4().hex)
-        # The table holds no postings: append them without reading any back.
-        store.postings_buffer, store.rollback_only = PostingsBuffer(bulk=True), False
-        try:
-            yield store
-            if store.rollback_only:
-                raise IndexStoreError(
-                    "a write of the rebuild was rolled back; kept the previous index"
-                )
-            store.flush_postings()
-        finally:
-            store.postings_buffer, store.rollback_only = normal, False
 
 
 @contextlib.contextmanager
