@@ -6,12 +6,16 @@ Every test talks to the store only through the protocol and runs once per factor
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from memmw.errors import IndexBusyError
 from memmw.notes.syntax import parse_note
@@ -183,37 +187,68 @@ def test_a_failed_transaction_writes_nothing(store: Store) -> None:
 
 
 
-def test_a_writer_goes_on_cleanly_after_a_rolled_back_transaction(store: Store) -> None:
-    """Nothing a rolled-back transaction buffered reaches the writer's next transaction."""
-    seed(store, {"MEMORY.md": "the gateway is kept\n"})
+_WORDS = ("gateway", "zeppelin", "tea", "atlas", "harbour")
+#: One writer's transactions: committed, raising, or raising inside a committed one.
+_TRANSACTIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["commit", "raise", "nested-raise"]),
+        st.sampled_from(["MEMORY.md", "memory/a.md", "memory/b.md"]),
+        st.none() | st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4).map(" ".join),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+def _apply(writer: StoreWriter, path: str, text: str | None) -> None:
+    if text is None:
+        writer.delete_file(path, "memory")
+    else:
+        put_file(writer, path, text + "\n")
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(steps=_TRANSACTIONS)
+@example(steps=[("commit", "MEMORY.md", "gateway"), ("raise", "memory/a.md", "zeppelin"),
+                ("commit", "memory/b.md", "gateway tea")])
+def test_one_writer_keeps_exactly_what_its_committed_transactions_wrote(
+    store_factory: StoreFactory, steps: list[tuple[str, str, str | None]]
+) -> None:
+    """Whatever a rolled-back transaction (or savepoint) buffered, nothing of it reaches
+    the writer's later transactions: files, postings and statistics are the committed
+    writes' alone."""
+    store = store_factory(f"tx{uuid.uuid4().hex[:8]}")
+    notes: dict[str, str] = {}
     with store.write() as writer:
-        with pytest.raises(RuntimeError), writer.transaction():
-            put_file(writer, "memory/gone.md", "the zeppelin never landed\n")
-            writer.delete_file("MEMORY.md", "memory")
-            raise RuntimeError("boom")
-        with writer.transaction():
-            put_file(writer, "memory/next.md", "the gateway moved\n")
+        for kind, path, text in steps:
+            if kind == "raise":
+                with contextlib.suppress(RuntimeError), writer.transaction():
+                    _apply(writer, path, text)
+                    raise RuntimeError("rolled back")
+                continue
+            with writer.transaction():
+                if kind == "nested-raise":
+                    _apply(writer, "memory/before.md", "harbour atlas")  # before the savepoint
+                    notes["memory/before.md"] = "harbour atlas"
+                    with contextlib.suppress(RuntimeError), writer.transaction():
+                        _apply(writer, path, text)
+                        raise RuntimeError("rolled back")
+                    path = "memory/after.md"  # and a write after it
+                _apply(writer, path, text)
+            if text is None:
+                notes.pop(path, None)
+            else:
+                notes[path] = text
     with store.read() as reader:
-        assert set(reader.file_records("memory")) == {"MEMORY.md", "memory/next.md"}
-        assert reader.postings([term_hash("zeppelin")], SOURCES) == {}
-        gateway = reader.postings([term_hash("gateway")], SOURCES)[term_hash("gateway")]
-        assert sorted(gateway.rowids) == reader.chunk_rowids(SOURCES)
-        assert reader.keyword_stats(SOURCES)[0] == 2
+        assert set(reader.file_records("memory")) == set(notes)
+        rows = reader.chunks(reader.chunk_rowids(SOURCES))
+        assert reader.keyword_stats(SOURCES)[0] == len(rows)
+        for word in _WORDS:
+            want = sorted(r for r, row in rows.items() if word in row.text.split())
+            got = reader.postings([term_hash(word)], SOURCES).get(term_hash(word))
+            assert (sorted(got.rowids.tolist()) if got is not None else []) == want, word
 
-
-def test_a_nested_transaction_that_raises_undoes_only_its_own_writes(store: Store) -> None:
-    with store.write() as writer, writer.transaction():
-        put_file(writer, "MEMORY.md", "the gateway is kept\n")
-        with pytest.raises(RuntimeError), writer.transaction():
-            put_file(writer, "memory/gone.md", "the zeppelin never landed\n")
-            raise RuntimeError("boom")
-        put_file(writer, "memory/next.md", "the gateway moved\n")
-    with store.read() as reader:
-        assert set(reader.file_records("memory")) == {"MEMORY.md", "memory/next.md"}
-        assert reader.postings([term_hash("zeppelin")], SOURCES) == {}
-        gateway = reader.postings([term_hash("gateway")], SOURCES)[term_hash("gateway")]
-        assert sorted(gateway.rowids) == reader.chunk_rowids(SOURCES)
-        assert reader.keyword_stats(SOURCES)[0] == 2
 
 # -- meta, identity, generation ----------------------------------------------------------
 
