@@ -186,7 +186,6 @@ def test_a_failed_transaction_writes_nothing(store: Store) -> None:
         assert reader.get_meta("k") is None
 
 
-
 _WORDS = ("gateway", "zeppelin", "tea", "atlas", "harbour")
 #: One writer's transactions: committed, raising, or raising inside a committed one.
 _TRANSACTIONS = st.lists(

@@ -96,9 +96,6 @@ class IndexStore:
         self.vec0 = vec0
         #: Postings changes of the current write transaction (see ``flush_postings``).
         self.postings_buffer = PostingsBuffer()
-        #: Set when a nested transaction rolled back buffered bulk postings: the
-        #: enclosing transaction must not commit.
-        self.rollback_only = False
         #: Set when a write removed indexed text (a deleted or changed note): the writer
         #: then scrubs it from the file (:func:`memmw.store.sqlite.db.scrub_deleted`).
         self.removed_text = False
@@ -426,11 +423,9 @@ class IndexStore:
         Buffered postings land before it commits. A block that raises leaves nothing in
         the buffer for the writer's next transaction: it starts empty (postings pending
         from an enclosing transaction are written first) and is emptied on the rollback.
-        A bulk buffer (a rebuild in place) cannot be cut back to a savepoint: its
-        rollback marks the enclosing transaction ``rollback_only``.
         """
         nested = self.conn.in_transaction
-        if nested and not self.postings_buffer.bulk:
+        if nested:
             self.flush_postings()
         try:
             with savepoint(self.conn) if nested else transaction(self.conn):
@@ -438,8 +433,6 @@ class IndexStore:
                 self.flush_postings()
                 vsql.flush_blocks(self.conn)
         except BaseException:
-            if self.postings_buffer.bulk and nested:
-                self.rollback_only = True
             self.postings_buffer.clear()
             raise
 
