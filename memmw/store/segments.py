@@ -807,7 +807,7 @@ class SegmentPostings:
     """One term's live postings in one source, as its stored segments, decoded on demand.
 
     ``len`` (the live document frequency) reads only the segments' headers, and the
-    segments that hold a tombstoned chunk; ``lookup`` reads only the wanted chunks'
+    stored offsets where tombstoned chunks would be; ``lookup`` reads only the wanted chunks'
     stored values; the arrays decode every segment once. What the MaxScore path of
     ``memmw.search.keyword`` needs to skip a frequent term's postings.
     """
@@ -819,24 +819,13 @@ class SegmentPostings:
         self._full: Postings | None = None
         n = int(packed.counts.sum())
         if len(dead) and len(packed):
-            touched = self._segment_of(dead)
-            if 2 * len(touched) > len(packed):
-                # Tombstones in most segments (syncs deleting chunks all over): decoding
-                # the term at once costs less than segment by segment, and a search that
-                # scores the term needs it decoded anyway.
-                n = len(self._decode_all())
-            else:
-                for i in touched:
-                    rows = decode(int(packed.starts[i]), packed.data(i))[0]
-                    n -= int(np.count_nonzero(find_sorted(dead, rows)[0]))
+            # The tombstoned chunks this term has postings of, found in the stored offsets
+            # (nothing decoded: syncs delete chunks all over, and a frequent term that
+            # MaxScore skips is never decoded). A rowid tombstoned twice counts once.
+            found = packed.find(dead)[0]
+            found[1:] &= dead[1:] != dead[:-1]
+            n -= int(np.count_nonzero(found))
         self._len = n
-
-    def _segment_of(self, rowids: np.ndarray) -> list[int]:
-        """Indexes of the segments whose rowid range may hold one of ``rowids`` (ascending)."""
-        at = np.searchsorted(self._packed.starts, rowids, "right") - 1
-        at = at[at >= 0]  # ascending, as ``rowids`` are: distinct where it changes
-        out: list[int] = at[np.diff(at, prepend=-1) != 0].tolist()
-        return out
 
     def __len__(self) -> int:
         return self._len
