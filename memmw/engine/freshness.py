@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,29 @@ FALLBACK_MIN_INTERVAL_S = 1.0
 #: the searches need. At most SEARCH_QUIET_MAX_S of waiting, so it always runs.
 SEARCH_QUIET_S = 0.3
 SEARCH_QUIET_MAX_S = 3.0
+#: Once running, a background sync steps aside between files while a search of its
+#: Memory reads, until none has read for SEARCH_RESUME_S (a turn's searches come
+#: together), and in all for at most SEARCH_YIELD_MAX_S per sync (it holds the writer
+#: lock meanwhile): a stream of searches slows a sync down but never stops it.
+SEARCH_RESUME_S = 0.01
+SEARCH_YIELD_MAX_S = 3.0
+
+#: The Freshness whose background syncs this thread runs (unset in every other thread).
+_sync_thread = threading.local()
+
+
+def yield_to_searches() -> None:
+    """A point between two steps of a sync where it may wait for searches.
+
+    In a background sync's thread, returns once no search of that Memory has read for
+    ``SEARCH_RESUME_S`` (or its sync's ``SEARCH_YIELD_MAX_S`` is spent); anywhere else (a
+    sync the caller asked for and waits on), returns at once. Measured at 1.41M chunks:
+    a fresh process's startup sync (2.0 s of interpreter time for 49,581 notes) running
+    among its 320 questions took their p95 from 27-32 to 67-74 ms (README, issue 25).
+    """
+    owner: Freshness | None = getattr(_sync_thread, "owner", None)
+    if owner is not None:
+        owner.pause_for_searches()
 
 
 class Freshness:
@@ -87,6 +111,9 @@ class Freshness:
         self._watch_error: str | None = None
         self._last_finished = 0.0
         self._last_search = 0.0
+        self._reading = 0  # searches of this Memory reading the index right now
+        self._read_ended = 0.0  # when the last of them finished (monotonic)
+        self._yield_left = SEARCH_YIELD_MAX_S  # of the running background sync
         self._urgent = False  # a queued request for a known change: no waiting
         self.last_local_sync: float | None = None
         self.background_syncs = 0
@@ -139,6 +166,32 @@ class Freshness:
             self.mark_dirty()
             return self.request(after_searches=True)
         return False
+
+    @contextlib.contextmanager
+    def searching(self) -> Iterator[None]:
+        """Around a search's reads: a background sync steps aside meanwhile."""
+        with self._cond:
+            self._reading += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._reading -= 1
+                self._read_ended = time.monotonic()
+
+    def pause_for_searches(self) -> None:
+        """Wait while searches read (``yield_to_searches``), from the sync's budget."""
+        if not self._reading and time.monotonic() - self._read_ended >= SEARCH_RESUME_S:
+            return  # the common case, without taking the lock
+        with self._cond:
+            while not self._stopping and self._yield_left > 0:
+                now = time.monotonic()
+                quiet = 0.0 if self._reading else now - self._read_ended
+                if quiet >= SEARCH_RESUME_S:
+                    return
+                # Polled, not notified: a search's end wakes nothing mid-turn.
+                self._cond.wait(min(SEARCH_RESUME_S - quiet, self._yield_left))
+                self._yield_left -= time.monotonic() - now
 
     def request(self, *, after_searches: bool = False) -> bool:
         """Ask for a background sync (coalesced with a running or queued one).
@@ -200,6 +253,7 @@ class Freshness:
             self._thread.start()
 
     def _loop(self) -> None:
+        _sync_thread.owner = self
         interval = self.config.interval_minutes * 60.0
         next_tick = time.monotonic() + interval if interval > 0 else None
         while True:
@@ -222,6 +276,7 @@ class Freshness:
                 self._running = True
             if next_tick is not None:
                 next_tick = time.monotonic() + interval
+            self._yield_left = SEARCH_YIELD_MAX_S
             try:
                 report = self._run_sync()
                 self.background_syncs += 1

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from memmw.config import MemoryConfig, Source
+from memmw.engine.freshness import yield_to_searches
 from memmw.errors import FileReadError, IndexBusyError, IndexCorruptError, IndexStoreError
 from memmw.notes.syntax import GRAPH_VERSION, ParsedNote, mask_retracted, parse_note
 from memmw.store.factory import create_store
@@ -282,7 +283,7 @@ class Indexer:
                 f"the workspace folder {self.workspace} is gone; the index was left as it was"
             )
         started = time.time()
-        found = discover_all(self.workspace, self.config.extra_paths)
+        found = discover_all(self.workspace, self.config.extra_paths, pace=yield_to_searches)
         files = found.files
         counts = _Counts(issues=list(found.issues))
         # Graph rows of unchanged files are re-derived once when the parser changed.
@@ -294,6 +295,7 @@ class Indexer:
         trusted_before = float(scanned_at) - RACY_WINDOW_S if scanned_at else None
         seen: set[str] = set()
         for i, file in enumerate(files):
+            yield_to_searches()
             seen.add(file.path)
             if progress is not None:
                 progress(i, len(files), file.path)

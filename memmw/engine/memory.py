@@ -602,9 +602,10 @@ class Memory:
                 self._freshness.on_search()  # a background sync if dirty; never waits
             try:
                 self._open_store()
-                run = self._agent_search.run(
-                    query, max_results, min_score, report=report, visible=visible
-                )
+                with self._freshness.searching():  # a background sync steps aside
+                    run = self._agent_search.run(
+                        query, max_results, min_score, report=report, visible=visible
+                    )
                 if run.unpublished:
                     # Reset by another process while this search read it: rebuild, answer.
                     self.sync(embeddings="background")

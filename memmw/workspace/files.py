@@ -216,7 +216,12 @@ def discover(
     return found.files, found.issues
 
 
-def discover_all(workspace: Path, extra_paths: Iterable[ExtraPath] = ()) -> Discovery:
+def discover_all(
+    workspace: Path,
+    extra_paths: Iterable[ExtraPath] = (),
+    *,
+    pace: Callable[[], object] | None = None,
+) -> Discovery:
     """Find every Markdown file memmw indexes.
 
     Root ``MEMORY.md``/``memory.md``/``USER.md``, ``memory/**/*.md`` and the extra paths.
@@ -224,6 +229,8 @@ def discover_all(workspace: Path, extra_paths: Iterable[ExtraPath] = ()) -> Disc
     and files reached twice are de-duplicated by realpath. Odd entries never stop the
     walk: names that are not valid UTF-8, FIFOs and devices, and folders that cannot be
     listed (permissions, renamed meanwhile) are reported per path and skipped.
+
+    ``pace`` is called once per file found (a background sync waits there for searches).
     """
     workspace = Path(os.path.abspath(workspace))
     found: list[WorkspaceFile] = []
@@ -233,6 +240,8 @@ def discover_all(workspace: Path, extra_paths: Iterable[ExtraPath] = ()) -> Disc
     folders: dict[str, str] = {}  # folder -> its realpath
 
     def add(abs_path: Path) -> None:
+        if pace is not None:
+            pace()
         # Files reaching here are never symlinks (they are skipped), so a file's realpath is
         # its folder's plus its name: one realpath per folder, not one per file.
         folder, name = os.path.split(abs_path)

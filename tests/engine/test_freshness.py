@@ -477,3 +477,114 @@ def test_a_background_sync_waits_for_a_burst_of_searches_to_pause(
             mem.search("gateway port")
             time.sleep(0.05)
         assert started and started[0] - first < 2.0
+
+
+# -- a running background sync steps aside for searches ----------------------------------
+
+
+def _stepping_freshness(tmp_path: Path, steps: list[float], n: int = 5) -> Any:
+    """A Freshness whose sync is ``n`` steps, each after a ``yield_to_searches``."""
+    from memmw.engine.freshness import Freshness, yield_to_searches
+
+    def run_sync() -> SyncReport:
+        for _ in range(n):
+            yield_to_searches()
+            steps.append(time.monotonic())
+        return SyncReport()
+
+    return Freshness(run_sync=run_sync, workspace=tmp_path)
+
+
+def test_a_running_background_sync_makes_no_step_while_a_search_reads(tmp_path: Path) -> None:
+    import memmw.engine.freshness as freshness
+
+    steps: list[float] = []
+    fresh = _stepping_freshness(tmp_path, steps)
+    try:
+        with fresh.searching():
+            fresh.request()
+            assert not fresh.wait_idle(0.4)  # waiting at its first step
+            assert steps == []
+            ended = time.monotonic()
+        assert fresh.wait_idle(5)
+        assert len(steps) == 5
+        assert min(steps) >= ended + freshness.SEARCH_RESUME_S * 0.9
+    finally:
+        fresh.close()
+
+
+def test_searches_that_never_pause_delay_a_sync_by_its_budget_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memmw.engine.freshness as freshness
+
+    monkeypatch.setattr(freshness, "SEARCH_YIELD_MAX_S", 0.3)
+    steps: list[float] = []
+    fresh = _stepping_freshness(tmp_path, steps, n=50)
+    try:
+        with fresh.searching():  # a search that never ends
+            asked = time.monotonic()
+            fresh.request()
+            assert fresh.wait_idle(5)
+            assert len(steps) == 50
+            assert steps[0] - asked >= 0.3 * 0.9
+            # The budget is per sync: the next one waits again.
+            steps.clear()
+            fresh.request()
+            assert not fresh.wait_idle(0.1)
+            assert fresh.wait_idle(5) and len(steps) == 50
+    finally:
+        fresh.close()
+
+
+def test_closing_stops_a_sync_from_waiting_for_searches(tmp_path: Path) -> None:
+    steps: list[float] = []
+    fresh = _stepping_freshness(tmp_path, steps)
+    with fresh.searching():
+        fresh.request()
+        assert not fresh.wait_idle(0.2)
+        started = time.monotonic()
+        fresh.close()
+        assert time.monotonic() - started < 2.0
+        assert len(steps) == 5  # the sync it was running finished at once
+
+
+def test_a_sync_the_caller_waits_on_never_waits_for_searches(ws: Path, tmp_path: Path) -> None:
+    from memmw.engine.freshness import yield_to_searches
+
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=KEYWORD_ONLY) as mem:
+        mem.sync()
+        write(ws / "memory" / "2026-01-05.md", "The badger dug a new sett.\n")
+        with mem._freshness.searching():
+            started = time.monotonic()
+            yield_to_searches()  # not a background sync's thread: returns at once
+            report = mem.sync()  # in the caller's thread: never steps aside
+            assert time.monotonic() - started < 5.0
+            assert report.files_added == 1
+
+
+def test_a_background_sync_of_a_memory_steps_aside_while_its_search_reads(
+    ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """End to end: ``Memory.search`` marks its reads, and the indexer's walk and file loop
+    step aside for them."""
+    from memmw.search.retriever import AgentSearch
+
+    reading: list[int] = []
+    real_run = AgentSearch.run
+
+    def run(self: AgentSearch, *args: Any, **kwargs: Any) -> Any:
+        reading.append(mem._freshness._reading)
+        return real_run(self, *args, **kwargs)
+
+    monkeypatch.setattr(AgentSearch, "run", run)
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=KEYWORD_ONLY) as mem:
+        mem.sync()
+        assert mem.search("gateway port") and reading == [1]
+        for i in range(3):
+            write(ws / "memory" / f"2026-02-0{i + 1}.md", f"The wren {i} sang at dawn.\n")
+        with mem._freshness.searching():  # a search reading on another thread
+            mem.sync_in_background()
+            assert not mem.wait_for_sync(0.5)
+        assert mem.wait_for_sync(10)
+        assert len(mem.search("wren dawn")) == 3
