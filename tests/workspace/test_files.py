@@ -532,3 +532,109 @@ def test_the_read_policy_never_lets_a_path_escape(tmp_path: Path, raw: str) -> N
     assert rel.lower().endswith(".md")
     assert os.path.commonpath([os.path.abspath(ws), abs_path]) == os.path.abspath(ws)
     assert ".." not in Path(rel).parts
+
+
+# -- the walk: what os.walk and an lstat of each entry found -----------------------------
+
+from memmw.workspace.files import (  # noqa: E402
+    FileIssue,
+    _Walk,
+    _walk_markdown,
+    display_path,
+    is_ignored_dir,
+)
+
+
+def _reference_walk(root: Path, walk: _Walk) -> list[Path]:
+    """The walk before ``os.scandir`` (kept as the oracle): ``os.walk`` and an ``lstat``."""
+    import stat
+
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=walk.cannot_list):
+        base = Path(dirpath)
+        dirnames[:] = sorted(
+            d for d in dirnames if not is_ignored_dir(d) and not (base / d).is_symlink()
+        )
+        for name in sorted(filenames):
+            candidate = base / name
+            if not name.lower().endswith(".md"):
+                continue
+            if display_path(name) != name:
+                walk.issues.append(
+                    FileIssue(path=walk.rel(candidate), reason="file name is not valid UTF-8; skipped")
+                )
+                continue
+            try:
+                regular = stat.S_ISREG(os.lstat(candidate).st_mode)
+            except OSError:
+                regular = False
+            if regular:
+                out.append(candidate)
+            elif not os.path.islink(candidate):
+                walk.issues.append(FileIssue(path=walk.rel(candidate), reason="not a regular file; skipped"))
+    return out
+
+
+_NAMES = st.sampled_from(
+    ["a.md", "B.MD", "notes.txt", "x.md.bak", ".hidden.md", "über.md", "d", "e", ".git",
+     "node_modules", "z.md", "mid dle.md"]
+)
+_ENTRY = st.tuples(
+    st.lists(st.sampled_from(["d", "e", ".git", "node_modules", "sub"]), max_size=3),
+    _NAMES,
+    st.sampled_from(["file", "file", "file", "dir", "fifo", "link-file", "link-dir", "broken",
+                     "bad-name"]),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=st.lists(_ENTRY, max_size=25))
+def test_the_walk_finds_what_os_walk_and_lstat_found(tmp_path: Path, entries: list) -> None:
+    """Whatever the tree (nested and ignored folders, FIFOs, links to files and folders,
+    broken links, names that are not UTF-8): the same files in the same order, the same
+    issues."""
+    import shutil
+    import uuid
+
+    base = tmp_path / uuid.uuid4().hex
+    root = base / "ws" / "memory"
+    root.mkdir(parents=True)
+    outside = base / "outside"
+    (outside / "folder").mkdir(parents=True)
+    (outside / "real.md").write_text("x")
+    (outside / "folder" / "through-a-link.md").write_text("x")
+    for folders, name, kind in entries:
+        parent = root.joinpath(*folders)
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):  # a file or link of that name
+            continue
+        target = parent / name
+        if os.path.lexists(target) or (kind == "bad-name" and os.path.lexists(
+                os.fsencode(parent) + b"/\xff" + os.fsencode(name))):
+            continue
+        if kind == "file":
+            target.write_text("- a note\n")
+        elif kind == "dir":
+            target.mkdir()
+            (target / "inner.md").write_text("x")
+        elif kind == "fifo":
+            os.mkfifo(target)
+        elif kind == "link-file":
+            target.symlink_to(outside / "real.md")
+        elif kind == "link-dir":
+            target.symlink_to(outside / "folder")
+        elif kind == "broken":
+            target.symlink_to(outside / "missing.md")
+        else:  # a name that is not valid UTF-8
+            with open(os.fsencode(parent) + b"/\xff" + os.fsencode(name), "w") as fh:
+                fh.write("x")
+    ws = base / "ws"
+    expect_walk = _Walk(workspace=ws, issues=[], unlisted=[])
+    got_walk = _Walk(workspace=ws, issues=[], unlisted=[])
+    expect = [str(p) for p in _reference_walk(root, expect_walk)]
+    got = list(_walk_markdown(root, got_walk))
+    assert got == expect
+    assert got_walk.issues == expect_walk.issues
+    assert got_walk.unlisted == expect_walk.unlisted
+    shutil.rmtree(base)
