@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from memmw.notes.provenance import provenance_for
 from memmw.notes.syntax import ParsedNote, implicit_aliases, normalize_key, normalize_name
+from memmw.store.terms import term_hash
+from memmw.text.analysis import terms
 
 #: Activation of an entry the first time sync sees it (the bottom of "warm").
 INITIAL_ACTIVATION = 1.0
@@ -155,12 +160,14 @@ class CooccurrenceMatcher:
     """Finds which entities a chunk names together (names and aliases).
 
     Attributes:
-        signature: Changes whenever the set of names does (rescan every chunk then).
+        signature: Changes whenever the set of names does.
+        usable: The names it matches (long enough), each with its entity key.
     """
 
     signature: str
     names: Mapping[str, str]
     pattern: re.Pattern[str] | None
+    usable: Mapping[str, str] = field(default_factory=dict)
 
     def pairs(self, text: str) -> list[tuple[str, str]]:
         """``(a_key, b_key)`` pairs (a < b) of the entities ``text`` names."""
@@ -190,4 +197,75 @@ def cooccurrence_matcher(
         if usable
         else None
     )
-    return CooccurrenceMatcher(signature=signature, names=names, pattern=pattern)
+    return CooccurrenceMatcher(
+        signature=signature, names=names, pattern=pattern, usable={n: names[n] for n in usable}
+    )
+
+
+#: The meta key of the names (and their keys) the co-occurrences were last found with.
+COOC_NAMES_KEY = "graph_cooc_names"
+
+
+def cooc_names_value(matcher: CooccurrenceMatcher) -> str:
+    """``COOC_NAMES_KEY``'s value for ``matcher``: its signature and names."""
+    return json.dumps(
+        {"signature": matcher.signature, "names": sorted(matcher.usable.items())},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def changed_names(
+    previous: str | None, signature: str | None, matcher: CooccurrenceMatcher
+) -> list[str] | None:
+    """The names whose chunks may pair entities otherwise than when ``previous`` (a
+    ``COOC_NAMES_KEY`` value) was stored: added, removed, or naming another entity. None
+    when that is not known (every chunk is scanned again): no value, or one stored with
+    another signature than ``signature`` (``graph_names``, which software that does not
+    keep the names may have written since).
+
+    A chunk whose text names none of them pairs the same entities as before: the matcher
+    takes, at each place of the text, the longest name found there, and a name absent
+    from the text is tried nowhere, under either set of names.
+    """
+    if previous is None or signature is None:
+        return None
+    try:
+        stored = json.loads(previous)
+        if stored["signature"] != signature:
+            return None
+        before = {str(n): str(k) for n, k in stored["names"]}
+    except (ValueError, TypeError, KeyError):
+        return None
+    now = matcher.usable
+    return sorted(n for n in before.keys() | now.keys() if before.get(n) != now.get(n))
+
+
+def chunks_naming(
+    names: Iterable[str],
+    postings: Callable[[list[int]], Mapping[int, Any]],
+    underscored: Callable[[], Iterable[int]],
+) -> set[int] | None:
+    """Rowids of every chunk whose text may name one of ``names`` (a superset), from the
+    keyword index: the chunks holding all of a name's terms, and the chunks with a ``_``
+    (the name matcher reads ``_`` as a space, the keyword index as a letter, so ``x_name``
+    holds no term of ``name``). None when a name has no term (scan every chunk).
+
+    ``postings(hashes)``: the live postings of the memory source by term hash (terms with
+    none absent); ``underscored()``: rowids of the memory chunks whose text has a ``_``.
+    """
+    out: set[int] = set()
+    for name in names:
+        hashes = list(dict.fromkeys(term_hash(t) for t in terms(name)))
+        if not hashes:
+            return None
+        found = postings(hashes)
+        if len(found) < len(hashes):
+            continue  # a term no chunk holds: no chunk names it
+        lists = sorted((found[h].rowids for h in hashes), key=len)
+        rows = lists[0]
+        for other in lists[1:]:
+            rows = np.intersect1d(rows, other, assume_unique=True)
+        out.update(int(r) for r in rows.tolist())
+    out.update(int(r) for r in underscored())
+    return out

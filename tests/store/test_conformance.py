@@ -588,6 +588,78 @@ def test_graph_rows_follow_their_file(store: Store) -> None:
         assert reader.graph_rows().facts == []
 
 
+_PEOPLE = [("Alice Martin", "Ali"), ("Bob Stone", "Bobby"), ("Carol Diaz", "Caro"),
+           ("Jean-Luc Picard", "JL"), ("Eve O'Hara", "Evie"), ("Dan Wu", "Danny")]
+_DECLARE = st.builds(
+    lambda person, form: form.format(full=person[0], nick=person[1]),
+    st.sampled_from(_PEOPLE),
+    st.sampled_from(["## {full} ({nick})\n- city: Berlin", "## {full}\n- job: pilot",
+                     "## People\n- {full} ({nick}): friend", "## {full} (the {nick})\n- city: Rome"]),
+)
+# How notes name people: full names, nicknames, first names, emphasis, possessives,
+# identifiers joined by "_", other cases.
+_MENTION = st.builds(
+    lambda person, form, case: case(form.format(full=person[0], nick=person[1],
+                                                first=person[0].split()[0])),
+    st.sampled_from(_PEOPLE),
+    st.sampled_from(["{full}", "{nick}", "{first}", "_{nick}_", "**{first}**", "{first}'s",
+                     "{nick}_notes", "x_{first}", "[[{full}]]", "`{nick}`", "{first}  {nick}"]),
+    st.sampled_from([str, str, str.upper, str.lower]),
+)
+_PROSE = st.builds(lambda a, b: f"{a} met {b} at the cafe.", _MENTION, _MENTION)
+_NOTE = st.one_of(
+    st.none(),
+    st.lists(st.one_of(_DECLARE, _PROSE, _PROSE), min_size=1, max_size=6).map("\n".join),
+)
+_PATHS = st.sampled_from(["MEMORY.md", "memory/2026-01-01.md", "memory/2026-01-02.md",
+                          "memory/2026-01-03.md"])
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(steps=st.lists(st.tuples(_PATHS, _NOTE), min_size=1, max_size=8))
+@example(steps=[("memory/2026-01-01.md", "Ali met Bob at the cafe."),
+                ("MEMORY.md", "## Alice Martin (Ali)\n- city: Berlin\n## Bob Stone\n- job: pilot"),
+                ("memory/2026-01-02.md", "x_Bob met _Ali_ at the cafe."),
+                ("MEMORY.md", "## Bob Stone\n- job: pilot")])
+def test_cooccurrences_after_each_write_are_those_of_a_scan_of_every_chunk(
+    store_factory: StoreFactory, steps: list[tuple[str, str | None]]
+) -> None:
+    """Whatever names a write adds, removes or moves to another entity, the chunks the
+    store scans again (those that may name a changed one) leave the co-occurrences of a
+    scan of every chunk with every name: the in-memory store's, which scans them all."""
+    from memmw.store.inmemory import InMemoryBackend, InMemoryStore
+
+    store = store_factory(f"cooc{uuid.uuid4().hex[:8]}")
+    oracle = InMemoryStore(InMemoryBackend(), agent_id="oracle")
+    files: dict[str, str] = {}
+    try:
+        for path, text in steps:
+            if text is None and path not in files:
+                continue
+            for target in (store, oracle):
+                with target.write() as writer, writer.transaction():
+                    if text is None:
+                        writer.delete_file(path, "memory")
+                    else:
+                        put_file(writer, path, text + "\n")
+                        writer.replace_note_graph(
+                            path=path, source="memory", note=parse_note(text + "\n", path)
+                        )
+                    writer.refresh_graph()
+            if text is None:
+                files.pop(path)
+            else:
+                files[path] = text
+            with store.read() as got, oracle.read() as expect:
+                assert sorted(got.graph_rows().cooccurrences) == sorted(
+                    expect.graph_rows().cooccurrences
+                ), files
+    finally:
+        store.close()
+        oracle.close()
+
+
 def test_activation_bumps_survive_a_rebuild(store: Store) -> None:
     seed(store, {"MEMORY.md": GRAPH_NOTE})
     with store.write(exclusive=False) as writer, writer.transaction():

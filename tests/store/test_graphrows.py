@@ -42,3 +42,23 @@ def test_cooccurrence_pairs_use_names_and_aliases() -> None:
     assert matcher.pairs("Al and nobody else.") == []  # names under three characters are noise
     other = cooccurrence_matcher([("alice martin", "Alice Martin")], [])
     assert other.signature != matcher.signature
+
+
+def test_changed_names_are_the_names_added_removed_or_moved_and_only_when_known() -> None:
+    from memmw.store.graphrows import changed_names, cooc_names_value
+
+    before = cooccurrence_matcher(
+        [("alice martin", "Alice Martin"), ("bob stone", "Bob Stone")], [("alice martin", "ali")]
+    )
+    after = cooccurrence_matcher(
+        [("alice martin", "Alice Martin"), ("carol diaz", "Carol Diaz")], [("carol diaz", "ali")]
+    )
+    stored = cooc_names_value(before)
+    assert changed_names(stored, before.signature, after) == [
+        "ali", "bob", "bob stone", "carol", "carol diaz"
+    ]
+    assert changed_names(stored, before.signature, before) == []
+    # Unknown: nothing stored, or a signature written since by software that keeps none.
+    assert changed_names(None, before.signature, after) is None
+    assert changed_names(stored, "another", after) is None
+    assert changed_names("not json", before.signature, after) is None

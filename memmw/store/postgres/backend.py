@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from memmw.errors import ConfigError, IndexBusyError, IndexCorruptError, IndexStoreError
 from memmw.redaction import redact_error
+from memmw.store.graphrows import COOC_NAMES_KEY
 from memmw.store.ownership import WriterThread
 from memmw.store.postgres.connection import open_pool, probed, redact_dsn
 from memmw.store.postgres.postings import SourceStats
@@ -255,7 +256,8 @@ class PostgresStore:
             # postings version asks nothing more for its keyword leg.
             cur = conn.execute(
                 f"{_BEGIN_SNAPSHOT}; SELECT key, value FROM memmw.meta"
-                f" WHERE namespace_id = {int(ns)};"
+                # Not the co-occurrence names (the writer's, as long as the graph's names).
+                f" WHERE namespace_id = {int(ns)} AND key <> '{COOC_NAMES_KEY}';"
                 " SELECT source, n_docs, total_len, dead FROM memmw.source_stats"
                 f" WHERE namespace_id = {int(ns)};"
                 f" SELECT max(decay_ts) FROM memmw.files WHERE namespace_id = {int(ns)}"

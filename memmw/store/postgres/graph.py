@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from memmw.config import Source
 from memmw.notes.syntax import ParsedNote
 from memmw.store.graphrows import (
+    COOC_NAMES_KEY,
     DAY_S,
     DECAY_PER_DAY,
     INITIAL_ACTIVATION,
+    changed_names,
+    chunks_naming,
+    cooc_names_value,
     cooccurrence_matcher,
     current_fact_ids,
     note_rows,
@@ -116,10 +120,16 @@ def _set_meta(conn: psycopg.Connection[Any], ns: int, key: str, value: str) -> N
     )
 
 
-def refresh_cooccurrences(conn: psycopg.Connection[Any], ns: int) -> int:
+def refresh_cooccurrences(
+    conn: psycopg.Connection[Any],
+    ns: int,
+    postings: Callable[[list[int]], Mapping[int, Any]] | None = None,
+) -> int:
     """Update which entities are named together in a chunk; returns chunks scanned.
 
-    Only chunks added since the last run are scanned when the set of names is unchanged.
+    Scanned: the chunks added since the last run, and when the names changed, the older
+    chunks that may name a changed one (``memmw.store.sqlite.graph.refresh_cooccurrences``
+    says how), or every chunk when that is not known.
     """
     matcher = cooccurrence_matcher(
         conn.execute(
@@ -134,23 +144,40 @@ def refresh_cooccurrences(conn: psycopg.Connection[Any], ns: int) -> int:
             (ns,),
         ).fetchall(),
     )
-    last = _meta(conn, ns, "graph_cooc_rowid")
-    after = int(last or 0) if _meta(conn, ns, "graph_names") == matcher.signature else 0
-    if after == 0:
+    after = int(_meta(conn, ns, "graph_cooc_rowid") or 0)
+    names = _meta(conn, ns, "graph_names")
+    again: set[int] | None = set()
+    if names != matcher.signature:
+        changed = changed_names(_meta(conn, ns, COOC_NAMES_KEY), names, matcher)
+        again = (
+            None
+            if changed is None or postings is None
+            else chunks_naming(changed, postings, lambda: _underscored(conn, ns, after))
+        )
+    if again is None:
+        after = 0
         conn.execute("DELETE FROM memmw.graph_cooccurrences WHERE namespace_id = %s", (ns,))
     row = conn.execute(
         "SELECT coalesce(max(rowid), 0) FROM memmw.chunks WHERE namespace_id = %s", (ns,)
     ).fetchone()
     _set_meta(conn, ns, "graph_names", matcher.signature)
     _set_meta(conn, ns, "graph_cooc_rowid", str(int(row[0]) if row else 0))
+    _set_meta(conn, ns, COOC_NAMES_KEY, cooc_names_value(matcher))
+    older = sorted(r for r in again or () if r <= after)
+    if older:
+        conn.execute(
+            "DELETE FROM memmw.graph_cooccurrences WHERE namespace_id = %s"
+            " AND chunk_rowid = ANY(%s::bigint[])",
+            (ns, older),
+        )
     if matcher.pattern is None:
         return 0
     rows: list[tuple[int, int, str, str]] = []
     scanned = 0
     for rowid, text in conn.execute(
         "SELECT rowid, text FROM memmw.chunks WHERE namespace_id = %s AND source = 'memory'"
-        " AND rowid > %s",
-        (ns, after),
+        " AND (rowid > %s OR rowid = ANY(%s::bigint[]))",
+        (ns, after, older),
     ).fetchall():
         scanned += 1
         rows.extend((ns, rowid, a, b) for a, b in matcher.pairs(text))
@@ -162,6 +189,18 @@ def refresh_cooccurrences(conn: psycopg.Connection[Any], ns: int) -> int:
                 rows,
             )
     return scanned
+
+
+def _underscored(conn: psycopg.Connection[Any], ns: int, upto: int) -> list[int]:
+    """Memory chunks up to rowid ``upto`` whose text has a ``_``."""
+    return [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT rowid FROM memmw.chunks WHERE namespace_id = %s AND source = 'memory'"
+            " AND rowid <= %s AND strpos(text, '_') > 0",
+            (ns, upto),
+        ).fetchall()
+    ]
 
 
 def seed_activation(conn: psycopg.Connection[Any], ns: int, now: float | None = None) -> None:

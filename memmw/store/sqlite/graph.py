@@ -6,14 +6,19 @@ import logging
 import math
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from memmw.config import Source
 from memmw.notes.syntax import ParsedNote, parse_note
 from memmw.store.graphrows import (
+    COOC_NAMES_KEY,
     DAY_S,
     DECAY_PER_DAY,
     INITIAL_ACTIVATION,
+    changed_names,
+    chunks_naming,
+    cooc_names_value,
     cooccurrence_matcher,
     current_fact_ids,
     note_rows,
@@ -101,12 +106,15 @@ def refresh_supersession(conn: sqlite3.Connection) -> int:
     return len(current)
 
 
-def refresh_cooccurrences(conn: sqlite3.Connection) -> int:
+def refresh_cooccurrences(
+    conn: sqlite3.Connection, postings: Callable[[list[int]], Mapping[int, Any]] | None = None
+) -> int:
     """Update which entities are named together in a chunk (names and aliases).
 
-    When the set of names is unchanged only chunks added since the last run are scanned
-    (chunk rowids only grow, and a chunk's rows go with it); otherwise all are.
-    Returns how many chunks were scanned.
+    Scanned: the chunks added since the last run, and when the names changed, the older
+    chunks that may name a changed one (found through ``postings``, the memory source's
+    keyword postings by term hash; ``graphrows.chunks_naming``), or every chunk when
+    that is not known. Returns how many chunks were scanned.
     """
     matcher = cooccurrence_matcher(
         conn.execute("SELECT entity_key, name FROM graph_entities"),
@@ -114,27 +122,71 @@ def refresh_cooccurrences(conn: sqlite3.Connection) -> int:
     )
     signature = matcher.signature
     meta = dict(
-        conn.execute("SELECT key, value FROM meta WHERE key IN ('graph_names', 'graph_cooc_rowid')")
+        conn.execute(
+            "SELECT key, value FROM meta WHERE key IN ('graph_names', 'graph_cooc_rowid', ?)",
+            (COOC_NAMES_KEY,),
+        )
     )
-    after = int(meta.get("graph_cooc_rowid", 0)) if meta.get("graph_names") == signature else 0
-    if after == 0:
+    after = int(meta.get("graph_cooc_rowid", 0))
+    again: set[int] | None = set()
+    if meta.get("graph_names") != signature:
+        changed = changed_names(meta.get(COOC_NAMES_KEY), meta.get("graph_names"), matcher)
+        again = (
+            None
+            if changed is None or postings is None
+            else chunks_naming(changed, postings, lambda: _underscored(conn, after))
+        )
+    if again is None:
+        after = 0
         conn.execute("DELETE FROM graph_cooccurrences")
     top = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM chunks").fetchone()[0]
     conn.executemany(
         "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-        [("graph_names", signature), ("graph_cooc_rowid", str(top))],
+        [("graph_names", signature), ("graph_cooc_rowid", str(top)),
+         (COOC_NAMES_KEY, cooc_names_value(matcher))],
     )
+    older = sorted(r for r in again or () if r <= after)
+    for start in range(0, len(older), 500):
+        part = older[start : start + 500]
+        conn.execute(
+            f"DELETE FROM graph_cooccurrences WHERE chunk_rowid IN ({','.join('?' * len(part))})",
+            part,
+        )
     if matcher.pattern is None:
         return 0
     rows: list[tuple[int, str, str]] = []
     scanned = 0
-    for rowid, text in conn.execute(
+
+    def scan(found: Iterable[tuple[int, str]]) -> None:
+        nonlocal scanned
+        for rowid, text in found:
+            scanned += 1
+            rows.extend((rowid, a, b) for a, b in matcher.pairs(text))
+
+    for start in range(0, len(older), 500):
+        part = older[start : start + 500]
+        scan(conn.execute(
+            f"SELECT rowid, text FROM chunks WHERE source='memory' AND rowid IN"
+            f" ({','.join('?' * len(part))})",
+            part,
+        ))
+    scan(conn.execute(
         "SELECT rowid, text FROM chunks WHERE source='memory' AND rowid > ?", (after,)
-    ):
-        scanned += 1
-        rows.extend((rowid, a, b) for a, b in matcher.pairs(text))
+    ))
     conn.executemany("INSERT OR IGNORE INTO graph_cooccurrences VALUES (?,?,?)", rows)
     return scanned
+
+
+def _underscored(conn: sqlite3.Connection, upto: int) -> list[int]:
+    """Memory chunks up to rowid ``upto`` whose text has a ``_``."""
+    return [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT rowid FROM chunks WHERE source='memory' AND rowid <= ?"
+            " AND instr(text, '_') > 0",
+            (upto,),
+        )
+    ]
 
 
 def seed_activation(conn: sqlite3.Connection, now: float | None = None) -> None:

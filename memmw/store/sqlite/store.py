@@ -552,7 +552,9 @@ class IndexStore:
     def refresh_graph(self) -> None:
         """Supersession, co-occurrences and seeded activation."""
         graph.refresh_supersession(self.conn)
-        graph.refresh_cooccurrences(self.conn)
+        graph.refresh_cooccurrences(
+            self.conn, lambda hashes: self.postings(hashes, ("memory",))
+        )
         graph.seed_activation(self.conn)
 
     def decay_activation(self) -> None:
