@@ -29,10 +29,10 @@ FALLBACK_MIN_INTERVAL_S = 1.0
 #: the searches need. At most SEARCH_QUIET_MAX_S of waiting, so it always runs.
 SEARCH_QUIET_S = 0.3
 SEARCH_QUIET_MAX_S = 3.0
-#: Once running, a background sync steps aside between files while a search of its
-#: Memory reads, until none has read for SEARCH_RESUME_S (a turn's searches come
-#: together), and in all for at most SEARCH_YIELD_MAX_S per sync (it holds the writer
-#: lock meanwhile): a stream of searches slows a sync down but never stops it.
+#: Once running, a background sync steps aside between notes while it lists them (before
+#: it takes the writer lock) as long as a search of its Memory reads, until none has read
+#: for SEARCH_RESUME_S (a turn's searches come together), in all for at most
+#: SEARCH_YIELD_MAX_S per sync: a stream of searches slows a sync down but never stops it.
 SEARCH_RESUME_S = 0.01
 SEARCH_YIELD_MAX_S = 3.0
 
@@ -41,13 +41,14 @@ _sync_thread = threading.local()
 
 
 def yield_to_searches() -> None:
-    """A point between two steps of a sync where it may wait for searches.
+    """A point between two steps of a sync where it may wait for searches (never call it
+    holding the writer lock: other writers would wait too).
 
     In a background sync's thread, returns once no search of that Memory has read for
     ``SEARCH_RESUME_S`` (or its sync's ``SEARCH_YIELD_MAX_S`` is spent); anywhere else (a
     sync the caller asked for and waits on), returns at once. Measured at 1.41M chunks:
-    a fresh process's startup sync (2.0 s of interpreter time for 49,581 notes) running
-    among its 320 questions took their p95 from 27-32 to 67-74 ms (README, issue 25).
+    a fresh process's startup sync (49,581 notes to list) running among its 320 questions
+    took their p95 from 44-55 to 67-113 ms (README, issue 25).
     """
     owner: Freshness | None = getattr(_sync_thread, "owner", None)
     if owner is not None:

@@ -24,6 +24,7 @@ from memmw.text.chunking import CHUNKING_VERSION, Chunk, chunk_text
 from memmw.types import FileIssue, SyncReport
 from memmw.workspace.files import (
     MEMORY_DIR,
+    Discovery,
     WorkspaceFile,
     discover_all,
     file_date,
@@ -196,11 +197,14 @@ class Indexer:
         """
         started = time.perf_counter()
         store = self.store
+        # The notes are listed before the writer lock is taken: in a background sync the
+        # listing steps aside for searches, which must not keep other writers waiting.
+        found = discover_all(self.workspace, self.config.extra_paths, pace=yield_to_searches)
         try:
             with store.writer_lock(timeout=WRITER_LOCK_TIMEOUT_S if wait else 0, what="sync"):
                 try:
                     with store.write() as writer:
-                        reason, counts, total = self._sync_locked(writer, force, progress)
+                        reason, counts, total = self._sync_locked(writer, force, progress, found)
                 except IndexCorruptError as exc:
                     # The Markdown files are the source of truth: move the damaged index
                     # aside and rebuild it from them, under the writer lock we hold.
@@ -214,7 +218,9 @@ class Indexer:
                     )
                     try:
                         with store.write() as writer:
-                            _reason, counts, total = self._sync_locked(writer, True, progress)
+                            _reason, counts, total = self._sync_locked(
+                                writer, True, progress, found
+                            )
                     except IndexCorruptError as again:
                         raise IndexCorruptError(
                             f"the index {store.location} could not be rebuilt "
@@ -244,7 +250,7 @@ class Indexer:
 
     # -- internals -------------------------------------------------------------------
     def _sync_locked(
-        self, writer: StoreWriter, force: bool, progress: Progress | None
+        self, writer: StoreWriter, force: bool, progress: Progress | None, found: Discovery
     ) -> tuple[str | None, _Counts, int]:
         """One sync under the writer lock: ``(rebuild reason, counts, chunks in index)``."""
         wanted = build_identity(self.config, self.workspace, self.provider)
@@ -261,9 +267,9 @@ class Indexer:
                 "run 'memmw index --force' to rebuild it"
             )
         if reason is not None:
-            counts = self._rebuild(writer, wanted, progress)
+            counts = self._rebuild(writer, wanted, progress, found)
         else:
-            counts = self._incremental(writer, progress)
+            counts = self._incremental(writer, progress, found)
         with writer.transaction():
             writer.decay_activation()  # at most once a day
         total = _total_chunks(writer)
@@ -275,15 +281,15 @@ class Indexer:
         store: StoreWriter,
         existing: FileRecords,
         progress: Progress | None,
+        found: Discovery,
     ) -> _Counts:
-        """Index the workspace's files; ``existing`` maps path -> (hash, mtime, size)."""
+        """Index the ``found`` files; ``existing`` maps path -> (hash, mtime, size)."""
         if not self.workspace.is_dir():
             # Renamed or unmounted mid-run: an empty walk must not drop every note.
             raise IndexStoreError(
                 f"the workspace folder {self.workspace} is gone; the index was left as it was"
             )
         started = time.time()
-        found = discover_all(self.workspace, self.config.extra_paths, pace=yield_to_searches)
         files = found.files
         counts = _Counts(issues=list(found.issues))
         # Graph rows of unchanged files are re-derived once when the parser changed.
@@ -295,7 +301,6 @@ class Indexer:
         trusted_before = float(scanned_at) - RACY_WINDOW_S if scanned_at else None
         seen: set[str] = set()
         for i, file in enumerate(files):
-            yield_to_searches()
             seen.add(file.path)
             if progress is not None:
                 progress(i, len(files), file.path)
@@ -450,9 +455,11 @@ class Indexer:
         if not trust_stat:
             store.set_meta(TRANSCRIPTS_VERSION_KEY, TRANSCRIPTS_VERSION)
 
-    def _incremental(self, store: StoreWriter, progress: Progress | None) -> _Counts:
+    def _incremental(
+        self, store: StoreWriter, progress: Progress | None, found: Discovery
+    ) -> _Counts:
         with store.transaction():
-            counts = self._index(store, store.file_records(Source.MEMORY), progress)
+            counts = self._index(store, store.file_records(Source.MEMORY), progress, found)
             if counts.modified:
                 store.bump_generation()
         return counts
@@ -462,12 +469,13 @@ class Indexer:
         live: StoreWriter,
         identity: dict[str, Any],
         progress: Progress | None,
+        found: Discovery,
     ) -> _Counts:
         old_generation = live.generation()
         old_chunks = _total_chunks(live)
         with self.store.rebuild(live) as staged:
             with staged.transaction():
-                counts = self._index(staged, {}, progress)
+                counts = self._index(staged, {}, progress, found)
                 staged.set_identity(identity)
                 staged.set_meta("generation", str(old_generation))
                 staged.bump_generation()
