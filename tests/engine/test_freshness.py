@@ -588,3 +588,39 @@ def test_a_background_sync_of_a_memory_steps_aside_while_its_search_reads(
             assert not mem.wait_for_sync(0.5)
         assert mem.wait_for_sync(10)
         assert len(mem.search("wren dawn")) == 3
+
+
+def test_a_sync_stepping_aside_for_searches_keeps_no_other_writer_waiting(
+    ws: Path, tmp_path: Path
+) -> None:
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=KEYWORD_ONLY) as mem:
+        mem.sync()
+        for i in range(3):
+            write(ws / "memory" / f"2026-03-0{i + 1}.md", f"The finch {i} left early.\n")
+        with mem._freshness.searching():
+            mem.sync_in_background()
+            time.sleep(0.3)  # the sync is waiting for the search
+            assert not mem.wait_for_sync(0)
+            started = time.monotonic()
+            with mem.store.writer_lock(timeout=2.0, what="test"):  # another writer
+                assert time.monotonic() - started < 1.0
+        assert mem.wait_for_sync(10)
+        assert len(mem.search("finch left")) == 3
+
+
+def test_a_sync_holding_the_writer_lock_never_waits_for_searches(
+    ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memmw.engine.indexer as indexer
+
+    real = indexer.discover_all
+    # The listing without its pauses: whatever waits now is in the locked part.
+    monkeypatch.setattr(indexer, "discover_all", lambda *a, **kw: real(*a))
+    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=KEYWORD_ONLY) as mem:
+        mem.sync()
+        for i in range(3):
+            write(ws / "memory" / f"2026-04-0{i + 1}.md", f"The heron {i} fished.\n")
+        with mem._freshness.searching():
+            mem.sync_in_background()
+            assert mem.wait_for_sync(2.0)  # finished while the search still reads
+        assert len(mem.search("heron fished")) == 3
