@@ -148,7 +148,7 @@ def _walk_markdown(root: Path, walk: _Walk | None = None) -> Iterator[str]:
     ``.md`` entries that are not regular files (FIFOs, devices) are reported there.
     Depth first, each folder's entries by name (as ``os.walk`` top-down); an entry's type
     comes from its folder's listing (``os.scandir``), not from a ``stat`` of its own:
-    49,581 notes listed in 0.1 s against 1.4 s for ``os.walk`` and an ``lstat`` each.
+    49,581 notes walked in 0.14 s against 0.42 s with ``os.walk`` and an ``lstat`` each.
     """
     pending = [str(root)]
     while pending:
