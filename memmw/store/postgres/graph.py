@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memmw.config import Source
@@ -123,7 +123,7 @@ def _set_meta(conn: psycopg.Connection[Any], ns: int, key: str, value: str) -> N
 def refresh_cooccurrences(
     conn: psycopg.Connection[Any],
     ns: int,
-    postings: Callable[[list[int]], Mapping[int, Any]] | None = None,
+    postings: Callable[[list[int], Sequence[str]], Mapping[int, Any]] | None = None,
 ) -> int:
     """Update which entities are named together in a chunk; returns chunks scanned.
 
@@ -152,7 +152,11 @@ def refresh_cooccurrences(
         again = (
             None
             if changed is None or postings is None
-            else chunks_naming(changed, postings, lambda: _underscored(conn, ns, after))
+            else chunks_naming(
+                changed,
+                lambda hashes: postings(hashes, (Source.MEMORY,)),
+                lambda: _underscored(conn, ns, after),
+            )
         )
     if again is None:
         after = 0

@@ -963,9 +963,7 @@ class PostgresWriter(PostgresReader):
     def refresh_graph(self) -> None:
         """Recompute what spans files: supersession, co-occurrences, seeded activation."""
         pg_graph.refresh_supersession(self.conn, self.namespace_id)
-        pg_graph.refresh_cooccurrences(
-            self.conn, self.namespace_id, lambda hashes: self.postings(hashes, ("memory",))
-        )
+        pg_graph.refresh_cooccurrences(self.conn, self.namespace_id, self.postings)
         pg_graph.seed_activation(self.conn, self.namespace_id)
 
     def decay_activation(self) -> None:

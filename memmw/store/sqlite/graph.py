@@ -6,7 +6,7 @@ import logging
 import math
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from memmw.config import Source
@@ -107,13 +107,13 @@ def refresh_supersession(conn: sqlite3.Connection) -> int:
 
 
 def refresh_cooccurrences(
-    conn: sqlite3.Connection, postings: Callable[[list[int]], Mapping[int, Any]] | None = None
+    conn: sqlite3.Connection, postings: Callable[[list[int], Sequence[str]], Mapping[int, Any]] | None = None
 ) -> int:
     """Update which entities are named together in a chunk (names and aliases).
 
     Scanned: the chunks added since the last run, and when the names changed, the older
-    chunks that may name a changed one (found through ``postings``, the memory source's
-    keyword postings by term hash; ``graphrows.chunks_naming``), or every chunk when
+    chunks that may name a changed one (found through ``postings``, the store's keyword
+    postings by term hash and source; ``graphrows.chunks_naming``), or every chunk when
     that is not known. Returns how many chunks were scanned.
     """
     matcher = cooccurrence_matcher(
@@ -134,7 +134,11 @@ def refresh_cooccurrences(
         again = (
             None
             if changed is None or postings is None
-            else chunks_naming(changed, postings, lambda: _underscored(conn, after))
+            else chunks_naming(
+                changed,
+                lambda hashes: postings(hashes, (Source.MEMORY,)),
+                lambda: _underscored(conn, after),
+            )
         )
     if again is None:
         after = 0

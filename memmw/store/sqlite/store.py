@@ -552,9 +552,7 @@ class IndexStore:
     def refresh_graph(self) -> None:
         """Supersession, co-occurrences and seeded activation."""
         graph.refresh_supersession(self.conn)
-        graph.refresh_cooccurrences(
-            self.conn, lambda hashes: self.postings(hashes, ("memory",))
-        )
+        graph.refresh_cooccurrences(self.conn, self.postings)
         graph.seed_activation(self.conn)
 
     def decay_activation(self) -> None:
