@@ -9,12 +9,13 @@ import datetime as dt
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from memmw.config import Source
 from memmw.notes.provenance import provenance_for
 from memmw.notes.syntax import ParsedNote, implicit_aliases, normalize_key, normalize_name
 from memmw.store.terms import term_hash
@@ -239,6 +240,24 @@ def changed_names(
         return None
     now = matcher.usable
     return sorted(n for n in before.keys() | now.keys() if before.get(n) != now.get(n))
+
+
+def chunks_to_rescan(
+    previous: str | None,
+    signature: str | None,
+    matcher: CooccurrenceMatcher,
+    postings: Callable[[list[int], Sequence[str]], Mapping[int, Any]] | None,
+    underscored: Callable[[], Iterable[int]],
+) -> set[int] | None:
+    """The chunks to scan again for ``matcher`` (None: every chunk): those that may name
+    a name changed since ``previous`` was stored (``changed_names``, ``chunks_naming``
+    over the memory source's ``postings(hashes, sources)``)."""
+    changed = changed_names(previous, signature, matcher)
+    if changed is None or postings is None:
+        return None
+    return chunks_naming(
+        changed, lambda hashes: postings(hashes, (Source.MEMORY,)), underscored
+    )
 
 
 def chunks_naming(

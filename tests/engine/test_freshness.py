@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -590,13 +591,20 @@ def test_a_background_sync_of_a_memory_steps_aside_while_its_search_reads(
         assert len(mem.search("wren dawn")) == 3
 
 
-def test_a_sync_stepping_aside_for_searches_keeps_no_other_writer_waiting(
-    ws: Path, tmp_path: Path
-) -> None:
+@contextlib.contextmanager
+def _memory_with_three_new_notes(ws: Path, tmp_path: Path, line: str) -> Iterator[Memory]:
+    """A synced Memory, then three notes it has not indexed (``line`` with 0, 1, 2)."""
     with make_memory(workspace=ws, state_dir=tmp_path / "state", config=KEYWORD_ONLY) as mem:
         mem.sync()
         for i in range(3):
-            write(ws / "memory" / f"2026-03-0{i + 1}.md", f"The finch {i} left early.\n")
+            write(ws / "memory" / f"2026-05-0{i + 1}.md", line.format(i) + "\n")
+        yield mem
+
+
+def test_a_sync_stepping_aside_for_searches_keeps_no_other_writer_waiting(
+    ws: Path, tmp_path: Path
+) -> None:
+    with _memory_with_three_new_notes(ws, tmp_path, "The finch {} left early.") as mem:
         with mem._freshness.searching():
             mem.sync_in_background()
             time.sleep(0.3)  # the sync is waiting for the search
@@ -616,10 +624,7 @@ def test_a_sync_holding_the_writer_lock_never_waits_for_searches(
     real = indexer.discover_all
     # The listing without its pauses: whatever waits now is in the locked part.
     monkeypatch.setattr(indexer, "discover_all", lambda *a, **kw: real(*a))
-    with make_memory(workspace=ws, state_dir=tmp_path / "state", config=KEYWORD_ONLY) as mem:
-        mem.sync()
-        for i in range(3):
-            write(ws / "memory" / f"2026-04-0{i + 1}.md", f"The heron {i} fished.\n")
+    with _memory_with_three_new_notes(ws, tmp_path, "The heron {} fished.") as mem:
         with mem._freshness.searching():
             mem.sync_in_background()
             assert mem.wait_for_sync(2.0)  # finished while the search still reads

@@ -14,8 +14,7 @@ from memmw.store.graphrows import (
     DAY_S,
     DECAY_PER_DAY,
     INITIAL_ACTIVATION,
-    changed_names,
-    chunks_naming,
+    chunks_to_rescan,
     cooc_names_value,
     cooccurrence_matcher,
     current_fact_ids,
@@ -148,15 +147,9 @@ def refresh_cooccurrences(
     names = _meta(conn, ns, "graph_names")
     again: set[int] | None = set()
     if names != matcher.signature:
-        changed = changed_names(_meta(conn, ns, COOC_NAMES_KEY), names, matcher)
-        again = (
-            None
-            if changed is None or postings is None
-            else chunks_naming(
-                changed,
-                lambda hashes: postings(hashes, (Source.MEMORY,)),
-                lambda: _underscored(conn, ns, after),
-            )
+        again = chunks_to_rescan(
+            _meta(conn, ns, COOC_NAMES_KEY), names, matcher, postings,
+            lambda: _underscored(conn, ns, after),
         )
     if again is None:
         after = 0

@@ -16,8 +16,7 @@ from memmw.store.graphrows import (
     DAY_S,
     DECAY_PER_DAY,
     INITIAL_ACTIVATION,
-    changed_names,
-    chunks_naming,
+    chunks_to_rescan,
     cooc_names_value,
     cooccurrence_matcher,
     current_fact_ids,
@@ -113,7 +112,7 @@ def refresh_cooccurrences(
 
     Scanned: the chunks added since the last run, and when the names changed, the older
     chunks that may name a changed one (found through ``postings``, the store's keyword
-    postings by term hash and source; ``graphrows.chunks_naming``), or every chunk when
+    postings by term hash and source; ``graphrows.chunks_to_rescan``), or every chunk when
     that is not known. Returns how many chunks were scanned.
     """
     matcher = cooccurrence_matcher(
@@ -130,15 +129,9 @@ def refresh_cooccurrences(
     after = int(meta.get("graph_cooc_rowid", 0))
     again: set[int] | None = set()
     if meta.get("graph_names") != signature:
-        changed = changed_names(meta.get(COOC_NAMES_KEY), meta.get("graph_names"), matcher)
-        again = (
-            None
-            if changed is None or postings is None
-            else chunks_naming(
-                changed,
-                lambda hashes: postings(hashes, (Source.MEMORY,)),
-                lambda: _underscored(conn, after),
-            )
+        again = chunks_to_rescan(
+            meta.get(COOC_NAMES_KEY), meta.get("graph_names"), matcher, postings,
+            lambda: _underscored(conn, after),
         )
     if again is None:
         after = 0
