@@ -168,7 +168,7 @@ class CooccurrenceMatcher:
     signature: str
     names: Mapping[str, str]
     pattern: re.Pattern[str] | None
-    usable: Mapping[str, str] = field(default_factory=dict)
+    usable: Mapping[str, str]
 
     def pairs(self, text: str) -> list[tuple[str, str]]:
         """``(a_key, b_key)`` pairs (a < b) of the entities ``text`` names."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import sqlite3
@@ -143,33 +144,28 @@ def refresh_cooccurrences(
          (COOC_NAMES_KEY, cooc_names_value(matcher))],
     )
     older = sorted(r for r in again or () if r <= after)
+    # The older chunks to scan again, in batches (each loses its rows first), then the
+    # new ones (streamed: after a full reset that is every chunk).
+    texts: list[Iterable[tuple[int, str]]] = []
     for start in range(0, len(older), 500):
         part = older[start : start + 500]
-        conn.execute(
-            f"DELETE FROM graph_cooccurrences WHERE chunk_rowid IN ({','.join('?' * len(part))})",
-            part,
-        )
+        marks = ",".join("?" * len(part))
+        conn.execute(f"DELETE FROM graph_cooccurrences WHERE chunk_rowid IN ({marks})", part)
+        if matcher.pattern is not None:
+            texts.append(conn.execute(
+                f"SELECT rowid, text FROM chunks WHERE source='memory' AND rowid IN ({marks})",
+                part,
+            ).fetchall())
     if matcher.pattern is None:
         return 0
-    rows: list[tuple[int, str, str]] = []
-    scanned = 0
-
-    def scan(found: Iterable[tuple[int, str]]) -> None:
-        nonlocal scanned
-        for rowid, text in found:
-            scanned += 1
-            rows.extend((rowid, a, b) for a, b in matcher.pairs(text))
-
-    for start in range(0, len(older), 500):
-        part = older[start : start + 500]
-        scan(conn.execute(
-            f"SELECT rowid, text FROM chunks WHERE source='memory' AND rowid IN"
-            f" ({','.join('?' * len(part))})",
-            part,
-        ))
-    scan(conn.execute(
+    texts.append(conn.execute(
         "SELECT rowid, text FROM chunks WHERE source='memory' AND rowid > ?", (after,)
     ))
+    rows: list[tuple[int, str, str]] = []
+    scanned = 0
+    for rowid, text in itertools.chain.from_iterable(texts):
+        scanned += 1
+        rows.extend((rowid, a, b) for a, b in matcher.pairs(text))
     conn.executemany("INSERT OR IGNORE INTO graph_cooccurrences VALUES (?,?,?)", rows)
     return scanned
 
